@@ -1,0 +1,84 @@
+use std::{fmt, str::FromStr};
+
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::Slot;
+
+/// The client's idempotency key: one UUID per save, reused on every retry of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(Uuid);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("the idempotency key is missing")]
+    Missing,
+    #[error("the idempotency key must be a UUID")]
+    NotAUuid,
+}
+
+impl IdempotencyKey {
+    /// Parses any UUID spelling (case-insensitive, with or without hyphens or
+    /// braces); the stored form is always [`Self::canonical`].
+    pub fn parse(raw: &str) -> Result<Self, KeyError> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(KeyError::Missing);
+        }
+        Uuid::parse_str(raw).map(Self).map_err(|_| KeyError::NotAUuid)
+    }
+
+    pub fn new_random() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// Lowercase, hyphenated: the one spelling stored and compared on shard K.
+    pub fn canonical(&self) -> String {
+        self.0.hyphenated().to_string()
+    }
+
+    /// `slot = first byte of SHA-256(the key's 16 raw bytes)`.
+    pub fn slot(&self) -> Slot {
+        Slot(Sha256::digest(self.0.as_bytes())[0])
+    }
+}
+
+impl FromStr for IdempotencyKey {
+    type Err = KeyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.hyphenated(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_case_insensitively_to_canonical_form() {
+        let key = IdempotencyKey::parse("6F9619FF-8B86-D011-B42D-00C04FC964FF").unwrap();
+        assert_eq!(key.canonical(), "6f9619ff-8b86-d011-b42d-00c04fc964ff");
+        assert_eq!(key, IdempotencyKey::parse("6f9619ff8b86d011b42d00c04fc964ff").unwrap());
+    }
+
+    #[test]
+    fn rejects_missing_and_non_uuid_keys() {
+        assert_eq!(IdempotencyKey::parse(""), Err(KeyError::Missing));
+        assert_eq!(IdempotencyKey::parse("  "), Err(KeyError::Missing));
+        assert_eq!(IdempotencyKey::parse("not-a-uuid"), Err(KeyError::NotAUuid));
+        assert_eq!(IdempotencyKey::parse("6f9619ff-8b86-d011-b42d-00c04fc964f"), Err(KeyError::NotAUuid));
+    }
+
+    #[test]
+    fn slot_is_first_byte_of_sha256_of_raw_bytes() {
+        let key = IdempotencyKey::parse("00000000-0000-0000-0000-000000000000").unwrap();
+        // sha256 of 16 zero bytes = 374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb
+        assert_eq!(key.slot(), Slot(0x37));
+    }
+}

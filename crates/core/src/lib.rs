@@ -1,0 +1,47 @@
+//! The pastebin's domain, with no I/O.
+//!
+//! A create starts from an [`IdempotencyKey`] the client chose; its [`Slot`]
+//! (first byte of SHA-256 over the key's raw bytes) picks the key shard and is
+//! written into the first two characters of the [`PasteId`] minted for it, so
+//! reads route by decoding the id instead of hashing it. The [`RequestHash`]
+//! tells a retry from a different request under the same key, the
+//! [`DeleteToken`] is the paste's only credential, and [`KeyState`] is the
+//! saga's state machine as it is stored on the key shard. [`Clock`] makes time
+//! injectable so the 60 s and 25 h rules are testable without sleeping.
+
+mod clock;
+mod expiry;
+mod key;
+mod paste_id;
+mod request_hash;
+mod response;
+mod slot;
+mod state;
+mod token;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use expiry::{Expiry, ExpiryError};
+pub use key::{IdempotencyKey, KeyError};
+pub use paste_id::{PasteId, PasteIdError};
+pub use request_hash::{CreateRequest, RequestHash};
+pub use response::ResponseBody;
+pub use slot::{Slot, SLOT_COUNT};
+pub use state::{KeyState, UnknownKeyState};
+pub use token::{DeleteToken, DeleteTokenHash};
+
+/// How long a done or aborted key is kept: the window in which a retry replays.
+pub const KEY_RETENTION: std::time::Duration = std::time::Duration::from_secs(25 * 3600);
+/// The whole create's budget; every call inside it carries what is left of it.
+pub const CREATE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+/// A pending key younger than this may still have a create in flight (30 × the budget).
+pub const RECOVERY_THRESHOLD: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Milliseconds since the Unix epoch: how the shards store time.
+pub fn to_millis(at: chrono::DateTime<chrono::Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+/// The inverse of [`to_millis`]; out-of-range values clamp to the epoch.
+pub fn from_millis(ms: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}

@@ -1,0 +1,94 @@
+use std::fmt;
+
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The paste's only credential: 32 random bytes, base64url without padding.
+/// Shown once in the 201; `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DeleteToken(String);
+
+/// What shard P keeps instead of the token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DeleteTokenHash(pub [u8; 32]);
+
+impl DeleteToken {
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        Self(URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// A token as presented by a client. Any string is accepted: a malformed
+    /// one simply does not match, which is the same answer as a wrong one.
+    pub fn presented(raw: &str) -> Self {
+        Self(raw.to_owned())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn hash(&self) -> DeleteTokenHash {
+        DeleteTokenHash(Sha256::digest(self.0.as_bytes()).into())
+    }
+}
+
+impl fmt::Debug for DeleteToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DeleteToken(<redacted>)")
+    }
+}
+
+impl DeleteTokenHash {
+    /// Constant-time, so response timing does not leak how much of a guess matched.
+    pub fn verify(&self, presented: &DeleteToken) -> bool {
+        self.0.ct_eq(&presented.hash().0).into()
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    pub fn from_hex(raw: &str) -> Option<Self> {
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(raw, &mut bytes).ok()?;
+        Some(Self(bytes))
+    }
+}
+
+impl fmt::Debug for DeleteTokenHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeleteTokenHash({})", self.to_hex())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_tokens_are_43_char_base64url_and_distinct() {
+        let (a, b) = (DeleteToken::generate(), DeleteToken::generate());
+        assert_eq!(a.expose().len(), 43);
+        assert!(a.expose().bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn verifies_only_the_right_token() {
+        let token = DeleteToken::generate();
+        let stored = DeleteTokenHash::from_hex(&token.hash().to_hex()).unwrap();
+        assert!(stored.verify(&DeleteToken::presented(token.expose())));
+        assert!(!stored.verify(&DeleteToken::generate()));
+        assert!(!stored.verify(&DeleteToken::presented("")));
+    }
+
+    #[test]
+    fn debug_never_prints_the_token() {
+        let token = DeleteToken::generate();
+        assert!(!format!("{token:?}").contains(token.expose()));
+    }
+}

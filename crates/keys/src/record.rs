@@ -1,0 +1,48 @@
+use chrono::{DateTime, Utc};
+use pastebin_core::{IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody};
+
+/// One idempotency record as stored on shard K.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    pub key: IdempotencyKey,
+    pub request_hash: RequestHash,
+    pub paste_id: PasteId,
+    pub state: KeyState,
+    pub response_body: ResponseBody,
+    pub created_at: DateTime<Utc>,
+    pub retain_until: DateTime<Utc>,
+}
+
+/// What step 2 of the saga asks K to record.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    pub key: IdempotencyKey,
+    pub request_hash: RequestHash,
+    pub paste_id: PasteId,
+    pub response_body: ResponseBody,
+}
+
+/// The outcome of `begin`: this call inserted the pending record, or found
+/// the one already there (possibly the winner of a race this call lost).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    Inserted(KeyRecord),
+    Existing(KeyRecord),
+}
+
+/// A pending key as listed to the sweeper and operators: no secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingKey {
+    pub key: IdempotencyKey,
+    pub paste_id: PasteId,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingStats {
+    pub pending: u64,
+    pub oldest_created_at: Option<DateTime<Utc>>,
+    pub older_than_2s: u64,
+    pub older_than_60s: u64,
+    pub now: DateTime<Utc>,
+}

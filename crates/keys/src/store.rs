@@ -1,0 +1,259 @@
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use pastebin_core::{
+    from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
+};
+use sqlx::{any::AnyRow, AnyPool, Row};
+
+use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    #[error("key database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored row that does not parse: never expected, never papered over.
+    #[error("corrupt key record: {0}")]
+    Corrupt(String),
+    /// The key was deleted by retention between the insert conflict and the
+    /// read, repeatedly. Only possible under a pathological clock.
+    #[error("the key vanished while it was being begun")]
+    Vanished,
+}
+
+/// Shard K's storage. The same SQL runs on PostgreSQL and SQLite.
+#[derive(Clone)]
+pub struct KeyStore {
+    pool: AnyPool,
+    clock: Arc<dyn Clock>,
+}
+
+
+fn retention() -> chrono::Duration {
+    // A constant of 25 h: always representable.
+    chrono::Duration::from_std(KEY_RETENTION).unwrap_or(chrono::Duration::MAX)
+}
+
+impl KeyStore {
+    pub fn new(pool: AnyPool, clock: Arc<dyn Clock>) -> Self {
+        Self { pool, clock }
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Step 2 of the saga. The primary key decides a race: `ON CONFLICT DO
+    /// NOTHING` makes the loser wait for the winner's commit and then insert
+    /// nothing, and the loser reads and returns the winner's record.
+    pub async fn begin(&self, new: &NewKey) -> Result<Begun, KeyStoreError> {
+        for _ in 0..3 {
+            let now = self.clock.now();
+            let inserted = sqlx::query(
+                "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6) ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(new.key.canonical())
+            .bind(new.request_hash.to_hex())
+            .bind(new.paste_id.as_str())
+            .bind(new.response_body.expose())
+            .bind(to_millis(now))
+            .bind(to_millis(now + retention()))
+            .execute(&self.pool)
+            .await?
+            .rows_affected()
+                == 1;
+            if inserted {
+                return Ok(Begun::Inserted(KeyRecord {
+                    key: new.key,
+                    request_hash: new.request_hash,
+                    paste_id: new.paste_id.clone(),
+                    state: KeyState::Pending,
+                    response_body: new.response_body.clone(),
+                    created_at: from_millis(to_millis(now)),
+                    retain_until: from_millis(to_millis(now + retention())),
+                }));
+            }
+            // Retention may delete a retired key between the conflict and this
+            // read; then the insert is simply tried again.
+            if let Some(existing) = self.get(&new.key).await? {
+                return Ok(Begun::Existing(existing));
+            }
+        }
+        Err(KeyStoreError::Vanished)
+    }
+
+    pub async fn get(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, KeyStoreError> {
+        let row = sqlx::query(
+            "SELECT key, request_hash, paste_id, state, response_body, created_at, retain_until
+               FROM idempotency_keys WHERE key = $1",
+        )
+            .bind(key.canonical())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
+    /// Step 5: pending → done. Guarded by state and paste id so it can only
+    /// finish the saga that minted this id, and only once.
+    pub async fn mark_done(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, KeyStoreError> {
+        self.transition(key, paste_id, KeyState::Pending, KeyState::Done).await
+    }
+
+    /// pending → aborted. Callers must have tombstoned `paste_id` on shard P
+    /// first: the tombstone, not this row, is what stops the paste existing.
+    pub async fn abort(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, KeyStoreError> {
+        self.transition(key, paste_id, KeyState::Pending, KeyState::Aborted).await
+    }
+
+    async fn transition(
+        &self,
+        key: &IdempotencyKey,
+        paste_id: &PasteId,
+        from: KeyState,
+        to: KeyState,
+    ) -> Result<bool, KeyStoreError> {
+        debug_assert!(from.can_become(to));
+        let changed = sqlx::query("UPDATE idempotency_keys SET state = $1 WHERE key = $2 AND state = $3 AND paste_id = $4")
+            .bind(to.as_str())
+            .bind(key.canonical())
+            .bind(from.as_str())
+            .bind(paste_id.as_str())
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(changed == 1)
+    }
+
+    /// aborted → pending with a fresh paste id and body. The key's clock
+    /// restarts too: the sweeper must see a restarted create as young, not as
+    /// a minute-old pending it may abort while the create is in flight.
+    pub async fn restart(
+        &self,
+        key: &IdempotencyKey,
+        aborted_paste_id: &PasteId,
+        paste_id: &PasteId,
+        response_body: &ResponseBody,
+    ) -> Result<bool, KeyStoreError> {
+        let now = self.clock.now();
+        let changed = sqlx::query(
+            "UPDATE idempotency_keys
+                SET state = 'pending', paste_id = $1, response_body = $2, created_at = $3, retain_until = $4
+              WHERE key = $5 AND state = 'aborted' AND paste_id = $6",
+        )
+        .bind(paste_id.as_str())
+        .bind(response_body.expose())
+        .bind(to_millis(now))
+        .bind(to_millis(now + retention()))
+        .bind(key.canonical())
+        .bind(aborted_paste_id.as_str())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(changed == 1)
+    }
+
+    /// Pending keys created before `created_before`, oldest first, after the
+    /// cursor `after` (the last `(created_at, key)` of the previous page).
+    pub async fn list_pending(
+        &self,
+        created_before: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, IdempotencyKey)>,
+        limit: u32,
+    ) -> Result<Vec<PendingKey>, KeyStoreError> {
+        let (after_at, after_key) = match after {
+            Some((at, key)) => (to_millis(at), key.canonical()),
+            None => (i64::MIN, String::new()),
+        };
+        let rows = sqlx::query(
+            "SELECT key, paste_id, created_at FROM idempotency_keys
+              WHERE state = 'pending' AND created_at < $1 AND (created_at > $2 OR (created_at = $2 AND key > $3))
+              ORDER BY created_at, key LIMIT $4",
+        )
+        .bind(to_millis(created_before))
+        .bind(after_at)
+        .bind(after_key)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(PendingKey {
+                    key: parse_key(row)?,
+                    paste_id: parse_paste_id(row)?,
+                    created_at: from_millis(row.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    pub async fn pending_stats(&self) -> Result<PendingStats, KeyStoreError> {
+        let now = self.clock.now();
+        let cutoff = |age: u64| to_millis(now - chrono::Duration::seconds(age as i64));
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest,
+                    COUNT(*) FILTER (WHERE created_at < $1) AS older_2s,
+                    COUNT(*) FILTER (WHERE created_at < $2) AS older_60s
+               FROM idempotency_keys WHERE state = 'pending'",
+        )
+        .bind(cutoff(2))
+        .bind(cutoff(60))
+        .fetch_one(&self.pool)
+        .await?;
+        let count = |name: &str| -> Result<u64, KeyStoreError> {
+            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+        };
+        Ok(PendingStats {
+            pending: count("pending")?,
+            oldest_created_at: row.try_get::<Option<i64>, _>("oldest")?.map(from_millis),
+            older_than_2s: count("older_2s")?,
+            older_than_60s: count("older_60s")?,
+            now,
+        })
+    }
+
+    /// Deletes up to `limit` done or aborted keys whose 25 h window has
+    /// passed. Pending keys are never deleted: their saga is not finished.
+    /// The outer conditions are repeated so a key restarted while this runs
+    /// is re-checked (PostgreSQL re-evaluates them on the new row version).
+    pub async fn purge_retired(&self, limit: u32) -> Result<u64, KeyStoreError> {
+        let now = to_millis(self.clock.now());
+        let deleted = sqlx::query(
+            "DELETE FROM idempotency_keys
+              WHERE state <> 'pending' AND retain_until <= $1 AND key IN (
+                    SELECT key FROM idempotency_keys
+                     WHERE state <> 'pending' AND retain_until <= $1 LIMIT $2)",
+        )
+        .bind(now)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(deleted)
+    }
+}
+
+fn corrupt(what: impl std::fmt::Display) -> KeyStoreError {
+    KeyStoreError::Corrupt(what.to_string())
+}
+
+fn parse_key(row: &AnyRow) -> Result<IdempotencyKey, KeyStoreError> {
+    IdempotencyKey::parse(&row.try_get::<String, _>("key")?).map_err(corrupt)
+}
+
+fn parse_paste_id(row: &AnyRow) -> Result<PasteId, KeyStoreError> {
+    PasteId::parse(&row.try_get::<String, _>("paste_id")?).map_err(corrupt)
+}
+
+fn record_from_row(row: &AnyRow) -> Result<KeyRecord, KeyStoreError> {
+    Ok(KeyRecord {
+        key: parse_key(row)?,
+        request_hash: RequestHash::from_hex(&row.try_get::<String, _>("request_hash")?)
+            .ok_or_else(|| corrupt("request_hash is not 32 hex bytes"))?,
+        paste_id: parse_paste_id(row)?,
+        state: row.try_get::<String, _>("state")?.parse().map_err(corrupt)?,
+        response_body: ResponseBody::new(row.try_get("response_body")?),
+        created_at: from_millis(row.try_get("created_at")?),
+        retain_until: from_millis(row.try_get("retain_until")?),
+    })
+}

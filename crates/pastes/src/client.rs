@@ -1,0 +1,96 @@
+use pastebin_core::{from_millis, to_millis, DeleteToken, PasteId};
+use pastebin_proto::pastes::v1::{self as pb, paste_service_client::PasteServiceClient};
+use pastebin_runtime::grpc::CallError;
+use tonic::transport::Channel;
+
+use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+
+/// A P shard as its callers see it: domain types, and every failure
+/// classified as refused (it did not act) or uncertain (it may have).
+#[derive(Clone)]
+pub struct PasteClient {
+    inner: PasteServiceClient<Channel>,
+}
+
+fn bad_reply(what: &str) -> CallError {
+    CallError::Uncertain(tonic::Status::internal(format!("malformed reply from the paste service: {what}")))
+}
+
+fn fate(raw: i32) -> Result<IdFate, CallError> {
+    match pb::IdFate::try_from(raw) {
+        Ok(pb::IdFate::Live) => Ok(IdFate::Live),
+        Ok(pb::IdFate::Tombstoned) => Ok(IdFate::Tombstoned),
+        _ => Err(bad_reply("fate")),
+    }
+}
+
+impl PasteClient {
+    pub fn new(channel: Channel) -> Self {
+        Self { inner: PasteServiceClient::new(channel) }
+    }
+
+    pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, CallError> {
+        let request = pb::InsertRequest {
+            id: paste.id.to_string(),
+            delete_token_sha256: paste.delete_token_hash.0.to_vec(),
+            created_at_ms: to_millis(paste.created_at),
+            expires_at_ms: to_millis(paste.expires_at),
+            size: paste.size,
+            content_sha256: paste.content_sha256.to_vec(),
+        };
+        let reply = self.inner.clone().insert(request).await?.into_inner();
+        match pb::InsertOutcome::try_from(reply.outcome) {
+            Ok(pb::InsertOutcome::Inserted) => Ok(InsertOutcome::Inserted),
+            Ok(pb::InsertOutcome::AlreadyExists) => Ok(InsertOutcome::AlreadyExists),
+            Ok(pb::InsertOutcome::Tombstoned) => Ok(InsertOutcome::Tombstoned),
+            _ => Err(bad_reply("insert outcome")),
+        }
+    }
+
+    pub async fn get(&self, id: &PasteId) -> Result<Option<PasteRow>, CallError> {
+        match self.inner.clone().get(pb::GetRequest { id: id.to_string() }).await {
+            Ok(reply) => {
+                let raw = reply.into_inner();
+                Ok(Some(PasteRow {
+                    id: PasteId::parse(&raw.id).map_err(|_| bad_reply("id"))?,
+                    created_at: from_millis(raw.created_at_ms),
+                    expires_at: from_millis(raw.expires_at_ms),
+                    size: raw.size,
+                    content_sha256: raw.content_sha256.try_into().map_err(|_| bad_reply("content_sha256"))?,
+                }))
+            }
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(status.into()),
+        }
+    }
+
+    pub async fn tombstone_unless_live(&self, id: &PasteId) -> Result<IdFate, CallError> {
+        let reply = self.inner.clone().tombstone_unless_live(pb::TombstoneRequest { id: id.to_string() }).await?;
+        fate(reply.into_inner().fate)
+    }
+
+    pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, CallError> {
+        let request = pb::ResolveBatchRequest { ids: ids.iter().map(ToString::to_string).collect() };
+        let reply = self.inner.clone().resolve_batch(request).await?.into_inner();
+        reply
+            .ids
+            .into_iter()
+            .map(|resolved| Ok((PasteId::parse(&resolved.id).map_err(|_| bad_reply("id"))?, fate(resolved.fate)?)))
+            .collect()
+    }
+
+    pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, CallError> {
+        let request = pb::DeleteRequest { id: id.to_string(), delete_token: token.expose().to_owned() };
+        match self.inner.clone().delete(request).await {
+            Ok(_) => Ok(DeleteOutcome::Deleted),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(DeleteOutcome::NotFound),
+            Err(status) if status.code() == tonic::Code::PermissionDenied => Ok(DeleteOutcome::WrongToken),
+            Err(status) => Err(status.into()),
+        }
+    }
+
+    pub async fn purge_expired(&self, limit: u32) -> Result<Vec<PasteId>, CallError> {
+        let reply = self.inner.clone().purge_expired(pb::PurgeExpiredRequest { limit }).await?.into_inner();
+        reply.ids.iter().map(|id| PasteId::parse(id).map_err(|_| bad_reply("id"))).collect()
+    }
+}

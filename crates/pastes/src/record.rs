@@ -1,0 +1,48 @@
+use chrono::{DateTime, Utc};
+use pastebin_core::{DeleteTokenHash, PasteId};
+
+/// Step 4 of the saga: the paste row. The content itself is in the object store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPaste {
+    pub id: PasteId,
+    pub delete_token_hash: DeleteTokenHash,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub size: u64,
+    pub content_sha256: [u8; 32],
+}
+
+/// A live paste as readers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasteRow {
+    pub id: PasteId,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub size: u64,
+    pub content_sha256: [u8; 32],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOutcome {
+    Inserted,
+    /// A live row with this id: a repeat of the same insert, which is success.
+    AlreadyExists,
+    /// The id was aborted or reaped: it can never become a paste.
+    Tombstoned,
+}
+
+/// What is true of an id after the fence ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdFate {
+    /// A paste row holds the id: the right action is done, never abort.
+    Live,
+    /// The id is dead for good: aborting the key (and reaping) is safe.
+    Tombstoned,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    WrongToken,
+}

@@ -1,0 +1,193 @@
+use std::sync::Arc;
+
+use pastebin_core::{from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, PasteId};
+use sqlx::{any::AnyRow, AnyPool, Row};
+
+use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PasteStoreError {
+    #[error("paste database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("corrupt paste row: {0}")]
+    Corrupt(String),
+}
+
+/// Why an id became a tombstone; kept for operators.
+#[derive(Debug, Clone, Copy)]
+enum TombstoneReason {
+    Aborted,
+    Deleted,
+    Expired,
+}
+
+impl TombstoneReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Aborted => "aborted",
+            Self::Deleted => "deleted",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// Shard P's storage. The same SQL runs on PostgreSQL and SQLite.
+#[derive(Clone)]
+pub struct PasteStore {
+    pool: AnyPool,
+    clock: Arc<dyn Clock>,
+}
+
+impl PasteStore {
+    pub fn new(pool: AnyPool, clock: Arc<dyn Clock>) -> Self {
+        Self { pool, clock }
+    }
+
+    /// Step 4 of the saga. Repeating it is safe: the same id again is
+    /// `AlreadyExists`; an id the fence killed is `Tombstoned`.
+    pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, PasteStoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256)
+             VALUES ($1, 'live', $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(paste.id.as_str())
+        .bind(to_millis(paste.created_at))
+        .bind(paste.delete_token_hash.to_hex())
+        .bind(to_millis(paste.expires_at))
+        .bind(i64::try_from(paste.size).unwrap_or(i64::MAX))
+        .bind(hex::encode(paste.content_sha256))
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        if inserted {
+            return Ok(InsertOutcome::Inserted);
+        }
+        Ok(match self.fate(&paste.id).await? {
+            IdFate::Live => InsertOutcome::AlreadyExists,
+            IdFate::Tombstoned => InsertOutcome::Tombstoned,
+        })
+    }
+
+    /// A readable paste: live and not yet expired. Expiry is checked here, so
+    /// an expired paste is gone at once even before its row is purged.
+    pub async fn get_live(&self, id: &PasteId) -> Result<Option<PasteRow>, PasteStoreError> {
+        let row = sqlx::query(
+            "SELECT id, created_at, expires_at, size, content_sha256 FROM pastes
+              WHERE id = $1 AND state = 'live' AND expires_at > $2",
+        )
+        .bind(id.as_str())
+        .bind(to_millis(self.clock.now()))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(paste_from_row).transpose()
+    }
+
+    /// The fence. Inserting the tombstone and inserting the paste contend for
+    /// the same primary key, so exactly one of them wins for an id, and the
+    /// loser learns which fate the id has.
+    pub async fn tombstone_unless_live(&self, id: &PasteId) -> Result<IdFate, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let inserted = sqlx::query(
+            "INSERT INTO pastes (id, state, created_at, tombstoned_at, tombstone_reason)
+             VALUES ($1, 'tombstoned', $2, $2, $3) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id.as_str())
+        .bind(now)
+        .bind(TombstoneReason::Aborted.as_str())
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        if inserted {
+            return Ok(IdFate::Tombstoned);
+        }
+        self.fate(id).await
+    }
+
+    /// The fence for a batch of ids, in one round trip for the caller.
+    pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, PasteStoreError> {
+        let mut fates = Vec::with_capacity(ids.len());
+        for id in ids {
+            fates.push((id.clone(), self.tombstone_unless_live(id).await?));
+        }
+        Ok(fates)
+    }
+
+    async fn fate(&self, id: &PasteId) -> Result<IdFate, PasteStoreError> {
+        let state: String = sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        match state.as_str() {
+            "live" => Ok(IdFate::Live),
+            "tombstoned" => Ok(IdFate::Tombstoned),
+            other => Err(PasteStoreError::Corrupt(format!("state {other:?}"))),
+        }
+    }
+
+    /// Deleting turns the row into a tombstone, so the id can never be
+    /// inserted again by a late saga step. The token is compared in constant
+    /// time; the update is guarded so two deletes cannot both succeed.
+    pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let stored: Option<String> = sqlx::query_scalar(
+            "SELECT delete_token_sha256 FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
+        )
+        .bind(id.as_str())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(stored) = stored else {
+            return Ok(DeleteOutcome::NotFound);
+        };
+        let stored = DeleteTokenHash::from_hex(&stored)
+            .ok_or_else(|| PasteStoreError::Corrupt("delete_token_sha256 is not 32 hex bytes".into()))?;
+        if !stored.verify(token) {
+            return Ok(DeleteOutcome::WrongToken);
+        }
+        let changed = sqlx::query(
+            "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+              WHERE id = $3 AND state = 'live'",
+        )
+        .bind(now)
+        .bind(TombstoneReason::Deleted.as_str())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(if changed == 1 { DeleteOutcome::Deleted } else { DeleteOutcome::NotFound })
+    }
+
+    /// Tombstones up to `limit` live rows past their expiry and returns their
+    /// ids, so the caller deletes their objects after this commit.
+    pub async fn purge_expired(&self, limit: u32) -> Result<Vec<PasteId>, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+              WHERE state = 'live' AND expires_at <= $1 AND id IN (
+                    SELECT id FROM pastes WHERE state = 'live' AND expires_at <= $1 LIMIT $3)
+             RETURNING id",
+        )
+        .bind(now)
+        .bind(TombstoneReason::Expired.as_str())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        ids.iter().map(|id| PasteId::parse(id).map_err(|e| PasteStoreError::Corrupt(e.to_string()))).collect()
+    }
+}
+
+fn paste_from_row(row: &AnyRow) -> Result<PasteRow, PasteStoreError> {
+    let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+    let mut content_sha256 = [0u8; 32];
+    hex::decode_to_slice(row.try_get::<String, _>("content_sha256")?, &mut content_sha256)
+        .map_err(|_| corrupt("content_sha256"))?;
+    Ok(PasteRow {
+        id: PasteId::parse(&row.try_get::<String, _>("id")?).map_err(|_| corrupt("id"))?,
+        created_at: from_millis(row.try_get("created_at")?),
+        expires_at: from_millis(row.try_get("expires_at")?),
+        size: u64::try_from(row.try_get::<i64, _>("size")?).map_err(|_| corrupt("size"))?,
+        content_sha256,
+    })
+}

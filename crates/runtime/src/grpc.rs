@@ -1,0 +1,74 @@
+use std::future::Future;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Routes;
+use tonic_health::ServingStatus;
+
+/// Serves `routes` on `listener` with `grpc.health.v1` (reporting `services`
+/// and the server as a whole as serving) and server reflection, until
+/// `shutdown` resolves; in-flight calls are allowed to finish.
+pub async fn serve(
+    listener: TcpListener,
+    routes: Routes,
+    services: &[&str],
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_service_status("", ServingStatus::Serving).await;
+    for service in services {
+        reporter.set_service_status(*service, ServingStatus::Serving).await;
+    }
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pastebin_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    tonic::transport::Server::builder()
+        .add_routes(routes.add_service(health).add_service(reflection))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}
+
+/// How a failed call to another service is to be read by a saga: the callee
+/// definitely did not act, or we cannot know whether it did.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The service answered and refused before acting (bad input, not found,
+    /// permission). Safe to compensate.
+    #[error("refused: {}", .0.message())]
+    Refused(tonic::Status),
+    /// Timeout, connection loss, an internal error: the call may have
+    /// committed. Never compensate on this; leave the saga pending.
+    #[error("uncertain: {}", .0.message())]
+    Uncertain(tonic::Status),
+}
+
+impl From<tonic::Status> for CallError {
+    fn from(status: tonic::Status) -> Self {
+        use tonic::Code::*;
+        match status.code() {
+            InvalidArgument | NotFound | AlreadyExists | PermissionDenied | FailedPrecondition | OutOfRange
+            | Unimplemented | Unauthenticated => Self::Refused(status),
+            Ok | Cancelled | Unknown | DeadlineExceeded | ResourceExhausted | Aborted | Internal | Unavailable
+            | DataLoss => Self::Uncertain(status),
+        }
+    }
+}
+
+impl CallError {
+    pub fn status(&self) -> &tonic::Status {
+        match self {
+            Self::Refused(status) | Self::Uncertain(status) => status,
+        }
+    }
+}
+
+/// A lazily connecting channel to `address` (`http://host:port`): a shard that
+/// is down at start-up is an error per call, not a failure to start.
+pub fn channel(address: &str) -> anyhow::Result<tonic::transport::Channel> {
+    Ok(tonic::transport::Endpoint::from_shared(address.to_owned())?
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .tcp_nodelay(true)
+        .connect_lazy())
+}

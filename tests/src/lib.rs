@@ -1,0 +1,2 @@
+pub mod postgres;
+pub mod s3;

@@ -1,2 +1,3 @@
 pub mod postgres;
 pub mod s3;
+pub mod shards;

@@ -56,8 +56,13 @@ pub async fn fresh_bucket() -> S3Settings {
         region: "us-east-1".to_owned(),
         force_path_style: true,
     };
-    let store = S3Store::connect(settings.clone()).await.expect("connect to moto");
-    store.ensure_bucket().await.expect("create a test bucket on moto");
+    let store = S3Store::connect(settings.clone())
+        .await
+        .expect("connect to moto");
+    store
+        .ensure_bucket()
+        .await
+        .expect("create a test bucket on moto");
     settings
 }
 
@@ -103,29 +108,42 @@ async fn start_moto() -> S3Server {
             Err(failure) => last_failure = failure,
         }
     }
-    panic!("moto_server ({}) did not start: {last_failure}", binary.display());
+    panic!(
+        "moto_server ({}) did not start: {last_failure}",
+        binary.display()
+    );
 }
 
 async fn start_moto_once(binary: &Path) -> Result<S3Server, String> {
     let port = free_port();
-    let log_path = std::env::temp_dir().join(format!("pastebin-moto-{}-{port}.log", std::process::id()));
-    let log = std::fs::File::create(&log_path).map_err(|e| format!("create {}: {e}", log_path.display()))?;
+    let log_path =
+        std::env::temp_dir().join(format!("pastebin-moto-{}-{port}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("create {}: {e}", log_path.display()))?;
     let mut child = Command::new(binary)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
-    spawn_watchdog(child.id());
+        .map_err(|e| format!("spawn: {e}. {INSTALL_HINT}"))?;
+    spawn_watchdog(child.id(), &log_path);
 
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
-        if answers_http(port).await {
-            return Ok(S3Server { endpoint: format!("http://127.0.0.1:{port}") });
+        // Werkzeug prints "Running on" only after it bound the port: without that, a
+        // server of another test process that raced us to this port could answer.
+        if log_says_running(&log_path) && answers_http(port).await {
+            return Ok(S3Server {
+                endpoint: format!("http://127.0.0.1:{port}"),
+            });
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("exited with {status}; log {}:\n{}", log_path.display(), log_tail(&log_path)));
+            return Err(format!(
+                "exited with {status}; log {}:\n{}",
+                log_path.display(),
+                log_tail(&log_path)
+            ));
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -139,13 +157,19 @@ async fn start_moto_once(binary: &Path) -> Result<S3Server, String> {
     }
 }
 
-/// Kills the server once this process is gone: a shell polls our pid once a second.
-fn spawn_watchdog(server_pid: u32) {
-    let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill "$2" 2>/dev/null"#;
+/// Kills the server once this process is gone (a shell polls our pid once a second),
+/// then removes its request log, kept until then for a failing test to point at.
+// Never waited for on purpose: it exits only after this process has, so it cannot
+// linger as a zombie of ours.
+#[allow(clippy::zombie_processes)]
+fn spawn_watchdog(server_pid: u32, log_path: &Path) {
+    let script =
+        r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill "$2" 2>/dev/null; rm -f "$3""#;
     Command::new("sh")
         .args(["-c", script, "moto-watchdog"])
         .arg(std::process::id().to_string())
         .arg(server_pid.to_string())
+        .arg(log_path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -156,19 +180,30 @@ fn spawn_watchdog(server_pid: u32) {
 /// Bound then released: moto binds it a moment later (and a collision is retried).
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr of a bound listener").port()
+    listener
+        .local_addr()
+        .expect("local addr of a bound listener")
+        .port()
 }
 
 /// True once the server answers a plain HTTP request with any status line.
 async fn answers_http(port: u16) -> bool {
     let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        stream.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await.ok()?;
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
         let mut head = [0u8; 8];
         stream.read_exact(&mut head).await.ok()?;
         Some(head.starts_with(b"HTTP/1."))
     };
-    matches!(tokio::time::timeout(Duration::from_secs(2), attempt).await, Ok(Some(true)))
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Some(true))
+    )
 }
 
 fn moto_binary() -> PathBuf {
@@ -186,6 +221,10 @@ fn moto_binary() -> PathBuf {
         .map(|dir| dir.join("moto_server"))
         .find(|candidate| candidate.is_file())
         .unwrap_or_else(|| panic!("{INSTALL_HINT}"))
+}
+
+fn log_says_running(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|log| log.contains(" * Running on "))
 }
 
 fn log_tail(path: &Path) -> String {

@@ -1,0 +1,104 @@
+//! The `pastebin` command: parses flags (each also a `PASTEBIN_*` environment
+//! variable), sets up tracing, and starts the part asked for. Each part's
+//! logic lives in its own crate; this is only wiring.
+
+use std::{net::SocketAddr, sync::Arc};
+
+mod gateway;
+mod up;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use pastebin_core::SystemClock;
+use pastebin_runtime::{db, shutdown_signal, telemetry};
+use tokio::net::TcpListener;
+
+#[derive(Debug, Parser)]
+#[command(name = "pastebin", version, about = "The pastebin that does not double-create")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a key service (shard K: idempotency records) over gRPC.
+    KeyService(ShardArgs),
+    /// Run a paste service (shard P: paste rows and tombstones) over gRPC.
+    PasteService(ShardArgs),
+    /// Run the gateway: the create saga, reads and deletes, over HTTP and gRPC.
+    Gateway(GatewayCommand),
+    /// Run everything in one process on the embedded default: SQLite shards,
+    /// a local object directory, the gateway. K and P still speak gRPC on loopback.
+    Up(up::UpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GatewayCommand {
+    #[command(flatten)]
+    pub gateway: gateway::GatewayArgs,
+    #[command(flatten)]
+    pub shards: gateway::ShardAddresses,
+    #[command(flatten)]
+    pub objects: gateway::ObjectStoreArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShardArgs {
+    /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
+    #[arg(long, env = "PASTEBIN_DATABASE_URL")]
+    pub database_url: String,
+    /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
+    #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061")]
+    pub listen: SocketAddr,
+    /// Database connections in the pool.
+    #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
+    pub db_connections: u32,
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    telemetry::init();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::KeyService(args) => run_key_service(args).await,
+            Command::PasteService(args) => run_paste_service(args).await,
+            Command::Gateway(args) => run_gateway(args).await,
+            Command::Up(args) => up::run(args).await,
+        }
+    })
+}
+
+pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    let listener = TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
+    // Tests and scripts read this line to find a port-0 listener.
+    tracing::info!(%what, address = %listener.local_addr()?, "listening");
+    Ok(listener)
+}
+
+async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
+    let pool = db::connect(&args.database_url, args.db_connections, &db::KEY_MIGRATIONS).await?;
+    let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
+    let listener = bind(args.listen, "key-service").await?;
+    pastebin_keys::serve(listener, store, shutdown_signal()).await
+}
+
+async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
+    let pool = db::connect(&args.database_url, args.db_connections, &db::PASTE_MIGRATIONS).await?;
+    let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
+    let listener = bind(args.listen, "paste-service").await?;
+    pastebin_pastes::serve(listener, store, shutdown_signal()).await
+}
+
+async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
+    let objects = args.objects.open().await?;
+    let slots = args.shards.slot_map()?;
+    let http = bind(args.gateway.http, "gateway-http").await?;
+    let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
+    let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    tokio::try_join!(
+        pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+    )?;
+    Ok(())
+}

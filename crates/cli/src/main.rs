@@ -1,1 +1,7 @@
-fn main() {}
+//! `pastebin`: one binary, a subcommand per part. See `pastebin --help`.
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    pastebin::run(pastebin::Cli::parse())
+}

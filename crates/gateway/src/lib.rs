@@ -1,0 +1,49 @@
+//! The gateway: the create saga, reads and deletes, over HTTP and gRPC.
+//!
+//! A request enters through [`http`] (axum) or [`grpc`] (tonic), both thin
+//! translators onto [`Gateway`]. A create runs [`saga`]: K begin → object PUT
+//! → P insert → K done → 201, with the compensations of SPEC §4. The
+//! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
+//! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
+//! one place each. [`failpoints`] are crash points at each saga step boundary,
+//! compiled in only with the `failpoints` feature.
+
+mod created;
+mod error;
+pub mod failpoints;
+mod gateway;
+mod grpc;
+mod http;
+mod pages;
+mod saga;
+mod slot_map;
+
+pub use created::Created;
+pub use error::ApiError;
+pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
+pub use grpc::PasteApiService;
+pub use slot_map::SlotMap;
+
+use std::future::Future;
+
+use tokio::net::TcpListener;
+
+/// Serves the HTTP API on `listener` until `shutdown` resolves.
+pub async fn serve_http(
+    listener: TcpListener,
+    gateway: Gateway,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, http::router(gateway)).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}
+
+/// Serves the public gRPC API (with health and reflection) until `shutdown`.
+pub async fn serve_grpc(
+    listener: TcpListener,
+    gateway: Gateway,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());
+    pastebin_runtime::grpc::serve(listener, routes, &[grpc::SERVICE_NAME], shutdown).await
+}

@@ -1,0 +1,89 @@
+//! `pastebin up`: the embedded default. Every part in one process, state in
+//! one directory, nothing to install: K and P on SQLite files, objects in a
+//! directory, the gateway in front. K and P still run behind their gRPC
+//! servers on loopback, so the process exercises the same saga as a
+//! deployment of separate services.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+
+use anyhow::Context;
+use pastebin_core::SystemClock;
+use pastebin_keys::{KeyClient, KeyStore};
+use pastebin_objects::LocalDirStore;
+use pastebin_pastes::{PasteClient, PasteStore};
+use pastebin_runtime::{db, grpc::channel, shutdown_signal};
+use serde::Serialize;
+
+use crate::{bind, gateway::GatewayArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Where the shards' databases, the objects and `endpoints.json` live.
+    #[arg(long, env = "PASTEBIN_DATA_DIR", default_value = "pastebin-data")]
+    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+}
+
+/// Written to `<data-dir>/endpoints.json` so operator tools find the parts
+/// of a running `pastebin up` from the data directory alone.
+#[derive(Debug, Serialize)]
+struct Endpoints {
+    key_shards: Vec<String>,
+    paste_shards: Vec<String>,
+    http: String,
+    grpc: String,
+}
+
+fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
+    let path = dir.join(file);
+    let path = path.to_str().context("the data directory path must be UTF-8")?;
+    Ok(format!("sqlite://{path}"))
+}
+
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let dir = &args.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let clock = Arc::new(SystemClock);
+
+    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &db::KEY_MIGRATIONS).await?;
+    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &db::PASTE_MIGRATIONS).await?;
+    let objects = Arc::new(LocalDirStore::open(dir.join("objects"))?);
+
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let key_listener = bind(loopback, "key-service").await?;
+    let paste_listener = bind(loopback, "paste-service").await?;
+    let key_address = format!("http://{}", key_listener.local_addr()?);
+    let paste_address = format!("http://{}", paste_listener.local_addr()?);
+
+    let slots = pastebin_gateway::SlotMap::new(
+        vec![KeyClient::new(channel(&key_address)?)],
+        vec![PasteClient::new(channel(&paste_address)?)],
+    )?;
+    let http = bind(args.gateway.http, "gateway-http").await?;
+    let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
+    let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+
+    let endpoints = Endpoints {
+        key_shards: vec![key_address],
+        paste_shards: vec![paste_address],
+        http: format!("http://{}", http.local_addr()?),
+        grpc: format!("http://{}", grpc.local_addr()?),
+    };
+    std::fs::write(dir.join("endpoints.json"), serde_json::to_vec_pretty(&endpoints)?)
+        .context("cannot write endpoints.json")?;
+    println!(
+        "pastebin is up\n  web & HTTP API  {}\n  gRPC API        {}\n  data            {}\nCtrl-C to stop.",
+        endpoints.http,
+        endpoints.grpc,
+        dir.display()
+    );
+
+    tokio::try_join!(
+        pastebin_keys::serve(key_listener, KeyStore::new(key_pool, clock.clone()), shutdown_signal()),
+        pastebin_pastes::serve(paste_listener, PasteStore::new(paste_pool, clock), shutdown_signal()),
+        pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+    )?;
+    Ok(())
+}

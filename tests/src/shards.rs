@@ -1,0 +1,185 @@
+//! Shard stores and shard services for integration tests, on either backend.
+//!
+//! * [`key_store`] / [`paste_store`] open a brand-new, migrated database per call:
+//!   PostgreSQL through [`crate::postgres::fresh_database_url`], SQLite as a new file in one
+//!   process-wide temporary directory.
+//! * [`spawn_key_service`] / [`spawn_paste_service`] serve a store over real gRPC (with
+//!   health and reflection) on `127.0.0.1:0` in the current tokio runtime and hand back
+//!   its address and a typed client. The server lives until the test's runtime is dropped.
+//! * [`both_backends!`](crate::both_backends) runs one async test body as two
+//!   `#[tokio::test]`s, `<name>::postgres` and `<name>::sqlite`.
+//!
+//! The SQLite directory is a [`tempfile::TempDir`] kept in a `static` for the whole test
+//! process. Rust never drops statics, so the directory (a few small database files) is
+//! left in the system temp dir after the process exits; it is named
+//! `pastebin-sqlite-tests-*` and is safe to delete at any time no test runs.
+
+use std::{
+    future::pending,
+    path::Path,
+    sync::{Arc, OnceLock},
+};
+
+use chrono::{DateTime, Utc};
+use pastebin_core::{Clock, DeleteToken, IdempotencyKey, PasteId, RequestHash, ResponseBody};
+use pastebin_keys::{KeyClient, KeyStore, NewKey};
+use pastebin_pastes::{NewPaste, PasteClient, PasteStore};
+use pastebin_runtime::db;
+use sqlx::{migrate::Migrator, AnyPool};
+use tokio::net::TcpListener;
+
+/// The database a shard store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// Connections per pool unless a test asks for more.
+pub const DEFAULT_POOL_SIZE: u32 = 5;
+
+static SQLITE_DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+
+/// The process-wide directory that holds every SQLite test database.
+fn sqlite_dir() -> &'static Path {
+    SQLITE_DIR
+        .get_or_init(|| {
+            tempfile::Builder::new()
+                .prefix("pastebin-sqlite-tests-")
+                .tempdir()
+                .expect("create the SQLite test directory")
+        })
+        .path()
+}
+
+/// URL of a brand-new, empty database on `backend`.
+pub async fn fresh_url(backend: Backend) -> String {
+    match backend {
+        Backend::Postgres => crate::postgres::fresh_database_url().await,
+        Backend::Sqlite => {
+            let name = format!("{}.db", uuid::Uuid::new_v4().simple());
+            crate::postgres::sqlite_url(sqlite_dir(), &name)
+        }
+    }
+}
+
+/// A pool of up to `max_connections` on a fresh database with `migrations` applied.
+pub async fn fresh_pool(backend: Backend, migrations: &Migrator, max_connections: u32) -> AnyPool {
+    let url = fresh_url(backend).await;
+    db::connect(&url, max_connections, migrations)
+        .await
+        .unwrap_or_else(|e| panic!("cannot open a fresh {backend:?} database: {e:#}"))
+}
+
+/// A key store (shard K) on a fresh database.
+pub async fn key_store(backend: Backend, clock: Arc<dyn Clock>) -> KeyStore {
+    KeyStore::new(fresh_pool(backend, &db::KEY_MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
+}
+
+/// A paste store (shard P) on a fresh database.
+pub async fn paste_store(backend: Backend, clock: Arc<dyn Clock>) -> PasteStore {
+    PasteStore::new(fresh_pool(backend, &db::PASTE_MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
+}
+
+async fn local_listener() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let address = format!("http://{}", listener.local_addr().expect("local address"));
+    (listener, address)
+}
+
+/// Serves `store` as a key service on a free port until the runtime ends. The listener is
+/// bound before this returns, so the client can be used at once.
+pub async fn spawn_key_service(store: KeyStore) -> (String, KeyClient) {
+    let (listener, address) = local_listener().await;
+    tokio::spawn(async move {
+        if let Err(e) = pastebin_keys::serve(listener, store, pending()).await {
+            panic!("key service stopped: {e:#}");
+        }
+    });
+    let channel = pastebin_runtime::grpc::channel(&address).expect("channel to the key service");
+    (address, KeyClient::new(channel))
+}
+
+/// Serves `store` as a paste service on a free port until the runtime ends.
+pub async fn spawn_paste_service(store: PasteStore) -> (String, PasteClient) {
+    let (listener, address) = local_listener().await;
+    tokio::spawn(async move {
+        if let Err(e) = pastebin_pastes::serve(listener, store, pending()).await {
+            panic!("paste service stopped: {e:#}");
+        }
+    });
+    let channel = pastebin_runtime::grpc::channel(&address).expect("channel to the paste service");
+    (address, PasteClient::new(channel))
+}
+
+/// A request hash no other call will produce.
+pub fn random_hash() -> RequestHash {
+    let mut bytes = [0u8; 32];
+    bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    RequestHash(bytes)
+}
+
+/// A fresh key with a random hash, a paste id minted for the key's slot and `body`.
+pub fn new_key(body: &str) -> NewKey {
+    let key = IdempotencyKey::new_random();
+    NewKey {
+        key,
+        request_hash: random_hash(),
+        paste_id: PasteId::mint(key.slot()),
+        response_body: ResponseBody::new(body.to_owned()),
+    }
+}
+
+/// A paste row with a fresh id, created at `now` and expiring `ttl` later, and the token
+/// that deletes it.
+pub fn new_paste(now: DateTime<Utc>, ttl: chrono::Duration) -> (NewPaste, DeleteToken) {
+    let token = DeleteToken::generate();
+    let paste = NewPaste {
+        id: PasteId::mint(IdempotencyKey::new_random().slot()),
+        delete_token_hash: token.hash(),
+        created_at: now,
+        expires_at: now + ttl,
+        size: 11,
+        content_sha256: random_hash().0,
+    };
+    (paste, token)
+}
+
+/// Runs each async test body on both backends. Each
+/// `async fn name(backend: Backend) { ... }` becomes a module `name` holding two
+/// `#[tokio::test]`s, `postgres` and `sqlite` (so `cargo test sqlite` picks one backend).
+/// The body sees the enclosing file's items through `use super::*`.
+///
+/// ```ignore
+/// pastebin_tests::both_backends! {
+///     async fn begin_inserts_pending(backend: Backend) {
+///         let store = key_store(backend, clock).await;
+///         // ...
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! both_backends {
+    ($( $(#[$meta:meta])* async fn $name:ident($backend:ident : $ty:ty) $body:block )*) => {
+        $(
+            $(#[$meta])*
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                async fn body($backend: $crate::shards::Backend) $body
+
+                #[::tokio::test]
+                async fn postgres() {
+                    body($crate::shards::Backend::Postgres).await
+                }
+
+                #[::tokio::test]
+                async fn sqlite() {
+                    body($crate::shards::Backend::Sqlite).await
+                }
+            }
+        )*
+    };
+}

@@ -126,7 +126,10 @@ async fn start_moto_once(binary: &Path) -> Result<S3Server, String> {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("spawn: {e}. {INSTALL_HINT}"))?;
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&log_path);
+            format!("spawn: {e}. {INSTALL_HINT}")
+        })?;
     spawn_watchdog(child.id(), &log_path);
 
     let deadline = Instant::now() + READY_TIMEOUT;

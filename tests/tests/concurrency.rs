@@ -135,7 +135,8 @@ async fn racing_guarded_updates_change_a_key_exactly_once() {
         let (done, other) = (first.await.unwrap(), second.await.unwrap());
         assert!(done ^ other, "round {round}: exactly one update changes the key ({done}, {other})");
         let state = store.get(&new.key).await.unwrap().unwrap().state;
-        let expected = if abort_second && other { pastebin_core::KeyState::Aborted } else { pastebin_core::KeyState::Done };
+        let expected =
+            if abort_second && other { pastebin_core::KeyState::Aborted } else { pastebin_core::KeyState::Done };
         assert_eq!(state, expected, "round {round}");
     }
 }

@@ -56,6 +56,11 @@ pub struct ShardArgs {
     pub db_connections: u32,
 }
 
+/// Parses the process's arguments and runs: all `main` does.
+pub fn main_from_args() -> anyhow::Result<()> {
+    run(Cli::parse())
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     telemetry::init();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;

@@ -1,0 +1,312 @@
+//! A whole deployment as real processes: K shards and P shards on their own
+//! PostgreSQL databases, a gateway in front of them on a moto S3 bucket, all
+//! started from the failpoint-enabled `pastebin-testbed` binary and talking
+//! gRPC over loopback. Processes can be killed, crashed at a failpoint and
+//! restarted, which is what the saga's guarantees are about.
+
+use std::{
+    collections::HashMap,
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use pastebin_keys::KeyClient;
+use pastebin_objects::S3Settings;
+use pastebin_pastes::PasteClient;
+use pastebin_runtime::grpc::channel;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+    sync::mpsc,
+};
+
+/// Path of the failpoint-enabled binary. Cargo builds it before this
+/// package's integration tests, next to their `deps/` directory.
+pub fn testbed_binary() -> std::path::PathBuf {
+    if let Ok(path) = std::env::var("PASTEBIN_TESTBED") {
+        return path.into();
+    }
+    let test_exe = std::env::current_exe().expect("the test binary has a path");
+    let profile_dir = test_exe.parent().and_then(|deps| deps.parent()).expect("tests run from target/<profile>/deps");
+    profile_dir.join("pastebin-testbed")
+}
+
+/// One running part, with everything it logged so far.
+pub struct Process {
+    child: Child,
+    logs: Arc<Mutex<String>>,
+    /// `what` → address, from the "listening" log lines.
+    pub addresses: HashMap<String, String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+fn parse_listening(line: &str) -> Option<(String, String)> {
+    if !line.contains(" listening ") {
+        return None;
+    }
+    let field = |name: &str| {
+        line.split_whitespace().find_map(|w| w.strip_prefix(name)).map(|v| v.trim_matches('"').to_owned())
+    };
+    Some((field("what=")?, field("address=")?))
+}
+
+impl Process {
+    /// Starts the testbed with `args` and waits until it logged a listening
+    /// address for every name in `expect`.
+    pub async fn start(args: Vec<String>, env: Vec<(String, String)>, expect: &[&str]) -> Process {
+        let mut command = Command::new(testbed_binary());
+        command
+            .args(&args)
+            .envs(env.iter().cloned())
+            .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("the testbed binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let logs = Arc::new(Mutex::new(String::new()));
+        let (found, mut listening) = mpsc::unbounded_channel();
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(address) = parse_listening(&line) {
+                    let _ = found.send(address);
+                }
+                let mut logs = sink.lock().unwrap();
+                logs.push_str(&line);
+                logs.push('\n');
+            }
+        });
+        let mut addresses = HashMap::new();
+        let wait = async {
+            while expect.iter().any(|name| !addresses.contains_key(*name)) {
+                match listening.recv().await {
+                    Some((what, address)) => {
+                        addresses.insert(what, address);
+                    }
+                    None => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(30), wait).await;
+        let process = Process { child, logs, addresses, args, env };
+        for name in expect {
+            assert!(
+                process.addresses.contains_key(*name),
+                "{name} did not start; its log:\n{}",
+                process.logs()
+            );
+        }
+        process
+    }
+
+    pub fn address(&self, what: &str) -> &str {
+        &self.addresses[what]
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// SIGKILL: the process gets no chance to finish anything.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Waits for the process to end by itself (a failpoint crash), at most `timeout`.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait()).await.ok().and_then(Result::ok)
+    }
+
+    /// Starts the same command again (same flags, so the same ports when
+    /// they were fixed), with `extra_env` added.
+    pub async fn restart(&mut self, extra_env: &[(&str, &str)], expect: &[&str]) {
+        self.kill().await;
+        let mut env = self.env.clone();
+        env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
+        env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let args = self.args.clone();
+        // The old process's port may take a moment to be free again.
+        for attempt in 0..20 {
+            let started = tokio::time::timeout(Duration::from_secs(40), Process::start_quiet(args.clone(), env.clone(), expect)).await;
+            if let Ok(Some(process)) = started {
+                *self = process;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100 * (attempt + 1))).await;
+        }
+        panic!("could not restart {:?}", self.args);
+    }
+
+    async fn start_quiet(args: Vec<String>, env: Vec<(String, String)>, expect: &[&str]) -> Option<Process> {
+        let handle = tokio::spawn({
+            let expect: Vec<String> = expect.iter().map(|s| s.to_string()).collect();
+            async move {
+                let expect: Vec<&str> = expect.iter().map(String::as_str).collect();
+                Process::start(args, env, &expect).await
+            }
+        });
+        handle.await.ok()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// How many shards of each kind, and which failpoints the first gateway arms.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub key_shards: usize,
+    pub paste_shards: usize,
+    pub failpoints: Option<String>,
+    /// Overrides the S3 endpoint (e.g. a port where nothing listens).
+    pub s3_endpoint: Option<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None }
+    }
+}
+
+pub struct Cluster {
+    pub keys: Vec<Process>,
+    pub pastes: Vec<Process>,
+    pub gateway: Process,
+    pub key_database_urls: Vec<String>,
+    pub paste_database_urls: Vec<String>,
+    pub key_addresses: Vec<String>,
+    pub paste_addresses: Vec<String>,
+    pub s3: S3Settings,
+    /// e.g. `http://127.0.0.1:PORT`
+    pub http: String,
+    pub grpc: String,
+}
+
+async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
+    let port = free_port();
+    let process = Process::start(
+        vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), format!("127.0.0.1:{port}")],
+        vec![],
+        &[kind],
+    )
+    .await;
+    let address = format!("http://{}", process.address(kind));
+    (process, address)
+}
+
+impl Cluster {
+    pub async fn start(options: ClusterOptions) -> Cluster {
+        let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..options.key_shards {
+            let url = crate::postgres::fresh_database_url().await;
+            let (process, address) = start_shard("key-service", &url).await;
+            keys.push(process);
+            key_database_urls.push(url);
+            key_addresses.push(address);
+        }
+        let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..options.paste_shards {
+            let url = crate::postgres::fresh_database_url().await;
+            let (process, address) = start_shard("paste-service", &url).await;
+            pastes.push(process);
+            paste_database_urls.push(url);
+            paste_addresses.push(address);
+        }
+        let mut s3 = crate::s3::fresh_bucket().await;
+        if let Some(endpoint) = &options.s3_endpoint {
+            s3.endpoint = Some(endpoint.clone());
+        }
+        let (http_port, grpc_port) = (free_port(), free_port());
+        let args = vec![
+            "gateway".to_string(),
+            "--http".into(),
+            format!("127.0.0.1:{http_port}"),
+            "--grpc".into(),
+            format!("127.0.0.1:{grpc_port}"),
+            "--key-shards".into(),
+            key_addresses.join(","),
+            "--paste-shards".into(),
+            paste_addresses.join(","),
+            "--s3-bucket".into(),
+            s3.bucket.clone(),
+            "--s3-endpoint".into(),
+            s3.endpoint.clone().unwrap_or_default(),
+            "--s3-path-style".into(),
+        ];
+        let mut env = vec![
+            ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
+            ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+        ];
+        if let Some(failpoints) = &options.failpoints {
+            env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
+        }
+        let gateway = Process::start(args, env, &["gateway-http", "gateway-grpc"]).await;
+        let http = format!("http://{}", gateway.address("gateway-http"));
+        let grpc = format!("http://{}", gateway.address("gateway-grpc"));
+        Cluster {
+            keys,
+            pastes,
+            gateway,
+            key_database_urls,
+            paste_database_urls,
+            key_addresses,
+            paste_addresses,
+            s3,
+            http,
+            grpc,
+        }
+    }
+
+    /// Restarts the gateway on the same ports with `failpoints` armed (empty: none).
+    pub async fn restart_gateway(&mut self, failpoints: &str) {
+        self.gateway.restart(&[("PASTEBIN_FAILPOINTS", failpoints)], &["gateway-http", "gateway-grpc"]).await;
+    }
+
+    pub fn key_client(&self, shard: usize) -> KeyClient {
+        KeyClient::new(channel(&self.key_addresses[shard]).unwrap())
+    }
+
+    pub fn paste_client(&self, shard: usize) -> PasteClient {
+        PasteClient::new(channel(&self.paste_addresses[shard]).unwrap())
+    }
+
+    /// Counts rows on every P shard's database directly: `state = 'live'`.
+    pub async fn live_pastes(&self) -> i64 {
+        let mut total = 0;
+        for url in &self.paste_database_urls {
+            total += scalar(url, "SELECT COUNT(*) FROM pastes WHERE state = 'live'").await;
+        }
+        total
+    }
+
+    /// Counts every key row on every K shard.
+    pub async fn key_rows(&self) -> i64 {
+        let mut total = 0;
+        for url in &self.key_database_urls {
+            total += scalar(url, "SELECT COUNT(*) FROM idempotency_keys").await;
+        }
+        total
+    }
+}
+
+/// Runs a one-value `SELECT` on a shard database with a short-lived connection.
+pub async fn scalar(url: &str, sql: &'static str) -> i64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    let value: i64 = sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect("query");
+    value
+}
+
+/// Runs a statement on a shard database (to simulate time passing, etc.).
+pub async fn execute(url: &str, sql: &str, bind: &str) -> u64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).bind(bind.to_owned()).execute(&mut conn).await.expect("statement").rows_affected()
+}

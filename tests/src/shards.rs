@@ -9,10 +9,11 @@
 //! * [`both_backends!`](crate::both_backends) runs one async test body as two
 //!   `#[tokio::test]`s, `<name>::postgres` and `<name>::sqlite`.
 //!
-//! The SQLite directory is a [`tempfile::TempDir`] kept in a `static` for the whole test
-//! process. Rust never drops statics, so the directory (a few small database files) is
-//! left in the system temp dir after the process exits; it is named
-//! `pastebin-sqlite-tests-*` and is safe to delete at any time no test runs.
+//! The SQLite directory (`pastebin-sqlite-tests-*` in the system temp dir) is a
+//! [`tempfile::TempDir`] kept in a `static` for the whole test process. Rust never drops
+//! statics, so, like the PostgreSQL harness, a detached watchdog shell removes the
+//! directory once the test process has exited. If the watchdog cannot be spawned the
+//! directory is simply left behind (a few small files, safe to delete).
 
 use std::{
     future::pending,
@@ -44,12 +45,33 @@ static SQLITE_DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
 fn sqlite_dir() -> &'static Path {
     SQLITE_DIR
         .get_or_init(|| {
-            tempfile::Builder::new()
+            let dir = tempfile::Builder::new()
                 .prefix("pastebin-sqlite-tests-")
                 .tempdir()
-                .expect("create the SQLite test directory")
+                .expect("create the SQLite test directory");
+            remove_after_exit(dir.path());
+            dir
         })
         .path()
+}
+
+/// Spawns a detached shell that waits for this process to exit and then deletes `dir`.
+/// It has its own process group (Ctrl-C on the test run leaves it alone) and none of our
+/// stdio (so `cargo test` does not wait for it).
+fn remove_after_exit(dir: &Path) {
+    use std::os::unix::process::CommandExt;
+    let quoted = format!("'{}'", dir.to_string_lossy().replace('\'', r"'\''"));
+    let script =
+        format!("while kill -0 {pid} 2>/dev/null; do sleep 1; done; rm -rf {quoted}", pid = std::process::id());
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
 }
 
 /// URL of a brand-new, empty database on `backend`.

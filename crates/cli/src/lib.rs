@@ -4,7 +4,7 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
-mod gateway;
+mod flags;
 mod up;
 
 use anyhow::Context;
@@ -28,19 +28,32 @@ pub enum Command {
     PasteService(ShardArgs),
     /// Run the gateway: the create saga, reads and deletes, over HTTP and gRPC.
     Gateway(GatewayCommand),
+    /// Run the sweeper: recovery of stale pending keys, key retention, paste
+    /// expiry and the object reaper. Several may run at once.
+    Sweeper(SweeperCommand),
     /// Run everything in one process on the embedded default: SQLite shards,
     /// a local object directory, the gateway. K and P still speak gRPC on loopback.
     Up(up::UpArgs),
 }
 
 #[derive(Debug, clap::Args)]
+pub struct SweeperCommand {
+    #[command(flatten)]
+    pub sweeper: flags::SweeperArgs,
+    #[command(flatten)]
+    pub shards: flags::ShardAddresses,
+    #[command(flatten)]
+    pub objects: flags::ObjectStoreArgs,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct GatewayCommand {
     #[command(flatten)]
-    pub gateway: gateway::GatewayArgs,
+    pub gateway: flags::GatewayArgs,
     #[command(flatten)]
-    pub shards: gateway::ShardAddresses,
+    pub shards: flags::ShardAddresses,
     #[command(flatten)]
-    pub objects: gateway::ObjectStoreArgs,
+    pub objects: flags::ObjectStoreArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,6 +82,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::KeyService(args) => run_key_service(args).await,
             Command::PasteService(args) => run_paste_service(args).await,
             Command::Gateway(args) => run_gateway(args).await,
+            Command::Sweeper(args) => run_sweeper(args).await,
             Command::Up(args) => up::run(args).await,
         }
     })
@@ -105,5 +119,13 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
     )?;
+    Ok(())
+}
+
+async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
+    let objects = args.objects.open().await?;
+    let sweeper = args.sweeper.sweeper(args.shards.slot_map()?, objects);
+    tracing::info!(settings = ?sweeper.settings(), "sweeper running");
+    sweeper.run(shutdown_signal()).await;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `pastebin up`: the embedded default. Every part in one process, state in
 //! one directory, nothing to install: K and P on SQLite files, objects in a
-//! directory, the gateway in front. K and P still run behind their gRPC
+//! directory, the gateway in front, the sweeper behind. K and P still run behind their gRPC
 //! servers on loopback, so the process exercises the same saga as a
 //! deployment of separate services.
 
@@ -14,7 +14,10 @@ use pastebin_pastes::{PasteClient, PasteStore};
 use pastebin_runtime::{db, grpc::channel, shutdown_signal};
 use serde::Serialize;
 
-use crate::{bind, gateway::GatewayArgs};
+use crate::{
+    bind,
+    flags::{GatewayArgs, SweeperArgs},
+};
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
@@ -23,6 +26,8 @@ pub struct UpArgs {
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub gateway: GatewayArgs,
+    #[command(flatten)]
+    pub sweeper: SweeperArgs,
 }
 
 /// Written to `<data-dir>/endpoints.json` so operator tools find the parts
@@ -56,12 +61,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let key_address = format!("http://{}", key_listener.local_addr()?);
     let paste_address = format!("http://{}", paste_listener.local_addr()?);
 
-    let slots = pastebin_gateway::SlotMap::new(
+    let slots = pastebin_shards::SlotMap::new(
         vec![KeyClient::new(channel(&key_address)?)],
         vec![PasteClient::new(channel(&paste_address)?)],
     )?;
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
+    let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
 
     let endpoints = Endpoints {
@@ -84,6 +90,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         pastebin_pastes::serve(paste_listener, PasteStore::new(paste_pool, clock), shutdown_signal()),
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        async {
+            sweeper.run(shutdown_signal()).await;
+            Ok(())
+        },
     )?;
     Ok(())
 }

@@ -16,13 +16,12 @@ mod grpc;
 mod http;
 mod pages;
 mod saga;
-mod slot_map;
 
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
 pub use grpc::PasteApiService;
-pub use slot_map::SlotMap;
+pub use pastebin_shards::SlotMap;
 
 use std::future::Future;
 

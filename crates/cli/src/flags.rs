@@ -1,9 +1,10 @@
-//! Flags for the gateway and the object store, and their wiring.
+//! Flags shared by the subcommands (gateway, object store, shard addresses, sweeper) and the wiring they configure.
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use pastebin_core::SystemClock;
-use pastebin_gateway::{Gateway, GatewaySettings, SlotMap};
+use pastebin_gateway::{Gateway, GatewaySettings};
+use pastebin_shards::SlotMap;
 use pastebin_keys::KeyClient;
 use pastebin_objects::{LocalDirStore, ObjectStore, S3Settings, S3Store};
 use pastebin_pastes::PasteClient;
@@ -101,5 +102,39 @@ impl GatewayArgs {
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
         Gateway::new(slots, objects, Arc::new(SystemClock), settings)
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweeperArgs {
+    /// Seconds between sweeper rounds.
+    #[arg(long, env = "PASTEBIN_SWEEP_INTERVAL_SECS", default_value_t = 5)]
+    pub sweep_interval_secs: u64,
+    /// Pending keys younger than this are never touched (SPEC: 60 s, 30x the create budget).
+    #[arg(long, env = "PASTEBIN_RECOVERY_THRESHOLD_SECS", default_value_t = 60)]
+    pub recovery_threshold_secs: u64,
+    /// Keys per page and ids per P round trip.
+    #[arg(long, env = "PASTEBIN_SWEEP_BATCH", default_value_t = 500)]
+    pub sweep_batch: u32,
+    /// Objects younger than this are never reaped.
+    #[arg(long, env = "PASTEBIN_OBJECT_AGE_FLOOR_SECS", default_value_t = 3600)]
+    pub object_age_floor_secs: u64,
+    /// Seconds between object-reaper scans (each lists the whole store).
+    #[arg(long, env = "PASTEBIN_REAP_INTERVAL_SECS", default_value_t = 600)]
+    pub reap_interval_secs: u64,
+}
+
+impl SweeperArgs {
+    pub fn sweeper(&self, slots: SlotMap, objects: Arc<dyn ObjectStore>) -> pastebin_sweeper::Sweeper {
+        use std::time::Duration;
+        let settings = pastebin_sweeper::SweeperSettings {
+            interval: Duration::from_secs(self.sweep_interval_secs.max(1)),
+            recovery_threshold: Duration::from_secs(self.recovery_threshold_secs),
+            batch_size: self.sweep_batch.clamp(1, 1000),
+            object_age_floor: Duration::from_secs(self.object_age_floor_secs),
+            reap_interval: Duration::from_secs(self.reap_interval_secs),
+            ..Default::default()
+        };
+        pastebin_sweeper::Sweeper::new(slots, objects, Arc::new(SystemClock), settings)
     }
 }

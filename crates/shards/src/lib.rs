@@ -1,3 +1,5 @@
+//! The slot map: routing from a slot to the K shard and the P shard that own it.
+
 use pastebin_core::{Slot, SLOT_COUNT};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;

@@ -1,0 +1,118 @@
+//! The sweeper: the saga's orchestrator of last resort, and the janitor.
+//!
+//! [`recovery`] finishes or aborts pending keys older than the recovery
+//! threshold (60 s), always after reading shard P, never blind. [`reapers`]
+//! deletes retired keys (25 h), purges expired pastes and reaps orphan
+//! objects behind a tombstone. All state lives in K and P: a sweeper can be
+//! killed at any point and restarted, and several can run at once, because
+//! every change it makes is a guarded update.
+
+mod reapers;
+mod recovery;
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use pastebin_core::Clock;
+use pastebin_objects::ObjectStore;
+use pastebin_shards::SlotMap;
+
+pub use reapers::ReapReport;
+pub use recovery::{Decision, RecoveryReport};
+
+#[derive(Debug, Clone)]
+pub struct SweeperSettings {
+    /// Time between rounds.
+    pub interval: Duration,
+    /// A pending key younger than this may still have a create in flight.
+    pub recovery_threshold: Duration,
+    /// Keys per page on K, and ids per `ResolveBatch` on P.
+    pub batch_size: u32,
+    /// Deadline of each call to a shard or the object store.
+    pub call_timeout: Duration,
+    /// An object younger than this is never reaped (an uncertain PUT may
+    /// still be followed by its paste insert).
+    pub object_age_floor: Duration,
+    /// Time between object-reaper scans (they list the whole bucket).
+    pub reap_interval: Duration,
+}
+
+impl Default for SweeperSettings {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(5),
+            recovery_threshold: pastebin_core::RECOVERY_THRESHOLD,
+            batch_size: 500,
+            call_timeout: Duration::from_secs(5),
+            object_age_floor: Duration::from_secs(3600),
+            reap_interval: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Sweeper {
+    slots: SlotMap,
+    objects: Arc<dyn ObjectStore>,
+    clock: Arc<dyn Clock>,
+    settings: SweeperSettings,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundReport {
+    pub recovery: RecoveryReport,
+    pub reap: ReapReport,
+}
+
+impl Sweeper {
+    pub fn new(slots: SlotMap, objects: Arc<dyn ObjectStore>, clock: Arc<dyn Clock>, settings: SweeperSettings) -> Self {
+        Self { slots, objects, clock, settings }
+    }
+
+    pub fn settings(&self) -> &SweeperSettings {
+        &self.settings
+    }
+
+    /// One round: recovery first (it is what clients wait for), then key
+    /// retention and paste expiry; the object reaper when `reap_objects`.
+    pub async fn round(&self, reap_objects: bool) -> RoundReport {
+        let recovery = self.recover_stale().await;
+        let mut reap = ReapReport { retired_keys: self.retire_keys().await, ..ReapReport::default() };
+        reap.expired_pastes = self.purge_expired_pastes().await;
+        if reap_objects {
+            let objects = self.reap_orphan_objects().await;
+            reap.reaped_objects = objects.reaped_objects;
+            reap.errors += objects.errors;
+        }
+        let report = RoundReport { recovery, reap };
+        if report != RoundReport::default() {
+            tracing::info!(?report, "sweeper round");
+        }
+        report
+    }
+
+    /// Rounds every `interval` until `shutdown`; the object reaper every
+    /// `reap_interval`. Nothing here needs to survive a restart.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let mut ticker = tokio::time::interval(self.settings.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_reap: Option<tokio::time::Instant> = None;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    let reap = last_reap.is_none_or(|at| at.elapsed() >= self.settings.reap_interval);
+                    self.round(reap).await;
+                    if reap {
+                        last_reap = Some(tokio::time::Instant::now());
+                    }
+                }
+                () = &mut shutdown => break,
+            }
+        }
+    }
+
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.settings.call_timeout
+    }
+}

@@ -1,0 +1,125 @@
+//! Key retention, paste expiry and the object reaper (SPEC §5).
+
+use std::collections::BTreeMap;
+
+use pastebin_core::PasteId;
+use pastebin_pastes::IdFate;
+
+use crate::Sweeper;
+
+/// Batches per shard per round, so one round stays short and never holds
+/// the databases for long; the rest waits for the next round.
+const MAX_BATCHES_PER_ROUND: usize = 20;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReapReport {
+    pub retired_keys: u64,
+    pub expired_pastes: u64,
+    pub reaped_objects: u64,
+    pub errors: u64,
+}
+
+impl Sweeper {
+    /// Deletes done and aborted keys past their 25 h window, in batches. K
+    /// itself never deletes a pending key.
+    pub async fn retire_keys(&self) -> u64 {
+        let mut retired = 0;
+        for keys in self.slots.key_shards() {
+            for _ in 0..MAX_BATCHES_PER_ROUND {
+                match keys.with_deadline(self.deadline()).purge_retired(self.settings.batch_size).await {
+                    Ok(deleted) => {
+                        retired += deleted;
+                        if deleted < u64::from(self.settings.batch_size) {
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "key retention failed on a shard; next round");
+                        break;
+                    }
+                }
+            }
+        }
+        retired
+    }
+
+    /// Tombstones expired paste rows in batches, then deletes their objects.
+    /// An object whose delete fails is left to the object reaper.
+    pub async fn purge_expired_pastes(&self) -> u64 {
+        let mut purged = 0;
+        for pastes in self.slots.paste_shards() {
+            for _ in 0..MAX_BATCHES_PER_ROUND {
+                let ids = match pastes.with_deadline(self.deadline()).purge_expired(self.settings.batch_size).await {
+                    Ok(ids) => ids,
+                    Err(error) => {
+                        tracing::warn!(%error, "paste expiry failed on a shard; next round");
+                        break;
+                    }
+                };
+                purged += ids.len() as u64;
+                for id in &ids {
+                    if let Err(error) = self.objects.delete(id.as_str()).await {
+                        tracing::warn!(%error, paste_id = %id, "object delete failed; the reaper will retry");
+                    }
+                }
+                if ids.len() < self.settings.batch_size as usize {
+                    break;
+                }
+            }
+        }
+        purged
+    }
+
+    /// Deletes objects older than the age floor whose id holds no live paste,
+    /// and only behind a tombstone: the fence runs first, so a late insert of
+    /// that id can never succeed after its bytes are gone. Objects of live
+    /// pastes are never touched.
+    pub async fn reap_orphan_objects(&self) -> ReapReport {
+        let mut report = ReapReport::default();
+        let floor = chrono::Duration::from_std(self.settings.object_age_floor).unwrap_or(chrono::Duration::MAX);
+        let old_before = self.clock.now() - floor;
+        let mut after: Option<String> = None;
+        loop {
+            let page = match self.objects.list(after.as_deref(), self.settings.batch_size as usize).await {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot list objects; reaper stops for this round");
+                    report.errors += 1;
+                    return report;
+                }
+            };
+            let Some(last) = page.last() else { return report };
+            after = Some(last.paste_id.clone());
+            let mut by_shard: BTreeMap<usize, Vec<PasteId>> = BTreeMap::new();
+            for object in page.iter().filter(|o| o.created_at < old_before) {
+                // Objects not named like a paste id are not ours to judge.
+                if let Ok(id) = PasteId::parse(&object.paste_id) {
+                    by_shard.entry(self.slots.paste_shard_index(id.slot())).or_default().push(id);
+                }
+            }
+            for (shard, ids) in by_shard {
+                let pastes = self.slots.paste_shards()[shard].with_deadline(self.deadline());
+                let fates = match pastes.resolve_batch(&ids).await {
+                    Ok(fates) => fates,
+                    Err(error) => {
+                        tracing::warn!(%error, shard, "paste shard unreachable; its objects are kept");
+                        report.errors += 1;
+                        continue;
+                    }
+                };
+                for (id, fate) in fates {
+                    if fate != IdFate::Tombstoned {
+                        continue;
+                    }
+                    match self.objects.delete(id.as_str()).await {
+                        Ok(()) => report.reaped_objects += 1,
+                        Err(error) => {
+                            tracing::warn!(%error, paste_id = %id, "object reap failed; next scan");
+                            report.errors += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -277,6 +277,27 @@ impl Cluster {
         PasteClient::new(channel(&self.paste_addresses[shard]).unwrap())
     }
 
+    /// The cluster's slot map, as a gateway or sweeper would build it.
+    pub fn slot_map(&self) -> pastebin_shards::SlotMap {
+        pastebin_shards::SlotMap::new(
+            (0..self.key_addresses.len()).map(|i| self.key_client(i)).collect(),
+            (0..self.paste_addresses.len()).map(|i| self.paste_client(i)).collect(),
+        )
+        .expect("at least one shard of each kind")
+    }
+
+    /// The gateway's object store (its moto bucket).
+    pub async fn object_store(&self) -> std::sync::Arc<dyn pastebin_objects::ObjectStore> {
+        std::sync::Arc::new(pastebin_objects::S3Store::connect(self.s3.clone()).await.expect("S3 client"))
+    }
+
+    /// A sweeper over this cluster's shards and bucket, in this process, on
+    /// `clock`: tests move the clock instead of waiting a minute or a day.
+    pub async fn sweeper(&self, clock: pastebin_core::ManualClock) -> pastebin_sweeper::Sweeper {
+        let settings = pastebin_sweeper::SweeperSettings::default();
+        pastebin_sweeper::Sweeper::new(self.slot_map(), self.object_store().await, std::sync::Arc::new(clock), settings)
+    }
+
     /// Counts rows on every P shard's database directly: `state = 'live'`.
     pub async fn live_pastes(&self) -> i64 {
         let mut total = 0;

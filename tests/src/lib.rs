@@ -1,3 +1,4 @@
+pub mod api;
 pub mod postgres;
 pub mod s3;
 pub mod shards;

@@ -5,42 +5,11 @@
 use std::time::Duration;
 
 use pastebin_core::{IdempotencyKey, KeyState, PasteId};
-use pastebin_tests::cluster::{Cluster, ClusterOptions};
+use pastebin_tests::{
+    api::{create, get, new_key},
+    cluster::{Cluster, ClusterOptions},
+};
 use reqwest::{Client, StatusCode};
-use serde_json::Value;
-
-fn new_key() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: reqwest::header::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
-    }
-}
-
-async fn create(http: &str, key: Option<&str>, content: &str) -> reqwest::Result<Answer> {
-    let mut request = Client::new()
-        .post(format!("{http}/api/v1/pastes"))
-        .json(&serde_json::json!({ "content": content }))
-        .timeout(Duration::from_secs(10));
-    if let Some(key) = key {
-        request = request.header("Idempotency-Key", key);
-    }
-    let response = request.send().await?;
-    Ok(Answer { status: response.status(), headers: response.headers().clone(), body: response.text().await? })
-}
-
-async fn get(http: &str, id: &str) -> Answer {
-    let response = Client::new().get(format!("{http}/api/v1/pastes/{id}")).send().await.unwrap();
-    Answer { status: response.status(), headers: response.headers().clone(), body: response.text().await.unwrap() }
-}
 
 #[tokio::test]
 async fn creates_reads_and_replays_byte_identically() {

@@ -1,0 +1,44 @@
+//! A small HTTP client for the gateway's API, shared by the end-to-end tests.
+
+use std::time::Duration;
+
+use reqwest::{header::HeaderMap, Client, StatusCode};
+use serde_json::Value;
+
+pub fn new_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// One HTTP answer, read whole.
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
+    }
+
+    async fn read(response: reqwest::Response) -> reqwest::Result<Answer> {
+        Ok(Answer { status: response.status(), headers: response.headers().clone(), body: response.text().await? })
+    }
+}
+
+/// `POST /api/v1/pastes` with a JSON body and, if given, an idempotency key.
+pub async fn create(http: &str, key: Option<&str>, content: &str) -> reqwest::Result<Answer> {
+    let mut request = Client::new()
+        .post(format!("{http}/api/v1/pastes"))
+        .json(&serde_json::json!({ "content": content }))
+        .timeout(Duration::from_secs(10));
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    Answer::read(request.send().await?).await
+}
+
+/// `GET /api/v1/pastes/{id}`.
+pub async fn get(http: &str, id: &str) -> Answer {
+    Answer::read(Client::new().get(format!("{http}/api/v1/pastes/{id}")).send().await.unwrap()).await.unwrap()
+}

@@ -1,0 +1,313 @@
+//! The recovery sweeper and the reapers against real processes (K and P
+//! shards on PostgreSQL, the gateway on moto S3). The sweeper runs in the
+//! test process on a `ManualClock`, so "older than a minute" and "older than
+//! an hour" are a clock move, not a wait.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use pastebin_core::{IdempotencyKey, KeyState, ManualClock, PasteId, RequestHash, ResponseBody};
+use pastebin_keys::{KeyClient, NewKey};
+use pastebin_pastes::{IdFate, NewPaste};
+use pastebin_tests::{
+    api::{create, get, new_key},
+    cluster::{execute, Cluster, ClusterOptions},
+};
+use reqwest::StatusCode;
+
+const MINUTE_AND_A_BIT: Duration = Duration::from_secs(61);
+
+/// A clock that reads `ahead` later than now.
+fn clock_ahead(ahead: Duration) -> ManualClock {
+    let clock = ManualClock::starting_at(Utc::now());
+    clock.advance(ahead);
+    clock
+}
+
+async fn key_state(keys: &KeyClient, key: &str) -> Option<(KeyState, PasteId)> {
+    let record = keys.get(&IdempotencyKey::parse(key).unwrap()).await.unwrap()?;
+    Some((record.state, record.paste_id))
+}
+
+/// Crashes a create at `failpoint`, restarts the gateway clean, and returns the key.
+async fn crash_create(cluster: &mut Cluster, failpoint: &str, content: &str) -> String {
+    cluster.restart_gateway(failpoint).await;
+    let key = new_key();
+    assert!(create(&cluster.http, Some(&key), content).await.is_err(), "the gateway died at {failpoint}");
+    cluster.restart_gateway("").await;
+    key
+}
+
+#[tokio::test]
+async fn stale_pending_whose_paste_exists_is_marked_done_and_the_retry_gets_the_original() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let key = crash_create(&mut cluster, "before_done", "committed, never marked").await;
+    let keys = cluster.key_client(0);
+    let stored = keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
+    assert_eq!(stored.state, KeyState::Pending);
+
+    let report = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    assert_eq!((report.marked_done, report.aborted), (1, 0), "{report:?}");
+    assert_eq!(key_state(&keys, &key).await.unwrap().0, KeyState::Done);
+
+    let retry = create(&cluster.http, Some(&key), "committed, never marked").await.unwrap();
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(retry.body, stored.response_body.expose(), "same id, same delete token");
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert_eq!(cluster.live_pastes().await, 1);
+}
+
+#[tokio::test]
+async fn stale_pending_without_a_paste_is_fenced_aborted_and_restarted_by_the_retry() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let key = crash_create(&mut cluster, "after_put", "never inserted").await;
+    let keys = cluster.key_client(0);
+    let (_, first_id) = key_state(&keys, &key).await.unwrap();
+
+    let report = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    assert_eq!((report.marked_done, report.aborted), (0, 1), "{report:?}");
+    assert_eq!(key_state(&keys, &key).await.unwrap().0, KeyState::Aborted);
+    // The fence is up: the aborted id can never become a paste.
+    assert_eq!(cluster.paste_client(0).tombstone_unless_live(&first_id).await.unwrap(), IdFate::Tombstoned);
+
+    let retry = create(&cluster.http, Some(&key), "never inserted").await.unwrap();
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.body);
+    let new_id = retry.json()["id"].as_str().unwrap().to_owned();
+    assert_ne!(new_id, first_id.to_string());
+    assert_eq!(get(&cluster.http, &new_id).await.status, StatusCode::OK);
+    assert_eq!(get(&cluster.http, first_id.as_str()).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(cluster.live_pastes().await, 1);
+}
+
+/// Begins `count` pending keys directly on K (as if their gateways died
+/// after step 2), inserting a paste row for every other one.
+async fn seed_pendings(cluster: &Cluster, count: usize) -> Vec<(IdempotencyKey, PasteId, bool)> {
+    let (keys, pastes) = (cluster.key_client(0), cluster.paste_client(0));
+    let mut seeded = Vec::with_capacity(count);
+    for start in (0..count).step_by(64) {
+        let batch = (start..count.min(start + 64)).map(|i| seed_one(&keys, &pastes, i % 2 == 0));
+        seeded.extend(futures::future::join_all(batch).await);
+    }
+    seeded
+}
+
+async fn seed_one(keys: &KeyClient, pastes: &pastebin_pastes::PasteClient, with_paste: bool) -> (IdempotencyKey, PasteId, bool) {
+    let key = IdempotencyKey::new_random();
+    let paste_id = PasteId::mint(key.slot());
+    let new = NewKey {
+        key,
+        request_hash: RequestHash([7; 32]),
+        paste_id: paste_id.clone(),
+        response_body: ResponseBody::new("{}".into()),
+    };
+    keys.begin(&new).await.unwrap();
+    if with_paste {
+        let now = Utc::now();
+        let paste = NewPaste {
+            id: paste_id.clone(),
+            delete_token_hash: pastebin_core::DeleteToken::generate().hash(),
+            created_at: now,
+            expires_at: now + chrono::Duration::days(1),
+            size: 1,
+            content_sha256: [1; 32],
+        };
+        pastes.insert(&paste).await.unwrap();
+    }
+    (key, paste_id, with_paste)
+}
+
+#[tokio::test]
+async fn paste_service_down_means_nothing_is_aborted_and_everything_resolves_when_it_is_back() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let seeded = seed_pendings(&cluster, 40).await;
+    cluster.pastes[0].kill().await;
+
+    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    let blind = sweeper.recover_stale().await;
+    assert_eq!(blind.skipped_unreachable, 40, "{blind:?}");
+    assert_eq!((blind.marked_done, blind.aborted), (0, 0), "never abort what cannot be seen");
+    let stats = cluster.key_client(0).pending_stats().await.unwrap();
+    assert_eq!(stats.pending, 40);
+
+    cluster.pastes[0].restart(&[], &["paste-service"]).await;
+    let back = sweeper.recover_stale().await;
+    assert_eq!((back.marked_done, back.aborted, back.skipped_unreachable), (20, 20, 0), "{back:?}");
+    let keys = cluster.key_client(0);
+    for (key, _, with_paste) in &seeded {
+        let state = key_state(&keys, &key.canonical()).await.unwrap().0;
+        assert_eq!(state, if *with_paste { KeyState::Done } else { KeyState::Aborted });
+    }
+}
+
+#[tokio::test]
+async fn pending_younger_than_the_threshold_is_untouched() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    seed_pendings(&cluster, 6).await;
+    let report = cluster.sweeper(clock_ahead(Duration::from_secs(30))).await.recover_stale().await;
+    assert_eq!(report.examined, 0, "{report:?}");
+    assert_eq!(cluster.key_client(0).pending_stats().await.unwrap().pending, 6);
+    // The same keys a minute later are recovered: the check above could fail.
+    let later = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    assert_eq!(later.marked_done + later.aborted, 6);
+}
+
+#[tokio::test]
+async fn two_sweepers_over_two_thousand_stale_pendings_resolve_each_key_once() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let seeded = seed_pendings(&cluster, 2000).await;
+    let (one, two) = (
+        cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await,
+        cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await,
+    );
+    let (a, b) = tokio::join!(one.recover_stale(), two.recover_stale());
+    assert_eq!(a.marked_done + b.marked_done, 1000, "{a:?} {b:?}");
+    assert_eq!(a.aborted + b.aborted, 1000, "{a:?} {b:?}");
+    assert_eq!(a.skipped_unreachable + b.skipped_unreachable, 0);
+    let keys = cluster.key_client(0);
+    let pastes = cluster.paste_client(0);
+    for (key, paste_id, with_paste) in seeded.iter().step_by(7) {
+        let state = key_state(&keys, &key.canonical()).await.unwrap().0;
+        let fate = pastes.tombstone_unless_live(paste_id).await.unwrap();
+        if *with_paste {
+            assert_eq!((state, fate), (KeyState::Done, IdFate::Live));
+        } else {
+            assert_eq!((state, fate), (KeyState::Aborted, IdFate::Tombstoned));
+        }
+    }
+    assert_eq!(keys.pending_stats().await.unwrap().pending, 0);
+    assert_eq!(cluster.live_pastes().await, 1000);
+}
+
+/// The race the tombstone exists for. The gateway is held at `failpoint`
+/// while a sweeper (a minute ahead) decides the key; then the gateway goes
+/// on. Whatever the order, one key ends with exactly one paste.
+async fn gateway_and_sweeper_race(failpoint: &str, expected: KeyState) {
+    let cluster =
+        Cluster::start(ClusterOptions { failpoints: Some(format!("{failpoint}=sleep:1200")), ..Default::default() })
+            .await;
+    let key = new_key();
+    let http = cluster.http.clone();
+    let racing = tokio::spawn({
+        let key = key.clone();
+        async move { create(&http, Some(&key), "raced").await.unwrap() }
+    });
+    let keys = cluster.key_client(0);
+    while key_state(&keys, &key).await.is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let decided = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let (state, paste_id) = key_state(&keys, &key).await.unwrap();
+    assert_eq!(state, expected, "{failpoint}: {decided:?}");
+
+    let answer = racing.await.unwrap();
+    let fate = cluster.paste_client(0).tombstone_unless_live(&paste_id).await.unwrap();
+    let (final_state, _) = key_state(&keys, &key).await.unwrap();
+    match final_state {
+        KeyState::Done => assert_eq!(fate, IdFate::Live, "never a done key without a paste"),
+        KeyState::Aborted => assert_eq!(fate, IdFate::Tombstoned, "never an aborted key with a live paste"),
+        KeyState::Pending => panic!("the key was decided"),
+    }
+    if answer.status == StatusCode::CREATED {
+        assert_eq!(answer.json()["id"], paste_id.to_string());
+    } else {
+        assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+        // The client's retry restarts the aborted key with a new id.
+        let retry = create(&cluster.http, Some(&key), "raced").await.unwrap();
+        assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.body);
+    }
+    assert_eq!(cluster.live_pastes().await, 1, "never two pastes");
+}
+
+#[tokio::test]
+async fn sweeper_aborts_before_the_held_insert_lands() {
+    gateway_and_sweeper_race("after_put", KeyState::Aborted).await;
+}
+
+#[tokio::test]
+async fn sweeper_finishes_after_the_insert_landed_but_before_done() {
+    gateway_and_sweeper_race("before_done", KeyState::Done).await;
+}
+
+#[tokio::test]
+async fn retention_removes_done_and_aborted_keys_after_25_hours_never_pending() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let done_key = new_key();
+    let first = create(&cluster.http, Some(&done_key), "kept 25 hours").await.unwrap();
+    let aborted_key = crash_create(&mut cluster, "after_put", "aborted").await;
+    cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let keys = cluster.key_client(0);
+    assert_eq!(key_state(&keys, &aborted_key).await.unwrap().0, KeyState::Aborted);
+    // Two pending keys created after that recovery: one from a crashed
+    // gateway, one begun directly.
+    let pending_key = crash_create(&mut cluster, "after_k_begin", "pending forever").await;
+    seed_pendings(&cluster, 1).await;
+
+    // Not yet: nothing is retired inside the window.
+    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    assert_eq!(sweeper.retire_keys().await, 0);
+
+    // 26 hours pass for every key on K (K keeps its own clock, so the rows age instead).
+    let day = 26 * 3600 * 1000;
+    execute(
+        &cluster.key_database_urls[0],
+        &format!("UPDATE idempotency_keys SET created_at = created_at - {day}, retain_until = retain_until - {day} WHERE key <> $1"),
+        "",
+    )
+    .await;
+    assert_eq!(sweeper.retire_keys().await, 2, "the done and the aborted key");
+    assert!(key_state(&keys, &done_key).await.is_none());
+    assert!(key_state(&keys, &aborted_key).await.is_none());
+    assert_eq!(key_state(&keys, &pending_key).await.unwrap().0, KeyState::Pending);
+    assert_eq!(keys.pending_stats().await.unwrap().pending, 1 + 1, "pending keys are never retired");
+
+    // After the window a retry with the same key is a new paste, by contract.
+    let again = create(&cluster.http, Some(&done_key), "kept 25 hours").await.unwrap();
+    assert_eq!(again.status, StatusCode::CREATED);
+    assert_ne!(again.json()["id"], first.json()["id"]);
+}
+
+#[tokio::test]
+async fn orphan_objects_are_reaped_only_after_the_age_floor_and_behind_a_tombstone() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let live = create(&cluster.http, Some(&new_key()), "a live paste").await.unwrap();
+    let live_id = live.json()["id"].as_str().unwrap().to_owned();
+    let orphan_key = crash_create(&mut cluster, "after_put", "orphaned bytes").await;
+    let (_, orphan_id) = key_state(&cluster.key_client(0), &orphan_key).await.unwrap();
+    let objects = cluster.object_store().await;
+    assert!(objects.get(orphan_id.as_str()).await.unwrap().is_some());
+
+    // Younger than the age floor (1 h): kept, and no tombstone was made for it.
+    let young = cluster.sweeper(clock_ahead(Duration::from_secs(30 * 60))).await.reap_orphan_objects().await;
+    assert_eq!(young.reaped_objects, 0);
+    assert!(objects.get(orphan_id.as_str()).await.unwrap().is_some());
+
+    // Past the floor: fenced, then reaped. The live paste's object is untouched.
+    let old = cluster.sweeper(clock_ahead(Duration::from_secs(2 * 3600))).await.reap_orphan_objects().await;
+    assert_eq!(old.reaped_objects, 1, "{old:?}");
+    assert!(objects.get(orphan_id.as_str()).await.unwrap().is_none());
+    assert_eq!(cluster.paste_client(0).tombstone_unless_live(&orphan_id).await.unwrap(), IdFate::Tombstoned);
+    assert_eq!(get(&cluster.http, &live_id).await.json()["content"], "a live paste");
+
+    // The retry of the orphan's key: its id is dead, so it restarts with a new one.
+    cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let retry = create(&cluster.http, Some(&orphan_key), "orphaned bytes").await.unwrap();
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_ne!(retry.json()["id"], orphan_id.to_string());
+    assert_eq!(cluster.live_pastes().await, 2);
+}
+
+#[tokio::test]
+async fn expired_pastes_are_purged_with_their_objects() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let answer = create(&cluster.http, Some(&new_key()), "short-lived").await.unwrap();
+    let id = answer.json()["id"].as_str().unwrap().to_owned();
+    let keep = create(&cluster.http, Some(&new_key()), "long-lived").await.unwrap();
+    execute(&cluster.paste_database_urls[0], "UPDATE pastes SET expires_at = 0 WHERE id = $1", &id).await;
+    let sweeper = cluster.sweeper(clock_ahead(Duration::ZERO)).await;
+    assert_eq!(sweeper.purge_expired_pastes().await, 1);
+    let objects = cluster.object_store().await;
+    assert!(objects.get(&id).await.unwrap().is_none());
+    assert_eq!(get(&cluster.http, &id).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get(&cluster.http, keep.json()["id"].as_str().unwrap()).await.status, StatusCode::OK);
+    assert_eq!(cluster.live_pastes().await, 1);
+}

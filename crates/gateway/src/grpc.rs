@@ -19,9 +19,10 @@ impl PasteApiService {
 
     pub fn into_server(self) -> PasteApiServer<Self> {
         let limit = self.gateway.settings().max_content_bytes;
-        // Room for the content plus the other fields; bigger messages are
-        // refused by tonic before they are decoded.
-        PasteApiServer::new(self).max_decoding_message_size(limit.saturating_add(64 * 1024))
+        // Messages up to 4x the content limit are decoded so that a paste
+        // just over the limit gets our RESOURCE_EXHAUSTED; anything larger is
+        // refused by tonic before decoding (OUT_OF_RANGE), bounding memory.
+        PasteApiServer::new(self).max_decoding_message_size(limit.saturating_mul(4).saturating_add(64 * 1024))
     }
 }
 

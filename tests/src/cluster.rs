@@ -317,6 +317,23 @@ impl Cluster {
     }
 }
 
+/// Every key row of one K shard database: (key, state, paste id, created_at ms).
+pub async fn key_table(url: &str) -> Vec<(String, String, String, i64)> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    sqlx::query_as("SELECT key, state, paste_id, created_at FROM idempotency_keys ORDER BY created_at")
+        .fetch_all(&mut conn)
+        .await
+        .expect("query")
+}
+
+/// Ids of the live paste rows of one P shard database.
+pub async fn live_ids(url: &str) -> Vec<String> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    sqlx::query_scalar("SELECT id FROM pastes WHERE state = 'live'").fetch_all(&mut conn).await.expect("query")
+}
+
 /// Runs a one-value `SELECT` on a shard database with a short-lived connection.
 pub async fn scalar(url: &str, sql: &'static str) -> i64 {
     use sqlx::Connection;

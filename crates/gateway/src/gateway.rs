@@ -4,6 +4,7 @@ use bytes::Bytes;
 use pastebin_core::{Clock, CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, RequestHash, ResponseBody};
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::DeleteOutcome;
+use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
 
 use crate::{saga::within, ApiError, Created, SlotMap};
@@ -113,11 +114,25 @@ impl Gateway {
     /// hangs up does not cut a saga short between two steps (which would be
     /// safe, but leaves work for the sweeper).
     pub async fn create(&self, command: CreateCommand) -> Result<CreateAnswer, ApiError> {
-        let request = self.validate(command)?;
+        let started = std::time::Instant::now();
         let gateway = self.clone();
-        tokio::spawn(async move { gateway.run_create(request).await })
-            .await
-            .unwrap_or(Err(ApiError::Unavailable("the create was interrupted")))
+        let result = match self.validate(command) {
+            Ok(request) => tokio::spawn(async move { gateway.run_create(request).await })
+                .await
+                .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
+            Err(error) => Err(error),
+        };
+        let outcome = match &result {
+            Ok(answer) if answer.replayed => "replayed",
+            Ok(_) => "created",
+            Err(ApiError::KeyConflict) => "conflict",
+            Err(ApiError::Unavailable(_)) => "unavailable",
+            Err(ApiError::TooLarge { .. }) => "too_large",
+            Err(_) => "invalid",
+        };
+        metrics::counter!(names::CREATES, "outcome" => outcome).increment(1);
+        metrics::histogram!(names::SAGA_STEP_SECONDS, "step" => "create").record(started.elapsed().as_secs_f64());
+        result
     }
 
     pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {

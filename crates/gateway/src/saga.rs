@@ -71,6 +71,15 @@ pub(crate) async fn within<T, E: Into<StepError>>(
     }
 }
 
+/// Records how long one saga step took, whatever its outcome.
+async fn timed<T>(step: &'static str, call: impl Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let result = call.await;
+    metrics::histogram!(pastebin_runtime::metrics::SAGA_STEP_SECONDS, "step" => step)
+        .record(started.elapsed().as_secs_f64());
+    result
+}
+
 /// How many times a create re-reads its key after losing a guarded update
 /// to another executor before answering 503.
 const MAX_REREADS: usize = 3;
@@ -154,7 +163,7 @@ impl Saga<'_> {
     #[tracing::instrument(skip_all, err(Display))]
     async fn begin(&self, paste_id: PasteId, response_body: ResponseBody) -> Result<KeyRecord, ApiError> {
         let new = NewKey { key: *self.key(), request_hash: self.request.request_hash, paste_id, response_body };
-        match within(self.deadline, self.keys.begin(&new)).await.map_err(key_unavailable)? {
+        match timed("k_begin", within(self.deadline, self.keys.begin(&new))).await.map_err(key_unavailable)? {
             Begun::Inserted(record) | Begun::Existing(record) => Ok(record),
         }
     }
@@ -201,9 +210,8 @@ impl Saga<'_> {
     /// request hash matched, so it is the same bytes.
     #[tracing::instrument(skip_all, err(Display))]
     async fn put(&self, paste_id: &PasteId) -> Result<(), StepError> {
-        within(self.deadline, self.gateway.inner.objects.put(paste_id.as_str(), self.request.content.clone()))
-            .await
-            .map(drop)
+        let put = self.gateway.inner.objects.put(paste_id.as_str(), self.request.content.clone());
+        timed("put", within(self.deadline, put)).await.map(drop)
     }
 
     /// Step 4, P commit: insert the paste row. Returns whether the paste
@@ -220,7 +228,7 @@ impl Saga<'_> {
             size: self.request.content.len() as u64,
             content_sha256: Sha256::digest(&self.request.content).into(),
         };
-        match within(self.deadline, self.pastes.insert(&paste)).await {
+        match timed("p_insert", within(self.deadline, self.pastes.insert(&paste))).await {
             Ok(InsertOutcome::Inserted | InsertOutcome::AlreadyExists) => Ok(true),
             Ok(InsertOutcome::Tombstoned) => {
                 // The fence is already up, so recording the abort is safe; it
@@ -263,8 +271,9 @@ impl Saga<'_> {
     /// done key for this same paste. Failing here never touches the paste.
     #[tracing::instrument(skip_all, err(Display))]
     async fn mark_done(&self, record: &KeyRecord) -> Result<(), ApiError> {
-        let changed =
-            within(self.deadline, self.keys.mark_done(self.key(), &record.paste_id)).await.map_err(key_unavailable)?;
+        let changed = timed("k_done", within(self.deadline, self.keys.mark_done(self.key(), &record.paste_id)))
+            .await
+            .map_err(key_unavailable)?;
         if changed {
             return Ok(());
         }

@@ -2,10 +2,12 @@
 //! code path for PostgreSQL and SQLite) and runs its migrations, [`grpc`]
 //! serves a service with `grpc.health.v1` and reflection beside it,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
-//! SIGINT and SIGTERM are turned into a drain.
+//! SIGINT and SIGTERM are turned into a drain, and [`metrics`] names
+//! every Prometheus metric the services export.
 
 pub mod db;
 pub mod grpc;
+pub mod metrics;
 mod shutdown;
 pub mod telemetry;
 

@@ -7,6 +7,7 @@
 //! killed at any point and restarted, and several can run at once, because
 //! every change it makes is a guarded update.
 
+mod observe;
 mod reapers;
 mod recovery;
 
@@ -16,6 +17,7 @@ use pastebin_core::Clock;
 use pastebin_objects::ObjectStore;
 use pastebin_shards::SlotMap;
 
+pub use observe::Observation;
 pub use reapers::ReapReport;
 pub use recovery::{Decision, RecoveryReport};
 
@@ -85,6 +87,8 @@ impl Sweeper {
             reap.errors += objects.errors;
         }
         let report = RoundReport { recovery, reap };
+        observe::record(&report);
+        self.observe().await;
         if report != RoundReport::default() {
             tracing::info!(?report, "sweeper round");
         }

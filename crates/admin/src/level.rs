@@ -1,0 +1,127 @@
+//! The pending-age alert card of SPEC §9, as data and as one function, so the
+//! dashboard, `pastebin ctl stats` and the tests agree on the boundaries.
+
+use serde::Serialize;
+
+/// Below this, a pending key is an ordinary create in flight (the create budget).
+pub const SLOW_AFTER_SECONDS: f64 = 2.0;
+/// Above this, the sweeper may recover the key (30 × the budget).
+pub const RECOVERY_AFTER_SECONDS: f64 = 60.0;
+/// Growth of stale (older than 2 s) pendings per minute that means creates
+/// are getting stuck rather than slow. Healthy stale counts sit near zero and
+/// stay flat; a one-minute outage at peak adds ~21,000. The Prometheus rule
+/// `PastebinPendingCountClimbing` uses the same figure.
+pub const CLIMBING_PER_MINUTE: f64 = 300.0;
+
+/// A row of the alert card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Oldest pending < 2 s: creates in flight.
+    Healthy,
+    /// 2 s – 60 s: slow creates; watch P and the object store.
+    Slow,
+    /// > 60 s: recovery territory; the sweeper reads P before it aborts.
+    Recovery,
+    /// The pending count is climbing: creates are stuck. Page; never mass-abort.
+    Stuck,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Healthy => "healthy",
+            Level::Slow => "slow",
+            Level::Recovery => "recovery",
+            Level::Stuck => "stuck",
+        }
+    }
+
+    /// The card row for this level.
+    pub fn card_row(self) -> &'static CardRow {
+        &CARD[self as usize]
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One row of the card: what the operator sees and what they should do.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CardRow {
+    pub level: Level,
+    pub signal: &'static str,
+    pub meaning: &'static str,
+    pub action: &'static str,
+}
+
+/// The card, in [`Level`] order.
+pub const CARD: [CardRow; 4] = [
+    CardRow { level: Level::Healthy, signal: "Oldest pending < 2 s", meaning: "Healthy in-flight", action: "None" },
+    CardRow {
+        level: Level::Slow,
+        signal: "Oldest pending 2 s – 60 s",
+        meaning: "Slow creates",
+        action: "Watch P and the object store",
+    },
+    CardRow {
+        level: Level::Recovery,
+        signal: "Oldest pending > 60 s",
+        meaning: "Recovery territory",
+        action: "The sweeper reads P before it aborts; let it",
+    },
+    CardRow {
+        level: Level::Stuck,
+        signal: "Pending count climbing (~ the create rate)",
+        meaning: "Creates stuck",
+        action: "Page. Never mass-abort: fix P or the object store",
+    },
+];
+
+/// Where the oldest pending key's age and the count's trend put us on the card.
+/// A climbing count wins over any age: it is the one that pages.
+pub fn alert_level(oldest_age_seconds: f64, count_climbing: bool) -> Level {
+    if count_climbing {
+        Level::Stuck
+    } else if oldest_age_seconds > RECOVERY_AFTER_SECONDS {
+        Level::Recovery
+    } else if oldest_age_seconds >= SLOW_AFTER_SECONDS {
+        Level::Slow
+    } else {
+        Level::Healthy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_map_to_the_card_rows() {
+        assert_eq!(alert_level(0.0, false), Level::Healthy);
+        assert_eq!(alert_level(1.999, false), Level::Healthy);
+        assert_eq!(alert_level(2.0, false), Level::Slow);
+        assert_eq!(alert_level(30.0, false), Level::Slow);
+        assert_eq!(alert_level(60.0, false), Level::Slow, "the card says > 60 s");
+        assert_eq!(alert_level(60.001, false), Level::Recovery);
+        assert_eq!(alert_level(86_400.0, false), Level::Recovery);
+    }
+
+    #[test]
+    fn a_climbing_count_pages_whatever_the_age() {
+        for age in [0.0, 5.0, 600.0] {
+            assert_eq!(alert_level(age, true), Level::Stuck);
+        }
+    }
+
+    #[test]
+    fn card_rows_are_in_level_order() {
+        for level in [Level::Healthy, Level::Slow, Level::Recovery, Level::Stuck] {
+            assert_eq!(level.card_row().level, level);
+        }
+        assert!(Level::Stuck.card_row().action.contains("Never mass-abort"));
+    }
+}

@@ -1,0 +1,38 @@
+//! The admin listener of a pastebin process: Prometheus metrics for every
+//! service, and for a process that runs the sweeper, the pending-age alert
+//! dashboard of SPEC §9.
+//!
+//! [`AdminState`] holds the metrics handle and, with a sweeper, samples
+//! [`pastebin_sweeper::Sweeper::observe`] every few seconds into a short
+//! history and keeps the sweeper's recent round reports (pushed by the
+//! process with [`AdminState::record_round`]). [`router`] serves them;
+//! [`level`] is the alert card itself, shared with `pastebin ctl stats`.
+
+pub mod level;
+mod routes;
+mod state;
+mod status;
+
+use std::future::Future;
+
+
+pub use level::{alert_level, Level, CARD};
+pub use routes::{router, CONTENT_SECURITY_POLICY};
+pub use state::{AdminState, DEFAULT_SAMPLE_INTERVAL};
+pub use status::{climb_per_minute, Sample, Status};
+
+/// Serves the admin listener until `shutdown`, and meanwhile samples the
+/// shards for the dashboard (when the state has a sweeper). In-flight
+/// requests finish; the sampler simply stops.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let server = axum::serve(listener, router(state.clone())).with_graceful_shutdown(shutdown);
+    tokio::select! {
+        served = server => Ok(served?),
+        // The sampler loops until it is dropped here, with the server.
+        () = state.run_sampler() => Ok(()),
+    }
+}

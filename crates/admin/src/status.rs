@@ -1,0 +1,222 @@
+//! The dashboard's view of the deployment (`GET /dashboard/status.json`):
+//! built from the latest observation, the recent samples and the recorded
+//! sweeper rounds. No key, paste id or token is ever part of it.
+
+use chrono::{DateTime, Utc};
+use pastebin_sweeper::{Observation, RoundReport};
+use serde::Serialize;
+
+use crate::level::{alert_level, CardRow, Level, CARD, CLIMBING_PER_MINUTE};
+
+/// The window over which "the count is climbing" is judged.
+const CLIMB_WINDOW_SECONDS: f64 = 60.0;
+/// Less history than this is too little to call a trend.
+const CLIMB_MIN_SPAN_SECONDS: f64 = 20.0;
+/// Rounds shown in the "recent decisions" table.
+const ROUNDS_SHOWN: usize = 12;
+
+/// One point of the plot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    pub oldest_pending_age_seconds: f64,
+    pub pending: u64,
+    /// Pending keys older than the 2 s create budget: the ones that are stuck or slow.
+    pub older_than_2s: u64,
+    /// K shards that did not answer this sample.
+    pub key_shards_unreachable: usize,
+}
+
+impl Sample {
+    pub fn of(at: DateTime<Utc>, observation: &Observation) -> Self {
+        Self {
+            at_ms: at.timestamp_millis(),
+            oldest_pending_age_seconds: observation.oldest_pending_age_seconds(),
+            pending: observation.pending(),
+            older_than_2s: observation.key_shards.iter().flatten().map(|s| s.older_than_2s).sum(),
+            key_shards_unreachable: observation.key_shards.iter().filter(|s| s.is_none()).count(),
+        }
+    }
+}
+
+/// Growth of stale pendings per minute over the last minute of samples, or
+/// `None` when the samples span too little time to tell.
+pub fn climb_per_minute(samples: &[Sample]) -> Option<f64> {
+    let newest = samples.last()?;
+    let window_start = newest.at_ms - (CLIMB_WINDOW_SECONDS * 1000.0) as i64;
+    let first = samples.iter().find(|s| s.at_ms >= window_start)?;
+    let span = (newest.at_ms - first.at_ms) as f64 / 1000.0;
+    if span < CLIMB_MIN_SPAN_SECONDS {
+        return None;
+    }
+    Some((newest.older_than_2s as f64 - first.older_than_2s as f64) / span * 60.0)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyShardStatus {
+    pub shard: usize,
+    pub reachable: bool,
+    pub pending: Option<u64>,
+    pub older_than_2s: Option<u64>,
+    pub older_than_60s: Option<u64>,
+    pub oldest_pending_age_seconds: Option<f64>,
+    pub level: Option<Level>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PasteShardStatus {
+    pub shard: usize,
+    pub reachable: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundStatus {
+    pub at: DateTime<Utc>,
+    pub examined: u64,
+    pub marked_done: u64,
+    pub aborted: u64,
+    pub already_resolved: u64,
+    pub skipped_unreachable: u64,
+    pub key_shards_unreachable: u64,
+    pub retired_keys: u64,
+    pub expired_pastes: u64,
+    pub reaped_objects: u64,
+    pub errors: u64,
+}
+
+impl RoundStatus {
+    fn of(at: DateTime<Utc>, report: &RoundReport) -> Self {
+        let (r, p) = (&report.recovery, &report.reap);
+        Self {
+            at,
+            examined: r.examined,
+            marked_done: r.marked_done,
+            aborted: r.aborted,
+            already_resolved: r.already_resolved,
+            skipped_unreachable: r.skipped_unreachable,
+            key_shards_unreachable: r.key_shards_unreachable,
+            retired_keys: p.retired_keys,
+            expired_pastes: p.expired_pastes,
+            reaped_objects: p.reaped_objects,
+            errors: p.errors,
+        }
+    }
+}
+
+/// Totals of the recorded rounds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DecisionTotals {
+    pub rounds: usize,
+    pub marked_done: u64,
+    pub aborted: u64,
+    pub already_resolved: u64,
+    pub skipped_unreachable: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub generated_at: DateTime<Utc>,
+    /// False until the first sample: the numbers below mean nothing yet.
+    pub sampled: bool,
+    pub sampled_at: Option<DateTime<Utc>>,
+    /// `None` before the first sample.
+    pub level: Option<Level>,
+    pub oldest_pending_age_seconds: f64,
+    pub pending: u64,
+    pub older_than_2s: u64,
+    pub older_than_60s: u64,
+    pub climbing: bool,
+    pub climb_per_minute: Option<f64>,
+    pub climbing_threshold_per_minute: f64,
+    pub key_shards: Vec<KeyShardStatus>,
+    pub paste_shards: Vec<PasteShardStatus>,
+    pub card: [CardRow; 4],
+    pub history: Vec<Sample>,
+    pub decisions: DecisionTotals,
+    /// The most recent rounds that did something, newest first.
+    pub rounds: Vec<RoundStatus>,
+    pub last_round_at: Option<DateTime<Utc>>,
+}
+
+impl Status {
+    pub fn build(
+        now: DateTime<Utc>,
+        latest: Option<&(DateTime<Utc>, Observation)>,
+        samples: &[Sample],
+        rounds: &[(DateTime<Utc>, RoundReport)],
+    ) -> Self {
+        let climb = climb_per_minute(samples);
+        let climbing = climb.is_some_and(|rate| rate >= CLIMBING_PER_MINUTE);
+        let (key_shards, paste_shards) = match latest {
+            Some((_, observation)) => shards(observation),
+            None => (Vec::new(), Vec::new()),
+        };
+        let sum = |f: fn(&KeyShardStatus) -> Option<u64>| key_shards.iter().filter_map(f).sum::<u64>();
+        let oldest = latest.map(|(_, o)| o.oldest_pending_age_seconds()).unwrap_or(0.0);
+        let mut decisions = DecisionTotals { rounds: rounds.len(), ..DecisionTotals::default() };
+        for (_, report) in rounds {
+            decisions.marked_done += report.recovery.marked_done;
+            decisions.aborted += report.recovery.aborted;
+            decisions.already_resolved += report.recovery.already_resolved;
+            decisions.skipped_unreachable += report.recovery.skipped_unreachable;
+        }
+        Self {
+            generated_at: now,
+            sampled: latest.is_some(),
+            sampled_at: latest.map(|(at, _)| *at),
+            level: latest.map(|_| alert_level(oldest, climbing)),
+            oldest_pending_age_seconds: oldest,
+            pending: sum(|s| s.pending),
+            older_than_2s: sum(|s| s.older_than_2s),
+            older_than_60s: sum(|s| s.older_than_60s),
+            climbing,
+            climb_per_minute: climb,
+            climbing_threshold_per_minute: CLIMBING_PER_MINUTE,
+            key_shards,
+            paste_shards,
+            card: CARD,
+            history: samples.to_vec(),
+            decisions,
+            rounds: rounds
+                .iter()
+                .rev()
+                .filter(|(_, report)| *report != RoundReport::default())
+                .take(ROUNDS_SHOWN)
+                .map(|(at, report)| RoundStatus::of(*at, report))
+                .collect(),
+            last_round_at: rounds.last().map(|(at, _)| *at),
+        }
+    }
+}
+
+fn shards(observation: &Observation) -> (Vec<KeyShardStatus>, Vec<PasteShardStatus>) {
+    let keys = observation
+        .key_shards
+        .iter()
+        .enumerate()
+        .map(|(shard, stats)| {
+            // The same arithmetic as the sweeper's gauge: K's own clock minus
+            // its oldest pending key's creation time.
+            let age = stats.as_ref().map(|s| {
+                s.oldest_created_at.map(|at| (s.now - at).num_milliseconds().max(0) as f64 / 1000.0).unwrap_or(0.0)
+            });
+            KeyShardStatus {
+                shard,
+                reachable: stats.is_some(),
+                pending: stats.map(|s| s.pending),
+                older_than_2s: stats.map(|s| s.older_than_2s),
+                older_than_60s: stats.map(|s| s.older_than_60s),
+                oldest_pending_age_seconds: age,
+                level: age.map(|age| alert_level(age, false)),
+            }
+        })
+        .collect();
+    let pastes = observation
+        .paste_shards_reachable
+        .iter()
+        .enumerate()
+        .map(|(shard, &reachable)| PasteShardStatus { shard, reachable })
+        .collect();
+    (keys, pastes)
+}

@@ -1,0 +1,509 @@
+//! The durable-intent create (seed 002) end to end:
+//!
+//! 1. Take the subject's lock: one run at a time decides whether a subject
+//!    needs a create, so two runs can never both mint a key for it.
+//! 2. Look in the journal. A pending record for this subject and request is
+//!    *adopted* (its key is sent again, and the server replays what the lost
+//!    call made); a complete one is the answer (no request at all).
+//! 3. Otherwise mint a key and write a pending record, fsynced, before the
+//!    first byte goes to the server.
+//! 4. Send, retrying with the same key; on a 201 write the answer and mark
+//!    the record complete. On anything uncertain the record stays pending.
+
+use std::{
+    fmt, io,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use chrono::{DateTime, Utc};
+use pastebin_core::{Clock, CreateRequest, Expiry, ExpiryError, IdempotencyKey, SystemClock};
+
+use crate::{
+    journal::{Answer, IntentRecord, IntentState, Journal, JournalProblem, Scan, SubjectLock},
+    retry::RetryPolicy,
+    server::{CreateCall, CreateFailure, DeleteFailure, Server},
+};
+
+/// What a save is *of*: the thing that should have at most one paste per
+/// content. Two runs with the same subject and content make one paste.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Subject(String);
+
+impl Subject {
+    /// A file, by its canonical absolute path (so `./a` and `/home/u/a` agree).
+    pub fn file(path: &Path) -> io::Result<Self> {
+        let absolute = std::fs::canonicalize(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Self(format!("file:{}", absolute.display())))
+    }
+
+    /// Standard input: the content alone tells saves apart.
+    pub fn stdin() -> Self {
+        Self("stdin".into())
+    }
+
+    /// A caller-chosen name (`--subject`).
+    pub fn named(name: &str) -> Self {
+        Self(name.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One paste to make.
+#[derive(Debug, Clone)]
+pub struct Save {
+    pub subject: Subject,
+    pub content: String,
+    /// `None` is the server's default (30 days).
+    pub expires_in_seconds: Option<u64>,
+    /// Make another paste even if this subject and content already has one.
+    /// A pending save is still adopted first: it may be a paste already.
+    pub force_new: bool,
+}
+
+/// How a save got its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// A new key, sent and answered in this run.
+    Created,
+    /// The key of an earlier, unconfirmed run was sent again and answered;
+    /// `replayed` when the server said the paste already existed.
+    Adopted { replayed: bool },
+    /// The journal already held the answer: nothing was sent.
+    AlreadyPasted,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pasted {
+    pub answer: Answer,
+    pub key: IdempotencyKey,
+    pub subject: String,
+    pub how: How,
+    /// The journal record holding the answer (mode 0600).
+    pub record: PathBuf,
+}
+
+/// Things a caller should show a person, though nothing failed.
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// A journal file could not be read; it was skipped and left in place.
+    Problem(JournalProblem),
+    /// Another run holds this subject's lock; this one waits for it.
+    Waiting { subject: String, lock: PathBuf },
+    /// A send failed in a way that may hide a success; retrying the same key.
+    Retrying { key: String, attempt: u32, delay: Duration, reason: String },
+    /// An earlier save of this subject with other content is still pending.
+    OtherPending { subject: String, key: String, record: PathBuf },
+    /// A stale pending record was given up on because of `--new`.
+    Abandoned { key: String, record: PathBuf, created_at: DateTime<Utc> },
+}
+
+impl fmt::Display for Notice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Problem(problem) => write!(f, "{problem}"),
+            Self::Waiting { subject, lock } => {
+                write!(f, "another run is saving {subject}; waiting for its lock ({})", lock.display())
+            }
+            Self::Retrying { key, attempt, delay, reason } => {
+                write!(f, "attempt {attempt} (key {key}) got no answer: {reason}; retrying the same key in {delay:.1?}")
+            }
+            Self::OtherPending { subject, key, record } => write!(
+                f,
+                "an earlier save of {subject} with other content is still unconfirmed (key {key}, {}); \
+                 `pastebin paste --resume` finishes it",
+                record.display()
+            ),
+            Self::Abandoned { key, record, created_at } => write!(
+                f,
+                "gave up on the unconfirmed save from {created_at} (key {key}, {}): it may have made a paste \
+                 this client never learned of",
+                record.display()
+            ),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PasteError {
+    #[error(transparent)]
+    InvalidExpiry(#[from] ExpiryError),
+    /// The save may or may not have happened; its record is kept pending.
+    #[error(
+        "the paste is not confirmed after {attempts} attempt(s): {reason}. The intent is kept in {} \
+         (key {key}): run the same paste again or `pastebin paste --resume` to finish it without a second paste",
+        record.display()
+    )]
+    LeftPending { key: String, record: PathBuf, attempts: u32, reason: String },
+    #[error("{failure} (record {})", record.display())]
+    Refused { key: String, record: PathBuf, failure: CreateFailure },
+    /// A pending record older than the server's replay window: its key can
+    /// no longer be adopted, and re-sending it would be a fresh paste.
+    #[error(
+        "an earlier save of {subject} (key {key}, started {created_at}, {}) was never confirmed and is older \
+         than the server's 25 h replay window: it may or may not have made a paste, and it can no longer be \
+         adopted. Paste with --new to save it again anyway",
+        record.display()
+    )]
+    Stale { subject: String, key: String, record: PathBuf, created_at: DateTime<Utc> },
+    #[error("the intent journal: {0}")]
+    Journal(#[from] io::Error),
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl PasteError {
+    /// Whether running again later can still finish this save.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::LeftPending { .. })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Resumed {
+    pub finished: Vec<Pasted>,
+    pub failed: Vec<PasteError>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    Deleted,
+    /// The server had no such paste any more (deleted before, or expired).
+    AlreadyGone,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    #[error("no paste {id} with a known delete token in {}", journal.display())]
+    Unknown { id: String, journal: PathBuf },
+    #[error("deleting {id}: {failure}")]
+    Failed { id: String, failure: DeleteFailure },
+    #[error("the intent journal: {0}")]
+    Journal(#[from] io::Error),
+    #[error("{0}")]
+    Setup(String),
+}
+
+type NoticeSink = Arc<dyn Fn(Notice) + Send + Sync>;
+
+/// A paste client with its journal. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Client {
+    journal: Journal,
+    server: Server,
+    timeout: Duration,
+    retry: RetryPolicy,
+    clock: Arc<dyn Clock>,
+    notices: NoticeSink,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("server", &self.server.url()).field("journal", &self.journal.root()).finish()
+    }
+}
+
+impl Client {
+    /// A client for `server` (`http://...` or `grpc://...`) journaling under
+    /// `state_dir`. Nothing is contacted yet.
+    pub fn new(server: &str, state_dir: impl Into<PathBuf>) -> anyhow::Result<Self> {
+        let timeout = Duration::from_secs(10);
+        Ok(Self {
+            journal: Journal::open(state_dir)?,
+            server: Server::connect(server, timeout)?,
+            timeout,
+            retry: RetryPolicy::default(),
+            clock: Arc::new(SystemClock),
+            notices: Arc::new(|notice| tracing::warn!("{notice}")),
+        })
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Bounds each call to the server (a timeout is an uncertain outcome).
+    pub fn with_timeout(mut self, timeout: Duration) -> anyhow::Result<Self> {
+        self.timeout = timeout;
+        self.server = Server::connect(self.server.url(), timeout)?;
+        Ok(self)
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Where notices go (default: `tracing` warnings).
+    pub fn on_notice(mut self, sink: impl Fn(Notice) + Send + Sync + 'static) -> Self {
+        self.notices = Arc::new(sink);
+        self
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub fn server_url(&self) -> &str {
+        self.server.url()
+    }
+
+    fn notice(&self, notice: Notice) {
+        (self.notices)(notice)
+    }
+
+    /// Reads the journal, reporting what cannot be read.
+    pub fn scan(&self) -> io::Result<Scan> {
+        let scan = self.journal.scan()?;
+        for problem in &scan.problems {
+            self.notice(Notice::Problem(problem.clone()));
+        }
+        Ok(scan)
+    }
+
+    /// Saves `save` at most once per subject and content (see the module doc).
+    pub async fn paste(&self, save: Save) -> Result<Pasted, PasteError> {
+        let expiry = Expiry::from_seconds(save.expires_in_seconds)?;
+        let request = CreateRequest {
+            content: save.content.as_bytes(),
+            expires_in_seconds: expiry.seconds(),
+            title: None,
+            language: None,
+        };
+        let request_hash = request.hash().to_hex();
+        let _lock = self.lock(&save.subject).await?;
+
+        // Under the lock, the journal is the truth about this subject.
+        let scan = self.scan()?;
+        let now = self.clock.now();
+        let mut adopt: Option<IntentRecord> = None;
+        let mut done: Option<Pasted> = None;
+        for (path, record) in scan.records {
+            if record.subject != save.subject.as_str() || record.server != self.server.url() {
+                continue;
+            }
+            if record.request_hash != request_hash {
+                if record.is_pending() {
+                    self.notice(Notice::OtherPending { subject: record.subject.clone(), key: record.key.clone(), record: path });
+                }
+                continue;
+            }
+            match &record.state {
+                IntentState::Pending { .. } if record.is_stale(now) => {
+                    if !save.force_new {
+                        return Err(PasteError::Stale {
+                            subject: record.subject,
+                            key: record.key,
+                            record: path,
+                            created_at: record.created_at,
+                        });
+                    }
+                    self.abandon(record, path)?;
+                }
+                IntentState::Pending { .. } => {
+                    // Oldest first (the scan is sorted): one pending per
+                    // subject and request is the norm under the lock.
+                    adopt.get_or_insert(record);
+                }
+                IntentState::Complete { answer, deleted_at: None } if !answer.expired_at(now) => {
+                    // The scan only returns records whose key parses.
+                    if let Some(key) = record.idempotency_key() {
+                        let answer = answer.clone();
+                        done = Some(Pasted { answer, key, subject: record.subject, how: How::AlreadyPasted, record: path });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(record) = adopt {
+            return self.send_until_answered(&self.server, record).await;
+        }
+        if let (Some(done), false) = (done, save.force_new) {
+            return Ok(done);
+        }
+
+        let key = IdempotencyKey::new_random();
+        let record = IntentRecord::pending(
+            key,
+            save.subject.as_str(),
+            self.server.url(),
+            request_hash,
+            expiry.seconds(),
+            save.content,
+            now,
+        );
+        // The intent is durable before anything is sent: from here on, no
+        // crash can lose track of this key.
+        self.journal.write(&record)?;
+        self.send_until_answered(&self.server, record).await
+    }
+
+    /// Retries every pending record (each under its subject's lock, against
+    /// the server it was first sent to). Stale records are reported in
+    /// `failed`, not sent.
+    pub async fn resume(&self) -> Result<Resumed, PasteError> {
+        let scan = self.scan()?;
+        let mut resumed = Resumed::default();
+        for (_, listed) in scan.records.into_iter().filter(|(_, r)| r.is_pending()) {
+            let subject = Subject::named(&listed.subject);
+            let _lock = self.lock(&subject).await?;
+            // Another run may have finished it while we waited.
+            let record = match self.journal.read(&listed.key) {
+                Ok(record) if record.is_pending() => record,
+                Ok(_) => continue,
+                Err(problem) => {
+                    self.notice(Notice::Problem(problem));
+                    continue;
+                }
+            };
+            let path = self.journal.path_of(&record.key);
+            if record.is_stale(self.clock.now()) {
+                resumed.failed.push(PasteError::Stale {
+                    subject: record.subject,
+                    key: record.key,
+                    record: path,
+                    created_at: record.created_at,
+                });
+                continue;
+            }
+            let server = match self.server_for(&record.server) {
+                Ok(server) => server,
+                Err(e) => {
+                    resumed.failed.push(PasteError::Setup(format!("{}: {e}", path.display())));
+                    continue;
+                }
+            };
+            match self.send_until_answered(&server, record).await {
+                Ok(pasted) => resumed.finished.push(pasted),
+                Err(error) => resumed.failed.push(error),
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Deletes paste `id` with the delete token stored when it was created.
+    pub async fn delete(&self, id: &str) -> Result<Deleted, DeleteError> {
+        let scan = self.scan()?;
+        let found = scan.records.into_iter().find(|(_, r)| {
+            r.answer().is_some_and(|a| a.id == id && !a.delete_token.is_empty())
+                && matches!(r.state, IntentState::Complete { deleted_at: None, .. })
+        });
+        let Some((_, mut record)) = found else {
+            return Err(DeleteError::Unknown { id: id.to_owned(), journal: self.journal.intents_dir() });
+        };
+        let server = self.server_for(&record.server).map_err(|e| DeleteError::Setup(e.to_string()))?;
+        let token = record.answer().map(|a| a.delete_token.clone()).unwrap_or_default();
+        let mut attempt = 0;
+        let outcome = loop {
+            attempt += 1;
+            match server.delete(id, &token).await {
+                Ok(()) => break Deleted::Deleted,
+                Err(DeleteFailure::NotFound) => break Deleted::AlreadyGone,
+                // A delete is safe to repeat: a second one is a 404.
+                Err(DeleteFailure::Uncertain(reason)) if attempt < self.retry.attempts => {
+                    let delay = self.retry.jittered_delay(attempt, None);
+                    self.notice(Notice::Retrying { key: record.key.clone(), attempt, delay, reason });
+                    tokio::time::sleep(delay).await;
+                }
+                Err(failure) => return Err(DeleteError::Failed { id: id.to_owned(), failure }),
+            }
+        };
+        if let IntentState::Complete { deleted_at, .. } = &mut record.state {
+            *deleted_at = Some(self.clock.now());
+        }
+        record.updated_at = self.clock.now();
+        self.journal.write(&record)?;
+        Ok(outcome)
+    }
+
+    /// Sends a pending record's request until it is answered, refused, or
+    /// this run's attempts are spent; the journal follows every outcome.
+    async fn send_until_answered(&self, server: &Server, mut record: IntentRecord) -> Result<Pasted, PasteError> {
+        let path = self.journal.path_of(&record.key);
+        let key = record
+            .idempotency_key()
+            .ok_or_else(|| PasteError::Setup(format!("{}: not a UUID key", path.display())))?;
+        let IntentState::Pending { content, .. } = &record.state else {
+            return Err(PasteError::Setup(format!("{}: not pending", path.display())));
+        };
+        let content = content.clone();
+        let adopted = record.attempts > 0;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            record.attempts += 1;
+            let call = CreateCall { key, content: &content, expires_in_seconds: record.expires_in_seconds };
+            tracing::debug!(key = %record.key, attempt, "sending the create");
+            let outcome = server.create(call).await;
+            record.updated_at = self.clock.now();
+            match outcome {
+                Ok(created) => {
+                    let answer = created.answer;
+                    record.state = IntentState::Complete { answer: answer.clone(), deleted_at: None };
+                    self.journal.write(&record)?;
+                    let how = if adopted { How::Adopted { replayed: created.replayed } } else { How::Created };
+                    return Ok(Pasted { answer, key, subject: record.subject, how, record: path });
+                }
+                Err(failure @ CreateFailure::Refused { .. }) => {
+                    record.state = IntentState::Rejected { reason: failure.to_string() };
+                    self.journal.write(&record)?;
+                    return Err(PasteError::Refused { key: record.key, record: path, failure });
+                }
+                Err(CreateFailure::Uncertain { reason, retry_after }) => {
+                    record.state = IntentState::Pending { content: content.clone(), last_error: Some(reason.clone()) };
+                    self.journal.write(&record)?;
+                    if attempt >= self.retry.attempts.max(1) {
+                        return Err(PasteError::LeftPending { key: record.key, record: path, attempts: attempt, reason });
+                    }
+                    let delay = self.retry.jittered_delay(attempt, retry_after);
+                    self.notice(Notice::Retrying { key: record.key.clone(), attempt, delay, reason });
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    fn abandon(&self, mut record: IntentRecord, path: PathBuf) -> io::Result<()> {
+        let created_at = record.created_at;
+        record.state = IntentState::Abandoned {
+            reason: "pending past the server's replay window; superseded by a new save (--new)".into(),
+        };
+        record.updated_at = self.clock.now();
+        self.journal.write(&record)?;
+        self.notice(Notice::Abandoned { key: record.key, record: path, created_at });
+        Ok(())
+    }
+
+    /// The subject's lock, waiting (off the runtime) if another run holds it.
+    async fn lock(&self, subject: &Subject) -> io::Result<SubjectLock> {
+        if let Some(lock) = self.journal.try_lock_subject(subject.as_str())? {
+            return Ok(lock);
+        }
+        let lock_path = self.journal.lock_path(subject.as_str());
+        self.notice(Notice::Waiting { subject: subject.to_string(), lock: lock_path });
+        let journal = self.journal.clone();
+        let subject = subject.as_str().to_owned();
+        tokio::task::spawn_blocking(move || journal.lock_subject(&subject)).await.map_err(io::Error::other)?
+    }
+
+    /// A record's key belongs to the server it was sent to.
+    fn server_for(&self, url: &str) -> anyhow::Result<Server> {
+        if url == self.server.url() {
+            Ok(self.server.clone())
+        } else {
+            Server::connect(url, self.timeout)
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `pastebin paste`, `pastebin pastes`, `pastebin delete`: flags, output and
+//! exit codes over [`Client`]. The URL (and only the URL) goes to stdout, so
+//! `url=$(pastebin paste notes.txt)` works; everything else goes to stderr.
+//!
+//! Exit codes: 0 done; 1 failed (refused, bad input, journal trouble, a
+//! stale save); 75 (`EX_TEMPFAIL`) not confirmed yet — the intent is kept and
+//! running the same command again, or `pastebin paste --resume`, finishes it.
+
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::Context;
+use chrono::Utc;
+use pastebin_core::Expiry;
+
+use crate::{
+    client::{Client, Deleted, How, PasteError, Save, Subject},
+    journal::IntentState,
+    retry::RetryPolicy,
+    server::DEFAULT_SERVER,
+};
+
+/// Exit status when a save is left pending for a later run (sysexits.h).
+pub const EXIT_TEMPFAIL: i32 = 75;
+
+/// The user-facing client commands, to flatten into the `pastebin` binary.
+#[derive(Debug, clap::Subcommand)]
+pub enum ClientCommand {
+    /// Paste FILE (or standard input) and print its share URL. Safe to run
+    /// again after any failure or crash: the same subject and content never
+    /// makes a second paste.
+    Paste(PasteArgs),
+    /// List the pastes made from this machine's journal: id, URL, expiry and
+    /// whether the delete token is known.
+    Pastes(PastesArgs),
+    /// Delete one of your pastes with the delete token stored when it was made.
+    Delete(DeleteArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// The pastebin: http://HOST:PORT (JSON API) or grpc://HOST:PORT (gRPC API).
+    #[arg(long, env = "PASTEBIN_SERVER", default_value = DEFAULT_SERVER)]
+    pub server: String,
+    /// The intent journal's directory [default: $XDG_STATE_HOME/pastebin,
+    /// else ~/.local/state/pastebin].
+    #[arg(long, env = "PASTEBIN_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Time limit for each request to the server (e.g. 10s); a request that
+    /// runs out is "not confirmed", never "not created".
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PasteArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The file to paste (UTF-8 text); standard input when absent.
+    pub file: Option<PathBuf>,
+    /// How long the paste lives: 90s, 10m, 12h, 1d (60 s to 365 d) [default: 30d].
+    #[arg(long, value_parser = parse_expiry)]
+    pub expires: Option<u64>,
+    /// What this paste is of, for "one paste per subject and content"
+    /// [default: the file's absolute path, or "stdin"].
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// Make another paste even if this subject and content already has one.
+    #[arg(long)]
+    pub new: bool,
+    /// Finish every unconfirmed paste in the journal (reads no input).
+    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new"])]
+    pub resume: bool,
+    /// Sends in this run before leaving the paste pending for a later run.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: u32,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PastesArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Also show deleted, refused and abandoned saves.
+    #[arg(long)]
+    pub all: bool,
+    /// One JSON object per line instead of a table (never the delete token).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The paste's id (as printed by `pastebin pastes`).
+    pub id: String,
+}
+
+/// Runs one client command; returns the process exit code.
+pub async fn run(command: ClientCommand) -> anyhow::Result<i32> {
+    match command {
+        ClientCommand::Paste(args) => paste(args).await,
+        ClientCommand::Pastes(args) => pastes(args),
+        ClientCommand::Delete(args) => delete(args).await,
+    }
+}
+
+/// `$XDG_STATE_HOME/pastebin`, else `~/.local/state/pastebin` (relative
+/// values are ignored, as the XDG spec asks).
+pub fn default_state_dir() -> Option<PathBuf> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_STATE_HOME")
+        .map(|dir| dir.join("pastebin"))
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/state/pastebin")))
+}
+
+fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
+    let state_dir = match &args.state_dir {
+        Some(dir) => dir.clone(),
+        None => default_state_dir().context("no state directory: set --state-dir, XDG_STATE_HOME or HOME")?,
+    };
+    let client = Client::new(&args.server, &state_dir)
+        .with_context(|| format!("cannot open the journal in {}", state_dir.display()))?
+        .with_timeout(args.timeout)?
+        .with_retry(RetryPolicy { attempts, ..RetryPolicy::default() })
+        .on_notice(|notice| eprintln!("pastebin: {notice}"));
+    Ok(client)
+}
+
+async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
+    let client = client(&args.client, args.attempts)?;
+    if args.resume {
+        return resume(&client).await;
+    }
+    let (subject, content) = match &args.file {
+        Some(path) => (Subject::file(path)?, read_file(path)?),
+        None => (Subject::stdin(), read_stdin().await?),
+    };
+    let subject = args.subject.as_deref().map(Subject::named).unwrap_or(subject);
+    let save = Save { subject, content, expires_in_seconds: args.expires, force_new: args.new };
+    match client.paste(save).await {
+        Ok(pasted) => {
+            match pasted.how {
+                How::Created => {}
+                How::Adopted { .. } => eprintln!("pastebin: finished an earlier unconfirmed save (key {})", pasted.key),
+                How::AlreadyPasted => {
+                    eprintln!("pastebin: already pasted (unchanged since {}); --new makes another", pasted.record.display())
+                }
+            }
+            println!("{}", pasted.answer.url);
+            Ok(0)
+        }
+        Err(error) => Ok(report(&error)),
+    }
+}
+
+async fn resume(client: &Client) -> anyhow::Result<i32> {
+    let resumed = client.resume().await?;
+    if resumed.finished.is_empty() && resumed.failed.is_empty() {
+        eprintln!("pastebin: nothing to resume");
+    }
+    for pasted in &resumed.finished {
+        println!("{}\t{}", pasted.answer.url, pasted.subject);
+    }
+    Ok(resumed.failed.iter().map(report).max().unwrap_or(0))
+}
+
+/// Prints an error; returns its exit code (pending beats nothing, failed beats pending).
+fn report(error: &PasteError) -> i32 {
+    eprintln!("pastebin: {error}");
+    if error.is_retryable() {
+        EXIT_TEMPFAIL
+    } else {
+        1
+    }
+}
+
+fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
+    let client = client(&args.client, 1)?;
+    let scan = client.scan()?;
+    let now = Utc::now();
+    let mut rows = Vec::new();
+    for (_, record) in &scan.records {
+        let (id, url, expires_at, token_known, status) = match &record.state {
+            IntentState::Complete { answer, deleted_at } => {
+                let status = if deleted_at.is_some() {
+                    "deleted"
+                } else if answer.expired_at(now) {
+                    "expired"
+                } else {
+                    "live"
+                };
+                (answer.id.as_str(), answer.url.as_str(), answer.expires_at.as_str(), !answer.delete_token.is_empty(), status)
+            }
+            IntentState::Pending { .. } if record.is_stale(now) => ("-", "-", "-", false, "stale"),
+            IntentState::Pending { .. } => ("-", "-", "-", false, "pending"),
+            IntentState::Rejected { .. } => ("-", "-", "-", false, "refused"),
+            IntentState::Abandoned { .. } => ("-", "-", "-", false, "abandoned"),
+        };
+        let shown = matches!(status, "live" | "expired" | "pending" | "stale") || args.all;
+        if shown {
+            rows.push((id, url, expires_at, token_known, status, record));
+        }
+    }
+    if args.json {
+        for (id, url, expires_at, token_known, status, record) in rows {
+            let line = serde_json::json!({
+                "id": id, "url": url, "expires_at": expires_at, "delete_token_known": token_known,
+                "status": status, "subject": record.subject, "key": record.key, "server": record.server,
+                "created_at": record.created_at.to_rfc3339(),
+            });
+            println!("{line}");
+        }
+    } else {
+        println!("{:<14}  {:<9}  {:<24}  {:<5}  {:<40}  SUBJECT", "ID", "STATUS", "EXPIRES", "TOKEN", "URL");
+        for (id, url, expires_at, token_known, status, record) in rows {
+            let token = if token_known { "yes" } else { "no" };
+            let url = if status == "pending" || status == "stale" { format!("(key {})", record.key) } else { url.to_owned() };
+            println!("{id:<14}  {status:<9}  {expires_at:<24}  {token:<5}  {url:<40}  {}", record.subject);
+        }
+    }
+    Ok(if scan.problems.is_empty() { 0 } else { 1 })
+}
+
+async fn delete(args: DeleteArgs) -> anyhow::Result<i32> {
+    let client = client(&args.client, 3)?;
+    match client.delete(&args.id).await {
+        Ok(Deleted::Deleted) => {
+            eprintln!("pastebin: deleted {}", args.id);
+            Ok(0)
+        }
+        Ok(Deleted::AlreadyGone) => {
+            eprintln!("pastebin: {} was already gone (deleted or expired)", args.id);
+            Ok(0)
+        }
+        Err(error) => {
+            eprintln!("pastebin: {error}");
+            Ok(1)
+        }
+    }
+}
+
+fn read_file(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+async fn read_stdin() -> anyhow::Result<String> {
+    let bytes = tokio::task::spawn_blocking(|| {
+        let mut bytes = Vec::new();
+        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| bytes)
+    })
+    .await?
+    .context("cannot read standard input")?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("standard input is not UTF-8 text"))
+}
+
+/// `90`, `90s`, `10m`, `12h`, `1d`.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let raw = raw.trim();
+    let digits = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (number, unit) = raw.split_at(digits);
+    let bad = || format!("{raw:?} is not a duration like 90s, 10m, 12h or 1d");
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let unit_seconds = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    number.checked_mul(unit_seconds).map(Duration::from_secs).ok_or_else(bad)
+}
+
+/// A duration the server accepts as `expires_in_seconds`, in seconds.
+pub fn parse_expiry(raw: &str) -> Result<u64, String> {
+    let seconds = parse_duration(raw)?.as_secs();
+    Expiry::from_seconds(Some(seconds)).map(Expiry::seconds).map_err(|e| format!("{e} (got {seconds})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Parser, Subcommand};
+
+    use super::*;
+
+    #[test]
+    fn durations_take_s_m_h_d() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        for bad in ["", "d", "1w", "1.5h", "-1d", "1 d", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_expiry("1d"), Ok(86_400));
+        assert!(parse_expiry("59s").is_err());
+        assert!(parse_expiry("366d").is_err());
+    }
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Top,
+    }
+
+    /// The way the `pastebin` binary embeds these commands.
+    #[derive(Debug, Subcommand)]
+    enum Top {
+        #[command(flatten)]
+        Client(ClientCommand),
+    }
+
+    #[test]
+    fn the_commands_parse_as_documented() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+        let Top::Client(ClientCommand::Paste(paste)) =
+            Cli::try_parse_from(["pastebin", "paste", "notes.txt", "--expires", "1d", "--server", "grpc://h:1"]).unwrap().command
+        else {
+            panic!("paste")
+        };
+        assert_eq!(paste.file.as_deref(), Some(Path::new("notes.txt")));
+        assert_eq!(paste.expires, Some(86_400));
+        assert_eq!(paste.client.server, "grpc://h:1");
+        assert!(Cli::try_parse_from(["pastebin", "paste", "--resume", "x"]).is_err(), "--resume reads no input");
+        let Top::Client(ClientCommand::Delete(delete)) = Cli::try_parse_from(["pastebin", "delete", "abc"]).unwrap().command
+        else {
+            panic!("delete")
+        };
+        assert_eq!(delete.id, "abc");
+        assert!(matches!(Cli::try_parse_from(["pastebin", "pastes", "--json"]).unwrap().command, Top::Client(ClientCommand::Pastes(_))));
+    }
+}

@@ -1,0 +1,26 @@
+//! The paste client that never double-creates: the client half of the
+//! durable-intent pattern (seed 002), for people (`pastebin paste`,
+//! `pastebin pastes`, `pastebin delete`) and for Rust programs ([`Client`]).
+//!
+//! Data flows: [`Client::paste`] takes the subject's lock, consults the
+//! [`journal`] (adopting a pending save, or returning a complete one), writes
+//! a pending [`IntentRecord`] *before* sending, then sends through a
+//! [`Server`] (HTTP or gRPC) with the [`RetryPolicy`], always under the same
+//! idempotency key, and writes the answer back into the record. A crash at
+//! any point leaves a record that the next run — or `--resume` — finishes by
+//! sending the same key again; the server replays what the lost call made.
+//!
+//! The [`command`] module is the CLI over that: clap arguments, output and
+//! exit codes.
+
+mod client;
+pub mod command;
+pub mod journal;
+mod retry;
+mod server;
+
+pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
+pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_TEMPFAIL};
+pub use journal::{Answer, IntentRecord, IntentState, Journal, JournalProblem};
+pub use retry::RetryPolicy;
+pub use server::{CreateFailure, DeleteFailure, Server, DEFAULT_SERVER};

@@ -1,0 +1,279 @@
+//! The two ways to reach the pastebin: its JSON API over HTTP (`http://...`)
+//! and its gRPC API (`grpc://host:port`). Both read every failure as one of
+//! two things, because the journal depends on telling them apart: the server
+//! *refused* (nothing was created under this key), or the outcome is
+//! *uncertain* (a paste may exist: keep the record pending, retry the key).
+
+use std::time::Duration;
+
+use pastebin_core::IdempotencyKey;
+use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteRequest, DeletePasteRequest};
+use reqwest::{header, StatusCode};
+use serde::Deserialize;
+
+use crate::journal::Answer;
+
+/// The embedded default (`pastebin up`) listens here.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
+
+/// One create, as sent: the key and exactly the request it names.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateCall<'a> {
+    pub key: IdempotencyKey,
+    pub content: &'a str,
+    pub expires_in_seconds: u64,
+}
+
+/// A 201 (or its gRPC equivalent).
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub answer: Answer,
+    /// The server replayed an earlier create under this key.
+    pub replayed: bool,
+}
+
+/// Why a create did not come back with an answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CreateFailure {
+    /// The server may have created the paste (timeout, connection lost,
+    /// 503 with the saga left pending, 5xx): retry with the same key.
+    #[error("{reason}")]
+    Uncertain { reason: String, retry_after: Option<Duration> },
+    /// The server answered and refused (400, 409, 413): retrying the same
+    /// request cannot succeed, and nothing was created under this key.
+    #[error("the server refused the paste ({code}): {message}")]
+    Refused { code: String, message: String },
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DeleteFailure {
+    /// 404: missing, already deleted or expired (one answer for all).
+    #[error("no such paste on the server (already deleted or expired)")]
+    NotFound,
+    #[error("the server refused the delete token")]
+    WrongToken,
+    #[error("{0}")]
+    Uncertain(String),
+    #[error("the server refused the delete ({code}): {message}")]
+    Refused { code: String, message: String },
+}
+
+/// A pastebin server, by URL scheme.
+#[derive(Debug, Clone)]
+pub enum Server {
+    Http(HttpServer),
+    Grpc(GrpcServer),
+}
+
+impl Server {
+    /// `http://host:port` speaks the JSON API; `grpc://host:port` the gRPC
+    /// API (plaintext HTTP/2). `timeout` bounds each call.
+    pub fn connect(url: &str, timeout: Duration) -> anyhow::Result<Self> {
+        let url = normalize_url(url);
+        if let Some(rest) = url.strip_prefix("grpc://") {
+            let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{rest}"))?
+                .connect_timeout(timeout)
+                .timeout(timeout);
+            // Lazy: a server that is down is an uncertain create, not a setup error.
+            let client = PasteApiClient::new(endpoint.connect_lazy());
+            return Ok(Self::Grpc(GrpcServer { url, client }));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
+        }
+        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
+        Ok(Self::Http(HttpServer { url, http }))
+    }
+
+    /// The URL as recorded in the journal (no trailing slash).
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Http(s) => &s.url,
+            Self::Grpc(s) => &s.url,
+        }
+    }
+
+    pub async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
+        match self {
+            Self::Http(s) => s.create(call).await,
+            Self::Grpc(s) => s.create(call).await,
+        }
+    }
+
+    pub async fn delete(&self, id: &str, token: &str) -> Result<(), DeleteFailure> {
+        match self {
+            Self::Http(s) => s.delete(id, token).await,
+            Self::Grpc(s) => s.delete(id, token).await,
+        }
+    }
+}
+
+/// Trailing slashes dropped, so one server has one spelling in the journal.
+pub fn normalize_url(url: &str) -> String {
+    url.trim().trim_end_matches('/').to_owned()
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpServer {
+    url: String,
+    http: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    code: String,
+    message: String,
+}
+
+impl HttpServer {
+    async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
+        let body = serde_json::json!({ "content": call.content, "expires_in_seconds": call.expires_in_seconds });
+        let sent = self
+            .http
+            .post(format!("{}/api/v1/pastes", self.url))
+            .header("Idempotency-Key", call.key.canonical())
+            .header(header::ACCEPT, "application/json")
+            .json(&body)
+            .send()
+            .await;
+        let response = sent.map_err(|e| CreateFailure::Uncertain { reason: describe(&e), retry_after: None })?;
+        let status = response.status();
+        let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v.as_bytes() == b"true");
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        // Losing the body of a 201 is losing the answer: still uncertain.
+        let text = response
+            .text()
+            .await
+            .map_err(|e| CreateFailure::Uncertain { reason: format!("the answer was cut off: {}", describe(&e)), retry_after })?;
+        if status == StatusCode::CREATED {
+            let answer: Answer = serde_json::from_str(&text).map_err(|e| CreateFailure::Uncertain {
+                reason: format!("the server's 201 could not be read: {e}"),
+                retry_after: None,
+            })?;
+            return Ok(Created { answer, replayed });
+        }
+        let (code, message) = match serde_json::from_str::<ErrorBody>(&text) {
+            Ok(body) => (body.error.code, body.error.message),
+            Err(_) => (status.as_u16().to_string(), status.canonical_reason().unwrap_or("unexpected status").to_owned()),
+        };
+        if is_refusal(status) {
+            Err(CreateFailure::Refused { code, message })
+        } else {
+            Err(CreateFailure::Uncertain { reason: format!("HTTP {}: {message}", status.as_u16()), retry_after })
+        }
+    }
+
+    async fn delete(&self, id: &str, token: &str) -> Result<(), DeleteFailure> {
+        let sent = self
+            .http
+            .delete(format!("{}/api/v1/pastes/{id}", self.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| DeleteFailure::Uncertain(describe(&e)))?;
+        let status = sent.status();
+        match status {
+            StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
+            StatusCode::NOT_FOUND => Err(DeleteFailure::NotFound),
+            StatusCode::FORBIDDEN => Err(DeleteFailure::WrongToken),
+            _ => {
+                let text = sent.text().await.unwrap_or_default();
+                let (code, message) = match serde_json::from_str::<ErrorBody>(&text) {
+                    Ok(body) => (body.error.code, body.error.message),
+                    Err(_) => (status.as_u16().to_string(), text),
+                };
+                if is_refusal(status) {
+                    Err(DeleteFailure::Refused { code, message })
+                } else {
+                    Err(DeleteFailure::Uncertain(format!("HTTP {}: {message}", status.as_u16())))
+                }
+            }
+        }
+    }
+}
+
+/// 4xx except 408 and 429 are the server's considered "no". Anything else
+/// (5xx, 503 with the saga pending, a proxy's 502/504) may hide a success.
+fn is_refusal(status: StatusCode) -> bool {
+    status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT && status != StatusCode::TOO_MANY_REQUESTS
+}
+
+/// reqwest's top-level message plus its causes ("error sending request" alone
+/// says nothing).
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[derive(Debug, Clone)]
+pub struct GrpcServer {
+    url: String,
+    client: PasteApiClient<tonic::transport::Channel>,
+}
+
+impl GrpcServer {
+    async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
+        let request = CreatePasteRequest {
+            request_id: call.key.canonical(),
+            content: call.content.to_owned(),
+            expires_in_seconds: Some(call.expires_in_seconds),
+        };
+        match self.client.clone().create_paste(request).await {
+            Ok(response) => {
+                let r = response.into_inner();
+                let answer =
+                    Answer { id: r.id, url: r.url, raw_url: r.raw_url, expires_at: r.expires_at, delete_token: r.delete_token };
+                Ok(Created { answer, replayed: r.replayed })
+            }
+            Err(status) if is_grpc_refusal(status.code()) => {
+                Err(CreateFailure::Refused { code: format!("{:?}", status.code()), message: status.message().to_owned() })
+            }
+            Err(status) => Err(CreateFailure::Uncertain {
+                reason: format!("gRPC {:?}: {}", status.code(), status.message()),
+                // The gateway asks for 1 s over HTTP; gRPC carries no hint.
+                retry_after: None,
+            }),
+        }
+    }
+
+    async fn delete(&self, id: &str, token: &str) -> Result<(), DeleteFailure> {
+        let request = DeletePasteRequest { id: id.to_owned(), delete_token: token.to_owned() };
+        match self.client.clone().delete_paste(request).await {
+            Ok(_) => Ok(()),
+            Err(status) => Err(match status.code() {
+                tonic::Code::NotFound => DeleteFailure::NotFound,
+                tonic::Code::PermissionDenied => DeleteFailure::WrongToken,
+                code if is_grpc_refusal(code) => {
+                    DeleteFailure::Refused { code: format!("{code:?}"), message: status.message().to_owned() }
+                }
+                code => DeleteFailure::Uncertain(format!("gRPC {code:?}: {}", status.message())),
+            }),
+        }
+    }
+}
+
+/// The codes the gateway uses for a considered "no" (SPEC §7). Everything
+/// else — UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL — may hide a success.
+fn is_grpc_refusal(code: tonic::Code) -> bool {
+    use tonic::Code::*;
+    matches!(
+        code,
+        InvalidArgument | FailedPrecondition | AlreadyExists | ResourceExhausted | NotFound | PermissionDenied | Unimplemented | Unauthenticated | OutOfRange
+    )
+}

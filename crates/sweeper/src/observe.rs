@@ -1,0 +1,78 @@
+//! What the sweeper sees of the deployment each round, exported as metrics
+//! and returned to the dashboard and the operator CLI.
+
+use pastebin_keys::PendingStats;
+use pastebin_runtime::metrics as names;
+
+use crate::{RoundReport, Sweeper};
+
+/// Pending statistics of every K shard (None: unreachable) and whether each
+/// P shard answered.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    pub key_shards: Vec<Option<PendingStats>>,
+    pub paste_shards_reachable: Vec<bool>,
+}
+
+impl Observation {
+    /// The oldest pending age across the shards that answered, in seconds.
+    pub fn oldest_pending_age_seconds(&self) -> f64 {
+        self.key_shards.iter().flatten().map(age_seconds).fold(0.0, f64::max)
+    }
+
+    pub fn pending(&self) -> u64 {
+        self.key_shards.iter().flatten().map(|s| s.pending).sum()
+    }
+}
+
+fn age_seconds(stats: &PendingStats) -> f64 {
+    stats.oldest_created_at.map(|at| (stats.now - at).num_milliseconds().max(0) as f64 / 1000.0).unwrap_or(0.0)
+}
+
+impl Sweeper {
+    /// Reads pending statistics from every K shard and probes every P shard
+    /// (an empty `ResolveBatch`), and sets the gauges.
+    pub async fn observe(&self) -> Observation {
+        let mut observation = Observation::default();
+        for (shard, keys) in self.slots.key_shards().iter().enumerate() {
+            let stats = keys.with_deadline(self.deadline()).pending_stats().await.ok();
+            if let Some(stats) = &stats {
+                let shard = shard.to_string();
+                metrics::gauge!(names::PENDING_KEYS, "shard" => shard.clone()).set(stats.pending as f64);
+                metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, "shard" => shard.clone()).set(age_seconds(stats));
+                metrics::gauge!(names::PENDING_KEYS_OLDER_THAN, "shard" => shard.clone(), "older_than" => "2s")
+                    .set(stats.older_than_2s as f64);
+                metrics::gauge!(names::PENDING_KEYS_OLDER_THAN, "shard" => shard, "older_than" => "60s")
+                    .set(stats.older_than_60s as f64);
+            }
+            observation.key_shards.push(stats);
+        }
+        for (shard, pastes) in self.slots.paste_shards().iter().enumerate() {
+            let reachable = pastes.with_deadline(self.deadline()).resolve_batch(&[]).await.is_ok();
+            metrics::gauge!(names::PASTE_SHARD_REACHABLE, "shard" => shard.to_string())
+                .set(if reachable { 1.0 } else { 0.0 });
+            observation.paste_shards_reachable.push(reachable);
+        }
+        observation
+    }
+}
+
+/// Counts one round's work.
+pub(crate) fn record(report: &RoundReport) {
+    let recovery = &report.recovery;
+    for (decision, count) in [
+        ("done", recovery.marked_done),
+        ("aborted", recovery.aborted),
+        ("already_resolved", recovery.already_resolved),
+        ("skipped_unreachable", recovery.skipped_unreachable),
+    ] {
+        metrics::counter!(names::SWEEPER_DECISIONS, "decision" => decision).increment(count);
+    }
+    metrics::counter!(names::RETIRED_KEYS).increment(report.reap.retired_keys);
+    metrics::counter!(names::EXPIRED_PASTES).increment(report.reap.expired_pastes);
+    metrics::counter!(names::REAPED_OBJECTS).increment(report.reap.reaped_objects);
+    if recovery.key_shards_unreachable == 0 && recovery.skipped_unreachable == 0 && report.reap.errors == 0 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        metrics::gauge!(names::SWEEPER_LAST_SUCCESS).set(now.as_secs_f64());
+    }
+}

@@ -1,7 +1,7 @@
 use chrono::{DateTime, Utc};
 use pastebin_core::{from_millis, to_millis, IdempotencyKey, PasteId, RequestHash, ResponseBody};
 use pastebin_proto::keys::v1::{self as pb, key_service_client::KeyServiceClient};
-use pastebin_runtime::grpc::CallError;
+use pastebin_runtime::grpc::{CallError, Deadline};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
@@ -12,7 +12,7 @@ use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 #[derive(Clone)]
 pub struct KeyClient {
     inner: KeyServiceClient<Channel>,
-    deadline: Option<Instant>,
+    deadline: Deadline,
 }
 
 fn bad_reply(what: &str) -> CallError {
@@ -39,29 +39,19 @@ fn record(raw: pb::KeyRecord) -> Result<KeyRecord, CallError> {
 
 impl KeyClient {
     pub fn new(channel: Channel) -> Self {
-        Self { inner: KeyServiceClient::new(channel), deadline: None }
+        Self { inner: KeyServiceClient::new(channel), deadline: Deadline::default() }
     }
 
-    /// The same shard, with every call carrying what is left until
-    /// `deadline` as its gRPC deadline (`grpc-timeout`), so the callee stops
-    /// working on a call its caller has given up on.
+    /// The same shard, with every call carrying `deadline` (see [`Deadline`]).
     pub fn with_deadline(&self, deadline: Instant) -> Self {
-        Self { inner: self.inner.clone(), deadline: Some(deadline) }
-    }
-
-    fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        if let Some(deadline) = self.deadline {
-            request.set_timeout(deadline.saturating_duration_since(Instant::now()));
-        }
-        request
+        Self { inner: self.inner.clone(), deadline: Deadline::at(deadline) }
     }
 
     pub async fn begin(&self, new: &NewKey) -> Result<Begun, CallError> {
         let reply = self
             .inner
             .clone()
-            .begin(self.request(pb::BeginRequest {
+            .begin(self.deadline.request(pb::BeginRequest {
                 key: new.key.canonical(),
                 request_hash: new.request_hash.0.to_vec(),
                 paste_id: new.paste_id.to_string(),
@@ -74,7 +64,7 @@ impl KeyClient {
     }
 
     pub async fn get(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, CallError> {
-        match self.inner.clone().get(self.request(pb::GetKeyRequest { key: key.canonical() })).await {
+        match self.inner.clone().get(self.deadline.request(pb::GetKeyRequest { key: key.canonical() })).await {
             Ok(reply) => Ok(Some(record(reply.into_inner())?)),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
             Err(status) => Err(status.into()),
@@ -83,12 +73,12 @@ impl KeyClient {
 
     pub async fn mark_done(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, CallError> {
         let update = pb::GuardedUpdate { key: key.canonical(), paste_id: paste_id.to_string() };
-        Ok(self.inner.clone().mark_done(self.request(update)).await?.into_inner().changed)
+        Ok(self.inner.clone().mark_done(self.deadline.request(update)).await?.into_inner().changed)
     }
 
     pub async fn abort(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, CallError> {
         let update = pb::GuardedUpdate { key: key.canonical(), paste_id: paste_id.to_string() };
-        Ok(self.inner.clone().abort(self.request(update)).await?.into_inner().changed)
+        Ok(self.inner.clone().abort(self.deadline.request(update)).await?.into_inner().changed)
     }
 
     pub async fn restart(
@@ -104,7 +94,7 @@ impl KeyClient {
             paste_id: paste_id.to_string(),
             response_body: response_body.expose().as_bytes().to_vec(),
         };
-        Ok(self.inner.clone().restart(self.request(request)).await?.into_inner().changed)
+        Ok(self.inner.clone().restart(self.deadline.request(request)).await?.into_inner().changed)
     }
 
     pub async fn list_pending(
@@ -119,7 +109,7 @@ impl KeyClient {
             after_key: after.map(|p| p.key.canonical()).unwrap_or_default(),
             limit,
         };
-        let reply = self.inner.clone().list_pending(self.request(request)).await?.into_inner();
+        let reply = self.inner.clone().list_pending(self.deadline.request(request)).await?.into_inner();
         reply
             .keys
             .into_iter()
@@ -134,7 +124,7 @@ impl KeyClient {
     }
 
     pub async fn pending_stats(&self) -> Result<PendingStats, CallError> {
-        let reply = self.inner.clone().pending_stats(self.request(pb::PendingStatsRequest {})).await?.into_inner();
+        let reply = self.inner.clone().pending_stats(self.deadline.request(pb::PendingStatsRequest {})).await?.into_inner();
         Ok(PendingStats {
             pending: reply.pending,
             oldest_created_at: (reply.oldest_created_at_ms != 0).then(|| from_millis(reply.oldest_created_at_ms)),
@@ -145,6 +135,6 @@ impl KeyClient {
     }
 
     pub async fn purge_retired(&self, limit: u32) -> Result<u64, CallError> {
-        Ok(self.inner.clone().purge_retired(self.request(pb::PurgeRetiredRequest { limit })).await?.into_inner().deleted)
+        Ok(self.inner.clone().purge_retired(self.deadline.request(pb::PurgeRetiredRequest { limit })).await?.into_inner().deleted)
     }
 }

@@ -1,6 +1,6 @@
 use pastebin_core::{from_millis, to_millis, DeleteToken, PasteId};
 use pastebin_proto::pastes::v1::{self as pb, paste_service_client::PasteServiceClient};
-use pastebin_runtime::grpc::CallError;
+use pastebin_runtime::grpc::{CallError, Deadline};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
@@ -11,7 +11,7 @@ use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 #[derive(Clone)]
 pub struct PasteClient {
     inner: PasteServiceClient<Channel>,
-    deadline: Option<Instant>,
+    deadline: Deadline,
 }
 
 fn bad_reply(what: &str) -> CallError {
@@ -28,22 +28,12 @@ fn fate(raw: i32) -> Result<IdFate, CallError> {
 
 impl PasteClient {
     pub fn new(channel: Channel) -> Self {
-        Self { inner: PasteServiceClient::new(channel), deadline: None }
+        Self { inner: PasteServiceClient::new(channel), deadline: Deadline::default() }
     }
 
-    /// The same shard, with every call carrying what is left until
-    /// `deadline` as its gRPC deadline (`grpc-timeout`), so the callee stops
-    /// working on a call its caller has given up on.
+    /// The same shard, with every call carrying `deadline` (see [`Deadline`]).
     pub fn with_deadline(&self, deadline: Instant) -> Self {
-        Self { inner: self.inner.clone(), deadline: Some(deadline) }
-    }
-
-    fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        if let Some(deadline) = self.deadline {
-            request.set_timeout(deadline.saturating_duration_since(Instant::now()));
-        }
-        request
+        Self { inner: self.inner.clone(), deadline: Deadline::at(deadline) }
     }
 
     pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, CallError> {
@@ -55,7 +45,7 @@ impl PasteClient {
             size: paste.size,
             content_sha256: paste.content_sha256.to_vec(),
         };
-        let reply = self.inner.clone().insert(self.request(request)).await?.into_inner();
+        let reply = self.inner.clone().insert(self.deadline.request(request)).await?.into_inner();
         match pb::InsertOutcome::try_from(reply.outcome) {
             Ok(pb::InsertOutcome::Inserted) => Ok(InsertOutcome::Inserted),
             Ok(pb::InsertOutcome::AlreadyExists) => Ok(InsertOutcome::AlreadyExists),
@@ -65,7 +55,7 @@ impl PasteClient {
     }
 
     pub async fn get(&self, id: &PasteId) -> Result<Option<PasteRow>, CallError> {
-        match self.inner.clone().get(self.request(pb::GetRequest { id: id.to_string() })).await {
+        match self.inner.clone().get(self.deadline.request(pb::GetRequest { id: id.to_string() })).await {
             Ok(reply) => {
                 let raw = reply.into_inner();
                 Ok(Some(PasteRow {
@@ -82,13 +72,13 @@ impl PasteClient {
     }
 
     pub async fn tombstone_unless_live(&self, id: &PasteId) -> Result<IdFate, CallError> {
-        let reply = self.inner.clone().tombstone_unless_live(self.request(pb::TombstoneRequest { id: id.to_string() })).await?;
+        let reply = self.inner.clone().tombstone_unless_live(self.deadline.request(pb::TombstoneRequest { id: id.to_string() })).await?;
         fate(reply.into_inner().fate)
     }
 
     pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, CallError> {
         let request = pb::ResolveBatchRequest { ids: ids.iter().map(ToString::to_string).collect() };
-        let reply = self.inner.clone().resolve_batch(self.request(request)).await?.into_inner();
+        let reply = self.inner.clone().resolve_batch(self.deadline.request(request)).await?.into_inner();
         reply
             .ids
             .into_iter()
@@ -98,7 +88,7 @@ impl PasteClient {
 
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, CallError> {
         let request = pb::DeleteRequest { id: id.to_string(), delete_token: token.expose().to_owned() };
-        match self.inner.clone().delete(self.request(request)).await {
+        match self.inner.clone().delete(self.deadline.request(request)).await {
             Ok(_) => Ok(DeleteOutcome::Deleted),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(DeleteOutcome::NotFound),
             Err(status) if status.code() == tonic::Code::PermissionDenied => Ok(DeleteOutcome::WrongToken),
@@ -107,7 +97,7 @@ impl PasteClient {
     }
 
     pub async fn purge_expired(&self, limit: u32) -> Result<Vec<PasteId>, CallError> {
-        let reply = self.inner.clone().purge_expired(self.request(pb::PurgeExpiredRequest { limit })).await?.into_inner();
+        let reply = self.inner.clone().purge_expired(self.deadline.request(pb::PurgeExpiredRequest { limit })).await?.into_inner();
         reply.ids.iter().map(|id| PasteId::parse(id).map_err(|_| bad_reply("id"))).collect()
     }
 }

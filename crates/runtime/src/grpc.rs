@@ -72,3 +72,24 @@ pub fn channel(address: &str) -> anyhow::Result<tonic::transport::Channel> {
         .tcp_nodelay(true)
         .connect_lazy())
 }
+
+/// The deadline a client carries into every call it makes: what is left of
+/// it travels as `grpc-timeout`, so the callee stops working on a call its
+/// caller has given up on. `Deadline::default()` is no deadline.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Deadline(Option<tokio::time::Instant>);
+
+impl Deadline {
+    pub fn at(instant: tokio::time::Instant) -> Self {
+        Self(Some(instant))
+    }
+
+    /// Wraps `message` in a request that carries the time left.
+    pub fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(deadline) = self.0 {
+            request.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        }
+        request
+    }
+}

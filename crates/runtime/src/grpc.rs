@@ -24,10 +24,27 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
         .add_routes(routes.add_service(health).add_service(reflection))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await?;
     Ok(())
+}
+
+/// tonic refuses a message over the decoding limit with OUT_OF_RANGE before
+/// any handler runs; the contract (SPEC §7) calls a too-large request
+/// RESOURCE_EXHAUSTED, so that one status is renamed on its way out.
+fn oversized_is_resource_exhausted(mut response: http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+    let headers = response.headers_mut();
+    let out_of_range = headers.get("grpc-status").is_some_and(|s| s == "11");
+    let too_large = headers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+    if out_of_range && too_large {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    response
 }
 
 /// How a failed call to another service is to be read by a saga: the callee

@@ -15,7 +15,6 @@ mod status;
 
 use std::future::Future;
 
-
 pub use level::{alert_level, Level, CARD};
 pub use routes::{router, CONTENT_SECURITY_POLICY};
 pub use state::{AdminState, DEFAULT_SAMPLE_INTERVAL};
@@ -36,3 +35,6 @@ pub async fn serve(
         () = state.run_sampler() => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests;

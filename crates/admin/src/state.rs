@@ -59,12 +59,22 @@ impl AdminState {
     /// Samples every `interval` instead of every [`DEFAULT_SAMPLE_INTERVAL`].
     pub fn with_sample_interval(self, interval: Duration) -> Self {
         let inner = &self.inner;
-        Self::build(inner.sweeper.clone(), interval.max(Duration::from_millis(100)))
+        Self::build(
+            inner.sweeper.clone(),
+            interval.max(Duration::from_millis(100)),
+        )
     }
 
     fn build(sweeper: Option<Sweeper>, sample_interval: Duration) -> Self {
         let metrics = pastebin_runtime::metrics::install();
-        Self { inner: Arc::new(Inner { metrics, sweeper, sample_interval, memory: Mutex::default() }) }
+        Self {
+            inner: Arc::new(Inner {
+                metrics,
+                sweeper,
+                sample_interval,
+                memory: Mutex::default(),
+            }),
+        }
     }
 
     pub fn has_sweeper(&self) -> bool {
@@ -93,13 +103,16 @@ impl AdminState {
     /// Observes the shards once (which also sets the pending gauges) and
     /// remembers the result. Without a sweeper, does nothing.
     pub async fn sample_now(&self) {
-        let Some(sweeper) = &self.inner.sweeper else { return };
+        let Some(sweeper) = &self.inner.sweeper else {
+            return;
+        };
         let observation = sweeper.observe().await;
         self.remember(Utc::now(), observation);
     }
 
     fn remember(&self, at: DateTime<Utc>, observation: Observation) {
-        let keep = (HISTORY.as_secs_f64() / self.inner.sample_interval.as_secs_f64()).ceil() as usize + 1;
+        let keep =
+            (HISTORY.as_secs_f64() / self.inner.sample_interval.as_secs_f64()).ceil() as usize + 1;
         let mut memory = self.memory();
         memory.samples.push_back(Sample::of(at, &observation));
         while memory.samples.len() > keep {
@@ -132,14 +145,9 @@ impl AdminState {
     /// The memory holds plain data: a panic elsewhere cannot leave it half
     /// updated in a way that matters, so a poisoned lock is still usable.
     fn memory(&self) -> MutexGuard<'_, Memory> {
-        self.inner.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-#[cfg(test)]
-impl AdminState {
-    /// For unit tests: remember an observation as if sampled at `at`.
-    pub(crate) fn remember_for_test(&self, at: DateTime<Utc>, observation: Observation) {
-        self.remember(at, observation);
+        self.inner
+            .memory
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

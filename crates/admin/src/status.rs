@@ -34,8 +34,17 @@ impl Sample {
             at_ms: at.timestamp_millis(),
             oldest_pending_age_seconds: observation.oldest_pending_age_seconds(),
             pending: observation.pending(),
-            older_than_2s: observation.key_shards.iter().flatten().map(|s| s.older_than_2s).sum(),
-            key_shards_unreachable: observation.key_shards.iter().filter(|s| s.is_none()).count(),
+            older_than_2s: observation
+                .key_shards
+                .iter()
+                .flatten()
+                .map(|s| s.older_than_2s)
+                .sum(),
+            key_shards_unreachable: observation
+                .key_shards
+                .iter()
+                .filter(|s| s.is_none())
+                .count(),
         }
     }
 }
@@ -50,7 +59,7 @@ pub fn climb_per_minute(samples: &[Sample]) -> Option<f64> {
     if span < CLIMB_MIN_SPAN_SECONDS {
         return None;
     }
-    Some((newest.older_than_2s as f64 - first.older_than_2s as f64) / span * 60.0)
+    Some((newest.older_than_2s as f64 - first.older_than_2s as f64) * 60.0 / span)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -152,9 +161,15 @@ impl Status {
             Some((_, observation)) => shards(observation),
             None => (Vec::new(), Vec::new()),
         };
-        let sum = |f: fn(&KeyShardStatus) -> Option<u64>| key_shards.iter().filter_map(f).sum::<u64>();
-        let oldest = latest.map(|(_, o)| o.oldest_pending_age_seconds()).unwrap_or(0.0);
-        let mut decisions = DecisionTotals { rounds: rounds.len(), ..DecisionTotals::default() };
+        let sum =
+            |f: fn(&KeyShardStatus) -> Option<u64>| key_shards.iter().filter_map(f).sum::<u64>();
+        let oldest = latest
+            .map(|(_, o)| o.oldest_pending_age_seconds())
+            .unwrap_or(0.0);
+        let mut decisions = DecisionTotals {
+            rounds: rounds.len(),
+            ..DecisionTotals::default()
+        };
         for (_, report) in rounds {
             decisions.marked_done += report.recovery.marked_done;
             decisions.aborted += report.recovery.aborted;
@@ -199,7 +214,9 @@ fn shards(observation: &Observation) -> (Vec<KeyShardStatus>, Vec<PasteShardStat
             // The same arithmetic as the sweeper's gauge: K's own clock minus
             // its oldest pending key's creation time.
             let age = stats.as_ref().map(|s| {
-                s.oldest_created_at.map(|at| (s.now - at).num_milliseconds().max(0) as f64 / 1000.0).unwrap_or(0.0)
+                s.oldest_created_at
+                    .map(|at| (s.now - at).num_milliseconds().max(0) as f64 / 1000.0)
+                    .unwrap_or(0.0)
             });
             KeyShardStatus {
                 shard,
@@ -219,4 +236,119 @@ fn shards(observation: &Observation) -> (Vec<KeyShardStatus>, Vec<PasteShardStat
         .map(|(shard, &reachable)| PasteShardStatus { shard, reachable })
         .collect();
     (keys, pastes)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+    use pastebin_keys::PendingStats;
+
+    use super::*;
+
+    fn sample(at_s: i64, stale: u64) -> Sample {
+        Sample {
+            at_ms: at_s * 1000,
+            oldest_pending_age_seconds: 0.0,
+            pending: stale,
+            older_than_2s: stale,
+            key_shards_unreachable: 0,
+        }
+    }
+
+    #[test]
+    fn a_trend_needs_twenty_seconds_of_samples() {
+        assert_eq!(climb_per_minute(&[]), None);
+        assert_eq!(climb_per_minute(&[sample(0, 0), sample(10, 5000)]), None);
+        assert_eq!(
+            climb_per_minute(&[sample(0, 0), sample(30, 1000)]),
+            Some(2000.0)
+        );
+    }
+
+    #[test]
+    fn only_the_last_minute_counts() {
+        // A big climb two minutes ago, flat since: not climbing now.
+        let samples = [
+            sample(0, 0),
+            sample(60, 20_000),
+            sample(120, 20_000),
+            sample(180, 20_000),
+        ];
+        assert_eq!(climb_per_minute(&samples), Some(0.0));
+        let draining = [sample(0, 20_000), sample(30, 10_000), sample(60, 0)];
+        assert!(climb_per_minute(&draining).unwrap() < 0.0);
+    }
+
+    fn observation(now: DateTime<Utc>, oldest_age_s: i64, pending: u64) -> Observation {
+        Observation {
+            key_shards: vec![
+                Some(PendingStats {
+                    pending,
+                    oldest_created_at: Some(now - Duration::seconds(oldest_age_s)),
+                    older_than_2s: pending,
+                    older_than_60s: if oldest_age_s > 60 { pending } else { 0 },
+                    now,
+                }),
+                None,
+            ],
+            paste_shards_reachable: vec![true, false],
+        }
+    }
+
+    #[test]
+    fn status_shows_the_level_of_the_oldest_pending_and_each_shard() {
+        let now = Utc::now();
+        let latest = (now, observation(now, 120, 3));
+        let status = Status::build(now, Some(&latest), &[Sample::of(now, &latest.1)], &[]);
+        assert!(status.sampled);
+        assert_eq!(status.level, Some(Level::Recovery));
+        assert_eq!(status.pending, 3);
+        assert_eq!(status.older_than_60s, 3);
+        assert!((status.oldest_pending_age_seconds - 120.0).abs() < 0.01);
+        assert_eq!(status.key_shards[0].level, Some(Level::Recovery));
+        assert!(!status.key_shards[1].reachable);
+        assert_eq!(status.key_shards[1].level, None);
+        assert!(status.paste_shards[0].reachable && !status.paste_shards[1].reachable);
+        assert!(!status.climbing);
+    }
+
+    #[test]
+    fn a_climbing_stale_count_makes_the_status_stuck() {
+        let now = Utc::now();
+        let samples: Vec<Sample> = (0..=10)
+            .map(|i| Sample {
+                at_ms: (now - Duration::seconds(50 - 5 * i)).timestamp_millis(),
+                ..sample(0, 100 * i as u64)
+            })
+            .collect();
+        let latest = (now, observation(now, 5, 1000));
+        let status = Status::build(now, Some(&latest), &samples, &[]);
+        assert!(status.climbing, "{:?}", status.climb_per_minute);
+        assert_eq!(status.level, Some(Level::Stuck));
+    }
+
+    #[test]
+    fn nothing_sampled_means_no_level() {
+        let status = Status::build(Utc::now(), None, &[], &[]);
+        assert!(!status.sampled);
+        assert_eq!(status.level, None);
+    }
+
+    #[test]
+    fn only_rounds_that_did_something_are_listed_newest_first() {
+        let now = Utc::now();
+        let mut busy = RoundReport::default();
+        busy.recovery.marked_done = 2;
+        busy.recovery.skipped_unreachable = 1;
+        let rounds = [
+            (now - Duration::seconds(10), busy),
+            (now, RoundReport::default()),
+        ];
+        let status = Status::build(now, None, &[], &rounds);
+        assert_eq!(status.rounds.len(), 1);
+        assert_eq!(status.rounds[0].marked_done, 2);
+        assert_eq!(status.decisions.rounds, 2);
+        assert_eq!(status.decisions.skipped_unreachable, 1);
+        assert_eq!(status.last_round_at, Some(now));
+    }
 }

@@ -34,6 +34,9 @@ pub enum Command {
     /// Run everything in one process on the embedded default: SQLite shards,
     /// a local object directory, the gateway. K and P still speak gRPC on loopback.
     Up(up::UpArgs),
+    /// Paste, list and delete your pastes: a client that never double-creates.
+    #[command(flatten)]
+    Client(pastebin_client::ClientCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -84,6 +87,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Gateway(args) => run_gateway(args).await,
             Command::Sweeper(args) => run_sweeper(args).await,
             Command::Up(args) => up::run(args).await,
+            Command::Client(command) => match pastebin_client::run(command).await? {
+                0 => Ok(()),
+                code => std::process::exit(code),
+            },
         }
     })
 }

@@ -1,36 +1,91 @@
 //! The HTTP API (SPEC §6–7): JSON for programs, `text/plain` for curl, HTML
 //! for browsers. Handlers translate HTTP onto [`Gateway`] and use `?`; the
-//! mapping of errors to statuses lives in [`ApiError`].
+//! mapping of errors to statuses lives in [`ApiError`]. Every route served
+//! here is described in the OpenAPI document at [`OPENAPI_PATH`]
+//! (`openapi.json` beside this file), and a test keeps the two in step.
 
 use axum::{
     body::Body,
-    extract::{Path, Query, State},
+    extract::{
+        rejection::{FormRejection, QueryRejection},
+        Path, Query, State,
+    },
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{Html, IntoResponse, Response},
     routing::get,
-    Json, Router,
+    Form, Json, Router,
 };
 use http_body_util::LengthLimitError;
 use serde::Deserialize;
 
-use crate::{gateway::CreateAnswer, pages, ApiError, CreateCommand, Gateway};
+use crate::{
+    error::RETRY_AFTER_SECONDS, gateway::CreateAnswer, pages, ApiError, CreateCommand, Gateway,
+};
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// Stands for a bad `?expires_in_seconds=`; step 1 rejects it as `invalid_expiry`.
+const OUT_OF_RANGE_EXPIRY: u64 = u64::MAX;
+
+/// The published contract of this router, served as is.
+const OPENAPI: &str = include_str!("openapi.json");
+const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+/// Every route, in the OpenAPI document's path syntax (which axum shares).
+/// The unit test below checks this list against the document's `paths`.
+const ROUTES: [&str; 9] = [
+    "/",
+    "/healthz",
+    "/assets/{name}",
+    OPENAPI_PATH,
+    "/api/v1/pastes",
+    "/api/v1/pastes/{id}",
+    "/raw/{id}",
+    "/{id}",
+    "/{id}/delete",
+];
 
 pub(crate) fn router(gateway: Gateway) -> Router {
+    let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page] = ROUTES;
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/api/v1/pastes", axum::routing::post(create))
-        .route("/api/v1/pastes/{id}", get(get_json).delete(delete))
-        .route("/raw/{id}", get(get_raw))
-        .route("/{id}", get(get_page))
+        .route(home, get(new_paste_page))
+        .route(healthz_path, get(healthz))
+        .route(assets, get(asset))
+        .route(openapi_path, get(openapi))
+        .route(pastes, axum::routing::post(create))
+        .route(paste, get(get_json).delete(delete))
+        .route(raw, get(get_raw))
+        .route(page, get(get_page))
+        .route(delete_page, get(delete_form).post(delete_from_form))
         .fallback(|| async { ApiError::NotFound })
         .with_state(gateway)
 }
 
 async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// The page's own stylesheet and script: the only things the CSP lets a
+/// page load.
+async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
+    let (content_type, body) = match name.as_str() {
+        "app.js" => ("text/javascript; charset=utf-8", pages::APP_JS),
+        "style.css" => ("text/css; charset=utf-8", pages::STYLE),
+        _ => return Err(ApiError::NotFound),
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        body,
+    )
+        .into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -49,7 +104,11 @@ fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"))
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
 }
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
@@ -81,7 +140,8 @@ fn wants_text(headers: &HeaderMap) -> bool {
 /// Reads the body with a limit, so an oversized upload is a clean 413.
 async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
     axum::body::to_bytes(body, limit).await.map_err(|error| {
-        let too_large = std::error::Error::source(&error).is_some_and(|source| source.is::<LengthLimitError>());
+        let too_large =
+            std::error::Error::source(&error).is_some_and(|source| source.is::<LengthLimitError>());
         if too_large {
             ApiError::TooLarge { limit }
         } else {
@@ -92,26 +152,58 @@ async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiErr
 
 async fn create(
     State(gateway): State<Gateway>,
-    Query(query): Query<CreateQuery>,
+    query: Result<Query<CreateQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // A malformed or out-of-range query value is the client's mistake
+    // whatever the body is (a JSON body's own expiry wins, but a bad query
+    // value is never silently ignored). It is passed on as an out-of-range
+    // expiry so that step 1 reports it in its own order: key, size, expiry.
+    let query_expiry = match query {
+        Ok(Query(CreateQuery {
+            expires_in_seconds: Some(seconds),
+        })) if pastebin_core::Expiry::from_seconds(Some(seconds)).is_err() => Err(()),
+        Ok(Query(query)) => Ok(query.expires_in_seconds),
+        Err(_) => Err(()),
+    };
     let idempotency_key = headers
         .get(IDEMPOTENCY_KEY)
-        .map(|v| v.to_str().map(str::to_owned).map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into())))
+        .map(|v| {
+            v.to_str()
+                .map(str::to_owned)
+                .map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
+        })
         .transpose()?;
     let limit = gateway.settings().max_content_bytes;
     let command = if is_json(&headers) {
         // JSON escaping can make content up to six times longer on the wire.
         let raw = read_body(body, limit.saturating_mul(6).saturating_add(4096)).await?;
-        let parsed: CreateJson = serde_json::from_slice(&raw)
-            .map_err(|e| ApiError::InvalidRequest(format!("the body must be {{\"content\": string, \"expires_in_seconds\"?: integer}}: {e}")))?;
-        CreateCommand { idempotency_key, content: parsed.content, expires_in_seconds: parsed.expires_in_seconds }
+        let parsed: CreateJson = serde_json::from_slice(&raw).map_err(|e| {
+            ApiError::InvalidRequest(format!(
+                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer}}: {e}"
+            ))
+        })?;
+        // The body's own expiry wins; the query parameter (documented for raw
+        // bodies) applies when the body leaves it out.
+        let expires_in_seconds = match query_expiry {
+            Ok(from_query) => parsed.expires_in_seconds.or(from_query),
+            Err(()) => Some(OUT_OF_RANGE_EXPIRY),
+        };
+        CreateCommand {
+            idempotency_key,
+            content: parsed.content,
+            expires_in_seconds,
+        }
     } else {
         let raw = read_body(body, limit).await?;
         let content = String::from_utf8(raw.to_vec())
             .map_err(|_| ApiError::InvalidRequest("a text/plain body must be UTF-8".into()))?;
-        CreateCommand { idempotency_key, content, expires_in_seconds: query.expires_in_seconds }
+        CreateCommand {
+            idempotency_key,
+            content,
+            expires_in_seconds: query_expiry.unwrap_or(Some(OUT_OF_RANGE_EXPIRY)),
+        }
     };
     let answer = gateway.create(command).await?;
     Ok(created_response(&gateway, &answer, wants_text(&headers)))
@@ -125,42 +217,55 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     } else {
         ("application/json", answer.body.expose().to_owned())
     };
-    let mut response = (StatusCode::CREATED, [(header::CONTENT_TYPE, content_type)], body).into_response();
-    let location = format!("{}/api/v1/pastes/{}", gateway.settings().public_url, answer.created.id);
+    let mut response = (
+        StatusCode::CREATED,
+        [(header::CONTENT_TYPE, content_type)],
+        body,
+    )
+        .into_response();
+    let location = format!(
+        "{}/api/v1/pastes/{}",
+        gateway.settings().public_url,
+        answer.created.id
+    );
     if let Ok(location) = HeaderValue::from_str(&location) {
         response.headers_mut().insert(header::LOCATION, location);
     }
     if answer.replayed {
-        response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        response
+            .headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     response
 }
 
-async fn get_json(State(gateway): State<Gateway>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_json(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     Ok(Json(gateway.get(&id).await?).into_response())
 }
 
-async fn get_raw(State(gateway): State<Gateway>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_raw(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let paste = gateway.get(&id).await?;
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
         paste.content,
     )
         .into_response())
 }
 
-async fn get_page(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
-    let (status, page) = match gateway.get(&id).await {
-        Ok(paste) => (StatusCode::OK, pages::paste(&paste)),
-        Err(ApiError::NotFound) => (StatusCode::NOT_FOUND, pages::not_found()),
-        Err(error) => (error.http_status(), pages::error(&error)),
-    };
-    let mut response = (status, Html(page)).into_response();
-    response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(pages::CSP));
-    response
-}
-
-async fn delete(State(gateway): State<Gateway>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn delete(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -168,4 +273,139 @@ async fn delete(State(gateway): State<Gateway>, Path(id): Path<String>, headers:
         .unwrap_or("");
     gateway.delete(&id, token.trim()).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+// ---- HTML pages -------------------------------------------------------
+
+/// An HTML answer with the headers every page carries: the CSP, no MIME
+/// sniffing, no caching (a page can show a paste that is deleted later),
+/// and `Retry-After` on a 503 like the JSON API.
+fn html(status: StatusCode, page: String) -> Response {
+    let mut response = (status, Html(page)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(pages::CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    }
+    response
+}
+
+/// The HTML page for a failed read or delete.
+fn html_error(error: &ApiError) -> Response {
+    match error {
+        ApiError::NotFound => html(StatusCode::NOT_FOUND, pages::not_found()),
+        ApiError::Unavailable(_) => html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            pages::unavailable(&error.to_string()),
+        ),
+        other => html(other.http_status(), pages::bad_request(&other.to_string())),
+    }
+}
+
+async fn new_paste_page(State(gateway): State<Gateway>) -> Response {
+    let settings = gateway.settings();
+    html(
+        StatusCode::OK,
+        pages::new_paste(&settings.public_url, settings.max_content_bytes),
+    )
+}
+
+async fn get_page(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
+    match gateway.get(&id).await {
+        Ok(paste) => html(StatusCode::OK, pages::paste(&paste)),
+        Err(error) => html_error(&error),
+    }
+}
+
+/// The delete form, for a paste that exists (so a mistyped link says so
+/// before anyone hunts for a token).
+async fn delete_form(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
+    match gateway.get(&id).await {
+        Ok(paste) => html(StatusCode::OK, pages::delete_form(&paste.id, None)),
+        Err(error) => html_error(&error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DeleteFormFields {
+    token: String,
+}
+
+/// The delete form's POST: the same delete as `DELETE /api/v1/pastes/{id}`,
+/// answered with a page, so deleting works with JavaScript off.
+async fn delete_from_form(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+    form: Result<Form<DeleteFormFields>, FormRejection>,
+) -> Response {
+    let Ok(Form(fields)) = form else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::bad_request("the form must send a delete token"),
+        );
+    };
+    match gateway.delete(&id, fields.token.trim()).await {
+        Ok(()) => html(StatusCode::OK, pages::deleted(&id)),
+        Err(ApiError::WrongToken) => html(
+            StatusCode::FORBIDDEN,
+            pages::delete_form(
+                &id,
+                Some("That token does not match this paste. Nothing was deleted."),
+            ),
+        ),
+        Err(error) => html_error(&error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The router serves exactly the paths the published document lists.
+    #[test]
+    fn every_route_is_documented_and_every_documented_path_is_routed() {
+        let document: serde_json::Value =
+            serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        let mut documented: Vec<&str> = document["paths"]
+            .as_object()
+            .expect("the document has paths")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut routed = ROUTES.to_vec();
+        documented.sort_unstable();
+        routed.sort_unstable();
+        assert_eq!(routed, documented);
+        assert_eq!(
+            document["openapi"].as_str().map(|v| v.starts_with("3.1")),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn accept_prefers_the_higher_quality() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json;q=0.5, text/plain"),
+        );
+        assert!(wants_text(&headers));
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/plain;q=0.1, application/json"),
+        );
+        assert!(!wants_text(&headers));
+    }
 }

@@ -1,6 +1,7 @@
 // The pending-age dashboard: fetches status.json every 2 s and redraws.
-// Only textContent and SVG attributes are set (no innerHTML, no inline
-// style), so the page runs under `script-src 'self'; style-src 'self'`.
+// Data is only ever set as textContent and SVG attributes (never parsed as
+// markup), and nothing is styled inline, so the page runs under
+// `script-src 'self'; style-src 'self'`.
 "use strict";
 
 const REFRESH_MS = 2000;
@@ -16,6 +17,15 @@ function formatAge(seconds) {
   if (s < 3600) return Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s";
   if (s < 86400) return Math.floor(s / 3600) + " h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + " min";
   return Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
+}
+
+// Short form for plot axes: 8s, 2m08s, 1h02m.
+function formatAxisAge(seconds) {
+  if (seconds < 10) return seconds.toFixed(1) + "s";
+  const s = Math.round(seconds);
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
+  return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
 }
 
 function formatCount(n) {
@@ -108,7 +118,7 @@ function renderRounds(status) {
   const t = status.decisions;
   byId("decision-totals").textContent = t.rounds === 0
     ? "no sweeper round recorded by this process yet"
-    : "last " + t.rounds + " rounds (latest " + formatTime(status.last_round_at) + "): " + t.marked_done + " marked done, " +
+    : "last " + t.rounds + (t.rounds === 1 ? " round" : " rounds") + " (latest " + formatTime(status.last_round_at) + "): " + t.marked_done + " marked done, " +
       t.aborted + " aborted after reading P, " + t.already_resolved + " already resolved, " +
       t.skipped_unreachable + " left pending because P was unreachable";
   replaceRows(byId("rounds").tBodies[0], status.rounds.map((r) => {
@@ -143,7 +153,7 @@ function plot(element, now, history, series, guides, unit) {
   for (const tick of [0, max / 2, max / 1.1]) {
     children.push(svg("line", { x1: left, x2: width - right, y1: y(tick), y2: y(tick), class: "grid" }));
     const label = svg("text", { x: left - 6, y: y(tick) + 4, class: "axis", "text-anchor": "end" });
-    label.textContent = unit === "s" ? formatAge(tick) : formatCount(Math.round(tick));
+    label.textContent = unit === "s" ? formatAxisAge(tick) : formatCount(Math.round(tick));
     children.push(label);
   }
   for (const g of guides) {

@@ -1,0 +1,17 @@
+//! `pastebin-bench`: the same subcommands as `pastebin bench`, for benchmark
+//! runs without the main binary.
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(name = "pastebin-bench", version, about = "Load generator and benchmark harnesses for the pastebin")]
+struct Cli {
+    #[command(flatten)]
+    bench: pastebin_bench::BenchArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    pastebin_runtime::telemetry::init();
+    pastebin_bench::run(Cli::parse().bench).await
+}

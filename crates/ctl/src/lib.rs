@@ -1,0 +1,267 @@
+//! `pastebin ctl`: what the people on call run (SPEC §9).
+//!
+//! - `pending`: stale pending keys across every K shard, oldest first;
+//! - `recover KEY`: resolve one key now with the sweeper's rules (reads P first);
+//! - `reconcile`: a read-only report of what K, P and the object store disagree on;
+//! - `stats`: pending counts, oldest age and the alert-card level per shard.
+//!
+//! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
+//! `endpoints.json` of a `pastebin up` data directory). Every command writes
+//! to the writers it is given, so tests read exactly what an operator sees.
+//! Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 a shard or the object
+//! store could not be reached (what could be read is still printed).
+//! No command ever prints a delete token or a stored response body: K's
+//! listing carries neither, and the one record read in full (`recover`) is
+//! shown field by field, without its body.
+
+mod deployment;
+mod format;
+mod pending;
+mod reconcile;
+mod recover;
+mod stats;
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+pub use deployment::{Deployment, EndpointArgs, Endpoints};
+pub use format::parse_duration;
+
+/// `pastebin ctl [shard options] COMMAND`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CtlArgs {
+    #[command(flatten)]
+    pub endpoints: EndpointArgs,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum CtlCommand {
+    /// List stale pending keys across all K shards, oldest first.
+    Pending(pending::PendingArgs),
+    /// Resolve one pending key now, with the sweeper's rules: read P, then
+    /// mark done (paste exists) or fence and abort (no paste); leave it
+    /// pending if P cannot be read.
+    Recover(recover::RecoverArgs),
+    /// Read-only report: pending keys whose paste exists, objects without a
+    /// live paste row, paste rows whose object is missing.
+    Reconcile(reconcile::ReconcileArgs),
+    /// Pending count, oldest pending age and alert level, per K shard and in total.
+    Stats(stats::StatsArgs),
+}
+
+/// How a command ended, as the process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    /// The command was understood but refused or failed (no such key, a key too young to recover).
+    Failed = 1,
+    /// Bad arguments or configuration.
+    Usage = 2,
+    /// A shard or the object store could not be reached; partial output was printed.
+    Unreachable = 3,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// An error that ends a command: one line for the operator, and its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CtlError {
+    fn exit(&self) -> Exit {
+        match self {
+            CtlError::Usage(_) => Exit::Usage,
+            CtlError::Unreachable(_) => Exit::Unreachable,
+            CtlError::Failed(_) => Exit::Failed,
+        }
+    }
+}
+
+impl From<std::io::Error> for CtlError {
+    fn from(error: std::io::Error) -> Self {
+        CtlError::Failed(format!("cannot write the output: {error}"))
+    }
+}
+
+/// Runs a command with the process's stdout and stderr; returns the exit code.
+/// Errors are printed as one line on stderr, never as a backtrace.
+pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    Ok(execute(args, &mut out, &mut err).await.code())
+}
+
+/// Runs a command, writing its report to `out` and warnings and errors to `err`.
+pub async fn execute(
+    args: CtlArgs,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Exit {
+    let result = async {
+        let deployment = Deployment::resolve(&args.endpoints)?;
+        match &args.command {
+            CtlCommand::Pending(command) => pending::run(&deployment, command, out, err).await,
+            CtlCommand::Recover(command) => recover::run(&deployment, command, out, err).await,
+            CtlCommand::Reconcile(command) => reconcile::run(&deployment, command, out, err).await,
+            CtlCommand::Stats(command) => stats::run(&deployment, command, out, err).await,
+        }
+    }
+    .await;
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(error) => {
+            let _ = writeln!(err, "error: {error}");
+            error.exit()
+        }
+    };
+    let _ = out.flush();
+    exit
+}
+
+/// The ctl command line on its own, as `pastebin ctl` parses it; for tests
+/// and for embedding.
+#[derive(Debug, Parser)]
+#[command(name = "pastebin ctl")]
+struct CtlCli {
+    #[command(flatten)]
+    args: CtlArgs,
+}
+
+/// Parses `pastebin ctl` arguments (the first item is the program name).
+pub fn parse_from<I, T>(args: I) -> Result<CtlArgs, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    CtlCli::try_parse_from(args).map(|cli| cli.args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_options_may_follow_the_subcommand() {
+        let args = parse_from([
+            "pastebin ctl",
+            "pending",
+            "--data-dir",
+            "/tmp/x",
+            "--older-than",
+            "2m",
+            "--json",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.endpoints.data_dir.as_deref(),
+            Some(std::path::Path::new("/tmp/x"))
+        );
+        let CtlCommand::Pending(pending) = args.command else {
+            panic!("parsed as {:?}", args.command)
+        };
+        assert_eq!(
+            (pending.older_than.as_secs(), pending.json, pending.limit),
+            (120, true, 100)
+        );
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        for bad in [
+            vec!["pastebin ctl", "pending", "--older-than", "soon"],
+            vec!["pastebin ctl", "pending", "--limit", "0"],
+            vec!["pastebin ctl", "recover"],
+            vec!["pastebin ctl", "explode"],
+        ] {
+            let error = parse_from(&bad).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    async fn run_args(args: &[&str]) -> (Exit, String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let exit = execute(parse_from(args).unwrap(), &mut out, &mut err).await;
+        (
+            exit,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn no_shards_configured_is_one_line_and_exit_2() {
+        let (exit, out, err) = run_args(&[
+            "pastebin ctl",
+            "stats",
+            "--data-dir",
+            "/nonexistent/pastebin",
+        ])
+        .await;
+        assert_eq!(exit, Exit::Usage);
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: cannot read /nonexistent/pastebin/endpoints.json"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreachable_shards_exit_3_with_what_could_be_printed() {
+        let nowhere = [
+            "--key-shards",
+            "127.0.0.1:9",
+            "--paste-shards",
+            "127.0.0.1:9",
+        ];
+        let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
+        assert_eq!(exit, Exit::Unreachable);
+        assert!(out.contains("K0") && out.contains("NO"), "{out}");
+        assert!(
+            err.contains("K shard 0 (http://127.0.0.1:9) unreachable"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked") && !err.contains("backtrace"));
+
+        let (exit, _, err) = run_args(&[&["pastebin ctl", "pending"][..], &nowhere].concat()).await;
+        assert_eq!(exit, Exit::Unreachable, "{err}");
+
+        let recover = [
+            "pastebin ctl",
+            "recover",
+            "5b1f6c1e-3c1a-4d8e-9a55-0f7c1b2a3d4e",
+        ];
+        let (exit, _, err) = run_args(&[&recover[..], &nowhere].concat()).await;
+        assert_eq!(exit, Exit::Unreachable, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_malformed_key_is_a_usage_error() {
+        let args = [
+            "pastebin ctl",
+            "recover",
+            "not-a-uuid",
+            "--key-shards",
+            "127.0.0.1:9",
+            "--paste-shards",
+            "127.0.0.1:9",
+        ];
+        let (exit, _, err) = run_args(&args).await;
+        assert_eq!(exit, Exit::Usage);
+        assert!(err.contains("is not an idempotency key"), "{err}");
+    }
+}

@@ -1,0 +1,232 @@
+//! `pastebin ctl stats`: one reading of every K shard's pending statistics,
+//! placed on the alert card, and whether each P shard answers. One reading
+//! cannot show a climbing count: that row of the card is the dashboard's and
+//! the alert rules' (they keep history).
+
+use std::io::Write;
+
+use pastebin_admin::{alert_level, Level};
+use serde::Serialize;
+
+use crate::{
+    format::{age, seconds_between, table},
+    pending::unreachable,
+    CtlError, Deployment, Exit,
+};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatsArgs {
+    /// One JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct KeyShardStats {
+    shard: usize,
+    address: String,
+    reachable: bool,
+    pending: Option<u64>,
+    older_than_2s: Option<u64>,
+    older_than_60s: Option<u64>,
+    oldest_pending_age_seconds: Option<f64>,
+    level: Option<Level>,
+}
+
+#[derive(Debug, Serialize)]
+struct PasteShardStats {
+    shard: usize,
+    address: String,
+    reachable: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Total {
+    pending: u64,
+    older_than_2s: u64,
+    older_than_60s: u64,
+    oldest_pending_age_seconds: f64,
+    /// Over the shards that answered.
+    level: Level,
+    action: &'static str,
+    key_shards_unreachable: usize,
+    paste_shards_unreachable: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    total: Total,
+    key_shards: Vec<KeyShardStats>,
+    paste_shards: Vec<PasteShardStats>,
+}
+
+pub async fn run(
+    deployment: &Deployment,
+    args: &StatsArgs,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Result<Exit, CtlError> {
+    let mut exit = Exit::Ok;
+    let mut key_shards = Vec::new();
+    for (shard, address) in deployment.key_addresses.iter().enumerate() {
+        let mut row = KeyShardStats {
+            shard,
+            address: address.clone(),
+            reachable: false,
+            pending: None,
+            older_than_2s: None,
+            older_than_60s: None,
+            oldest_pending_age_seconds: None,
+            level: None,
+        };
+        match deployment.keys(shard).pending_stats().await {
+            Ok(stats) => {
+                let oldest = stats
+                    .oldest_created_at
+                    .map(|at| seconds_between(at, stats.now))
+                    .unwrap_or(0.0);
+                row.reachable = true;
+                row.pending = Some(stats.pending);
+                row.older_than_2s = Some(stats.older_than_2s);
+                row.older_than_60s = Some(stats.older_than_60s);
+                row.oldest_pending_age_seconds = Some(oldest);
+                row.level = Some(alert_level(oldest, false));
+            }
+            Err(error) => {
+                writeln!(
+                    err,
+                    "warning: {}",
+                    unreachable(deployment, "K", shard, &error.to_string())
+                )?;
+                exit = Exit::Unreachable;
+            }
+        }
+        key_shards.push(row);
+    }
+    let mut paste_shards = Vec::new();
+    for (shard, address) in deployment.paste_addresses.iter().enumerate() {
+        // An empty batch reads nothing and fences nothing: a pure probe.
+        let reachable = match deployment.pastes(shard).resolve_batch(&[]).await {
+            Ok(_) => true,
+            Err(error) => {
+                writeln!(
+                    err,
+                    "warning: {}",
+                    unreachable(deployment, "P", shard, &error.to_string())
+                )?;
+                exit = Exit::Unreachable;
+                false
+            }
+        };
+        paste_shards.push(PasteShardStats {
+            shard,
+            address: address.clone(),
+            reachable,
+        });
+    }
+    let oldest = key_shards
+        .iter()
+        .filter_map(|s| s.oldest_pending_age_seconds)
+        .fold(0.0, f64::max);
+    let level = alert_level(oldest, false);
+    let total = Total {
+        pending: key_shards.iter().filter_map(|s| s.pending).sum(),
+        older_than_2s: key_shards.iter().filter_map(|s| s.older_than_2s).sum(),
+        older_than_60s: key_shards.iter().filter_map(|s| s.older_than_60s).sum(),
+        oldest_pending_age_seconds: oldest,
+        level,
+        action: level.card_row().action,
+        key_shards_unreachable: key_shards.iter().filter(|s| !s.reachable).count(),
+        paste_shards_unreachable: paste_shards.iter().filter(|s| !s.reachable).count(),
+    };
+    let report = Report {
+        total,
+        key_shards,
+        paste_shards,
+    };
+
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?
+        )?;
+        return Ok(exit);
+    }
+    let dash = || "-".to_owned();
+    let number = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_else(dash);
+    let mut rows: Vec<Vec<String>> = report
+        .key_shards
+        .iter()
+        .map(|s| {
+            vec![
+                format!("K{}", s.shard),
+                if s.reachable {
+                    "yes".into()
+                } else {
+                    "NO".into()
+                },
+                number(s.pending),
+                number(s.older_than_2s),
+                number(s.older_than_60s),
+                s.oldest_pending_age_seconds.map(age).unwrap_or_else(dash),
+                s.level
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| "unknown".into()),
+            ]
+        })
+        .collect();
+    let t = &report.total;
+    rows.push(vec![
+        "total".into(),
+        format!(
+            "{}/{}",
+            report.key_shards.len() - t.key_shards_unreachable,
+            report.key_shards.len()
+        ),
+        t.pending.to_string(),
+        t.older_than_2s.to_string(),
+        t.older_than_60s.to_string(),
+        age(t.oldest_pending_age_seconds),
+        t.level.to_string(),
+    ]);
+    out.write_all(
+        table(
+            &[
+                "SHARD",
+                "REACHABLE",
+                "PENDING",
+                ">2s",
+                ">60s",
+                "OLDEST",
+                "LEVEL",
+            ],
+            &rows,
+        )
+        .as_bytes(),
+    )?;
+    let pastes: Vec<String> = report
+        .paste_shards
+        .iter()
+        .map(|s| {
+            format!(
+                "P{} {}",
+                s.shard,
+                if s.reachable {
+                    "reachable"
+                } else {
+                    "UNREACHABLE"
+                }
+            )
+        })
+        .collect();
+    writeln!(out, "paste shards: {}", pastes.join(", "))?;
+    let row = t.level.card_row();
+    writeln!(
+        out,
+        "level: {} ({}: {}). Action: {}",
+        t.level, row.signal, row.meaning, row.action
+    )?;
+    writeln!(out, "a climbing count (creates stuck: page, never mass-abort) shows on the dashboard and in the alerts")?;
+    Ok(exit)
+}

@@ -1,0 +1,250 @@
+// End-to-end checks of the gateway's pages in the system Chromium, driven by
+// playwright-core. Run by tests/tests/browser.rs, which starts a real
+// deployment and checks the server side between the phases:
+//
+//   node e2e.mjs create                 BASE_URL, ARTIFACTS
+//   node e2e.mjs view-delete ID TOKEN   BASE_URL, ARTIFACTS
+//
+// Each phase prints one line `RESULT {json}` for the Rust test and exits 0,
+// or prints what went wrong and exits 1. Screenshots go to $ARTIFACTS.
+
+import { chromium } from "playwright-core";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+
+const BASE = (process.env.BASE_URL || "").replace(/\/$/, "");
+const ARTIFACTS = process.env.ARTIFACTS || "target/test-artifacts/browser";
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const [phase, ...args] = process.argv.slice(2);
+
+if (!BASE) fail("BASE_URL is not set");
+fs.mkdirSync(ARTIFACTS, { recursive: true });
+
+function fail(message) {
+  console.error(`e2e: ${message}`);
+  process.exit(1);
+}
+
+async function screenshot(page, name) {
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+/** Uncaught errors and CSP violations on a page fail the run. */
+function watch(page, problems) {
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("console", (message) => {
+    if (/Content Security Policy|Refused to/.test(message.text())) problems.push(`CSP: ${message.text()}`);
+  });
+  page.on("dialog", async (dialog) => {
+    problems.push(`a dialog opened: ${dialog.message()}`);
+    await dialog.dismiss();
+  });
+}
+
+async function launch() {
+  // Playwright gives the browser a fresh temporary profile (--user-data-dir).
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+/**
+ * Create a paste whose first POST reaches the server and is processed, but
+ * whose answer never reaches the page (the connection is reset after the
+ * 201). The page says it is still trying; a reload keeps the save; "Try
+ * again" must send the same idempotency key and get the same paste back.
+ */
+async function createWithLostAnswer(browser) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: BASE });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+
+  const posts = [];
+  let lost = null;
+  let retried = null;
+  await page.route("**/api/v1/pastes", async (route) => {
+    const request = route.request();
+    if (request.method() !== "POST") return route.continue();
+    posts.push(request.headers()["idempotency-key"]);
+    const response = await route.fetch();
+    if (posts.length === 1) {
+      // The server has answered: the paste exists. The page never hears of it.
+      lost = { status: response.status(), body: await response.json() };
+      return route.abort("connectionreset");
+    }
+    retried = { status: response.status(), replayed: response.headers()["idempotent-replayed"] };
+    return route.fulfill({ response });
+  });
+
+  const response = await page.goto(`${BASE}/`);
+  assert.equal(response.status(), 200);
+  assert.match(response.headers()["content-security-policy"] || "", /script-src 'self'/);
+  const text = "hello from the browser\nsecond line, with a long tail: " + "lorem ipsum ".repeat(30);
+  await page.fill("#content", text);
+  await page.selectOption("#expiry", "86400");
+  await screenshot(page, "01-new-paste");
+
+  await page.click("#save");
+  await page.locator("#status", { hasText: "Still trying" }).waitFor();
+  assert.ok(lost, "the first POST went through the interception");
+  assert.equal(lost.status, 201, "the server processed the first POST");
+  await screenshot(page, "02-still-trying");
+
+  // A reload keeps the unfinished save: same text, same expiry, "Try again".
+  await page.reload();
+  assert.equal(await page.inputValue("#content"), text);
+  assert.equal(await page.inputValue("#expiry"), "86400");
+  assert.equal((await page.textContent("#save")).trim(), "Try again");
+  await page.locator("#status", { hasText: "earlier save may not have finished" }).waitFor();
+  await screenshot(page, "03-reloaded-try-again");
+
+  await page.click("#save");
+  await page.locator("#created").waitFor({ state: "visible" });
+  await screenshot(page, "04-created");
+
+  assert.equal(posts.length, 2, "one retry");
+  assert.ok(posts[0] && posts[0] === posts[1], `the retry reused the key: ${posts}`);
+  assert.equal(retried.status, 201);
+  assert.equal(retried.replayed, "true", "the retry was answered from the stored 201");
+  const id = await page.getAttribute("#created", "data-paste-id");
+  assert.equal(id, lost.body.id, "the page shows the paste the lost answer named");
+  assert.equal(await page.inputValue("#share-url"), lost.body.url);
+  assert.equal(await page.inputValue("#raw-url"), lost.body.raw_url);
+  assert.equal(await page.inputValue("#delete-token"), lost.body.delete_token);
+  await page.locator("#created .warning", { hasText: "will not be shown again" }).waitFor();
+  await page.click("button[data-copy=share-url]");
+  await page.locator("button[data-copy=share-url]", { hasText: "Copied" }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0, "the finished save is forgotten");
+
+  assert.deepEqual(problems, []);
+  await context.close();
+  return { id, token: lost.body.delete_token, key: posts[0], content: text };
+}
+
+/** The view and delete pages with JavaScript off: plain HTML and a form POST. */
+async function viewAndDeleteWithoutScript(browser, id, token) {
+  const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1100, height: 800 } });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+
+  const view = await page.goto(`${BASE}/${id}`);
+  assert.equal(view.status(), 200);
+  assert.match(view.headers()["content-type"], /^text\/html; charset=utf-8/);
+  assert.match(view.headers()["content-security-policy"] || "", /default-src 'none'/);
+  assert.equal(await page.locator("ol.code li").count(), 2, "two numbered lines");
+  assert.equal(await page.locator("ol.code li").first().textContent(), "hello from the browser");
+  const wraps = await page.$eval("ol.code li:nth-child(2)", (li) => getComputedStyle(li).whiteSpace);
+  assert.equal(wraps, "pre-wrap", "long lines wrap");
+  const font = await page.$eval("ol.code", (ol) => getComputedStyle(ol).fontFamily);
+  assert.match(font, /mono/i);
+  assert.equal(await page.getAttribute("a[href^='/raw/']", "href"), `/raw/${id}`);
+  await screenshot(page, "05-view");
+
+  await page.click(`a[href='/${id}/delete']`);
+  await page.waitForURL(`${BASE}/${id}/delete`);
+  await screenshot(page, "06-delete-form");
+
+  await page.fill("#token", "not-the-token");
+  const [wrong] = await Promise.all([page.waitForResponse(`${BASE}/${id}/delete`), page.click("button[type=submit]")]);
+  assert.equal(wrong.status(), 403);
+  await page.locator(".error", { hasText: "does not match" }).waitFor();
+  await screenshot(page, "07-delete-wrong-token");
+
+  await page.fill("#token", token);
+  const [done] = await Promise.all([page.waitForResponse(`${BASE}/${id}/delete`), page.click("button[type=submit]")]);
+  assert.equal(done.status(), 200);
+  await page.locator("h1", { hasText: "Deleted" }).waitFor();
+  await screenshot(page, "08-deleted");
+
+  const gone = await page.goto(`${BASE}/${id}`);
+  assert.equal(gone.status(), 404);
+  await page.locator("h1", { hasText: "Not found" }).waitFor();
+  await screenshot(page, "09-not-found-after-delete");
+
+  assert.deepEqual(problems, []);
+  await context.close();
+}
+
+/**
+ * A first attempt that never reaches the server, then an edit: the edited
+ * text is a new save with a new key. The saved text is markup, and every
+ * page must show it as text.
+ */
+async function scriptPasteIsText(browser) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+
+  const keys = [];
+  await page.route("**/api/v1/pastes", async (route) => {
+    keys.push(route.request().headers()["idempotency-key"]);
+    if (keys.length === 1) return route.abort("internetdisconnected");
+    return route.continue();
+  });
+
+  await page.goto(`${BASE}/`);
+  await page.fill("#content", "a draft");
+  await page.click("#save");
+  await page.locator("#status", { hasText: "Still trying" }).waitFor();
+  assert.equal((await page.textContent("#save")).trim(), "Try again");
+
+  const markup = '<script>window.pwned = true; alert("xss")</script>\n<b id="bold">not bold</b> & <img src=x onerror=alert(1)>';
+  await page.fill("#content", markup);
+  assert.equal((await page.textContent("#save")).trim(), "Save paste", "edited text is a new save");
+  await page.click("#save");
+  await page.locator("#created").waitFor({ state: "visible" });
+  assert.equal(keys.length, 2);
+  assert.notEqual(keys[0], keys[1], "editing after a failure made a new key");
+  const id = await page.getAttribute("#created", "data-paste-id");
+
+  await page.click("#view-link");
+  await page.waitForURL(`${BASE}/${id}`);
+  const lines = await page.locator("ol.code li").allTextContents();
+  assert.deepEqual(lines, markup.split("\n"), "the markup is shown as text, line by line");
+  assert.equal(await page.locator("ol.code script, ol.code b, ol.code img").count(), 0, "no element came from the paste");
+  assert.equal(await page.evaluate(() => window.pwned), undefined, "the paste's script never ran");
+  await screenshot(page, "10-script-paste-as-text");
+
+  const raw = await page.goto(`${BASE}/raw/${id}`);
+  assert.match(raw.headers()["content-type"], /^text\/plain/);
+  assert.equal(await raw.text(), markup);
+
+  assert.deepEqual(problems, []);
+  await context.close();
+  return { scriptId: id, content: markup };
+}
+
+const browser = await launch();
+try {
+  let result;
+  if (phase === "create") {
+    result = await createWithLostAnswer(browser);
+  } else if (phase === "view-delete") {
+    const [id, token] = args;
+    await viewAndDeleteWithoutScript(browser, id, token);
+    result = { id, ...(await scriptPasteIsText(browser)) };
+  } else {
+    fail(`unknown phase ${phase}; use create or view-delete`);
+  }
+  console.log(`RESULT ${JSON.stringify(result)}`);
+} catch (error) {
+  console.error(error && error.stack ? error.stack : error);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,117 @@
+//! The pages in a real browser: Debian's `chromium`, driven by
+//! `playwright-core` (tests/browser/e2e.mjs), against a real deployment.
+//!
+//! The browser side creates a paste whose first answer is lost after the
+//! server processed it, retries from the page, views and deletes it with
+//! JavaScript off, and saves a `<script>` paste that must show as text. This
+//! side checks what the browser cannot see: one paste and one key on the
+//! server, and what is left after the delete. Screenshots of every page land
+//! in `target/test-artifacts/browser/`.
+//!
+//! Needs node (>= 18), /usr/bin/chromium (or $CHROMIUM) and
+//! tests/browser/node_modules (`npm ci --prefix tests/browser`); a missing
+//! one fails the test with the line that installs it.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use pastebin_tests::cluster::{Cluster, ClusterOptions};
+use serde_json::Value;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
+}
+
+fn browser_dir() -> PathBuf {
+    workspace_root().join("tests/browser")
+}
+
+fn chromium() -> String {
+    std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())
+}
+
+/// Fails with the install line for whatever is missing.
+fn require_tools() {
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "node is missing: install it with `apt-get install -y nodejs npm` (node >= 18)"
+    );
+    assert!(
+        Path::new(&chromium()).exists(),
+        "{} is missing: install it with `apt-get install -y chromium` (or set CHROMIUM)",
+        chromium()
+    );
+    if !browser_dir().join("node_modules/playwright-core").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(browser_dir())
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "playwright-core is missing and `npm ci` failed: run `npm ci --prefix tests/browser`"
+        );
+    }
+}
+
+/// Runs one phase of e2e.mjs and returns its `RESULT` object.
+async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
+    let artifacts = workspace_root().join("target/test-artifacts/browser");
+    let output = tokio::process::Command::new("node")
+        .arg("e2e.mjs")
+        .args(args)
+        .current_dir(browser_dir())
+        .env("BASE_URL", &cluster.http)
+        .env("ARTIFACTS", &artifacts)
+        .env("CHROMIUM", chromium())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(180), output)
+        .await
+        .expect("the browser phase finishes within 3 minutes")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "browser phase {args:?} failed ({}):\n{stdout}\n{stderr}\ngateway log:\n{}",
+        output.status,
+        cluster.gateway.logs()
+    );
+    let line = stdout.lines().rev().find_map(|l| l.strip_prefix("RESULT ")).expect("the phase printed its RESULT");
+    serde_json::from_str(line).expect("RESULT is JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_retried_from_the_page_makes_one_paste_then_view_delete_and_escaping() {
+    require_tools();
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let client = reqwest::Client::new();
+
+    // Phase 1: the first POST is processed, its answer lost; the page retries.
+    let created = run_phase(&cluster, &["create"]).await;
+    let id = created["id"].as_str().expect("an id");
+    let token = created["token"].as_str().expect("a token");
+    assert_eq!(cluster.live_pastes().await, 1, "the lost answer and its retry made one paste");
+    assert_eq!(cluster.key_rows().await, 1, "one save, one idempotency key");
+    let paste: Value = client
+        .get(format!("{}/api/v1/pastes/{id}", cluster.http))
+        .send()
+        .await
+        .expect("GET reaches the gateway")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(paste["content"], created["content"], "the paste holds what was typed");
+
+    // Phase 2: view and delete with JavaScript off; a `<script>` paste is text.
+    let rest = run_phase(&cluster, &["view-delete", id, token]).await;
+    let gone = client.get(format!("{}/api/v1/pastes/{id}", cluster.http)).send().await.expect("GET");
+    assert_eq!(gone.status(), 404, "the form deleted the paste");
+    let script_id = rest["scriptId"].as_str().expect("the script paste's id");
+    assert_eq!(cluster.live_pastes().await, 1, "only the script paste is left (the aborted draft made none)");
+    let raw = client.get(format!("{}/raw/{script_id}", cluster.http)).send().await.expect("GET").text().await.unwrap();
+    assert_eq!(raw, rest["content"].as_str().unwrap());
+}

@@ -106,6 +106,31 @@ impl GatewayArgs {
 }
 
 #[derive(Debug, Clone, clap::Args)]
+pub struct AdminArgs {
+    /// Admin listener (`/metrics`, and `/dashboard` where a sweeper runs). Off when unset.
+    #[arg(long, env = "PASTEBIN_ADMIN")]
+    pub admin: Option<SocketAddr>,
+}
+
+impl AdminArgs {
+    /// Serves the admin listener until shutdown, or returns at once when none is configured.
+    pub async fn serve(&self, state: pastebin_admin::AdminState) -> anyhow::Result<()> {
+        serve_admin(self.admin, state).await
+    }
+}
+
+/// Serves the admin listener on `address`, if any, until shutdown.
+pub async fn serve_admin(address: Option<SocketAddr>, state: pastebin_admin::AdminState) -> anyhow::Result<()> {
+    match address {
+        Some(address) => {
+            let listener = crate::bind(address, "admin").await?;
+            pastebin_admin::serve(listener, state, pastebin_runtime::shutdown_signal()).await
+        }
+        None => Ok(()),
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
 pub struct SweeperArgs {
     /// Seconds between sweeper rounds.
     #[arg(long, env = "PASTEBIN_SWEEP_INTERVAL_SECS", default_value_t = 5)]

@@ -9,6 +9,7 @@ mod up;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use pastebin_admin::AdminState;
 use pastebin_core::SystemClock;
 use pastebin_runtime::{db, shutdown_signal, telemetry};
 use tokio::net::TcpListener;
@@ -34,6 +35,8 @@ pub enum Command {
     /// Run everything in one process on the embedded default: SQLite shards,
     /// a local object directory, the gateway. K and P still speak gRPC on loopback.
     Up(up::UpArgs),
+    /// Operator tools: stale pendings, recover one key, reconcile, stats.
+    Ctl(pastebin_ctl::CtlArgs),
     /// Paste, list and delete your pastes: a client that never double-creates.
     #[command(flatten)]
     Client(pastebin_client::ClientCommand),
@@ -41,6 +44,8 @@ pub enum Command {
 
 #[derive(Debug, clap::Args)]
 pub struct SweeperCommand {
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
     #[command(flatten)]
     pub sweeper: flags::SweeperArgs,
     #[command(flatten)]
@@ -51,6 +56,8 @@ pub struct SweeperCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct GatewayCommand {
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
     #[command(flatten)]
     pub gateway: flags::GatewayArgs,
     #[command(flatten)]
@@ -70,6 +77,8 @@ pub struct ShardArgs {
     /// Database connections in the pool.
     #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
     pub db_connections: u32,
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -79,6 +88,7 @@ pub fn main_from_args() -> anyhow::Result<()> {
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     telemetry::init();
+    pastebin_runtime::metrics::install();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     runtime.block_on(async move {
         match cli.command {
@@ -87,6 +97,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Gateway(args) => run_gateway(args).await,
             Command::Sweeper(args) => run_sweeper(args).await,
             Command::Up(args) => up::run(args).await,
+            Command::Ctl(args) => match pastebin_ctl::run(args).await? {
+                0 => Ok(()),
+                code => std::process::exit(code),
+            },
             Command::Client(command) => match pastebin_client::run(command).await? {
                 0 => Ok(()),
                 code => std::process::exit(code),
@@ -106,14 +120,22 @@ async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
     let pool = db::connect(&args.database_url, args.db_connections, &db::KEY_MIGRATIONS).await?;
     let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
     let listener = bind(args.listen, "key-service").await?;
-    pastebin_keys::serve(listener, store, shutdown_signal()).await
+    tokio::try_join!(
+        pastebin_keys::serve(listener, store, shutdown_signal()),
+        args.admin.serve(AdminState::metrics_only()),
+    )?;
+    Ok(())
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
     let pool = db::connect(&args.database_url, args.db_connections, &db::PASTE_MIGRATIONS).await?;
     let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
     let listener = bind(args.listen, "paste-service").await?;
-    pastebin_pastes::serve(listener, store, shutdown_signal()).await
+    tokio::try_join!(
+        pastebin_pastes::serve(listener, store, shutdown_signal()),
+        args.admin.serve(AdminState::metrics_only()),
+    )?;
+    Ok(())
 }
 
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
@@ -125,6 +147,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     tokio::try_join!(
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())
 }
@@ -133,6 +156,14 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
     let sweeper = args.sweeper.sweeper(args.shards.slot_map()?, objects);
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
-    sweeper.run(shutdown_signal()).await;
+    let admin = AdminState::new(sweeper.clone());
+    let rounds = admin.clone();
+    tokio::try_join!(
+        async {
+            sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;
+            Ok(())
+        },
+        args.admin.serve(admin),
+    )?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::Context;
+use pastebin_admin::AdminState;
 use pastebin_core::SystemClock;
 use pastebin_keys::{KeyClient, KeyStore};
 use pastebin_objects::LocalDirStore;
@@ -28,6 +29,9 @@ pub struct UpArgs {
     pub gateway: GatewayArgs,
     #[command(flatten)]
     pub sweeper: SweeperArgs,
+    /// Admin listener: `/metrics` of every part and the pending-age `/dashboard`.
+    #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090")]
+    pub admin: SocketAddr,
 }
 
 /// Written to `<data-dir>/endpoints.json` so operator tools find the parts
@@ -38,6 +42,8 @@ struct Endpoints {
     paste_shards: Vec<String>,
     http: String,
     grpc: String,
+    admin: String,
+    objects_dir: PathBuf,
 }
 
 fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
@@ -53,7 +59,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &db::KEY_MIGRATIONS).await?;
     let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &db::PASTE_MIGRATIONS).await?;
-    let objects = Arc::new(LocalDirStore::open(dir.join("objects"))?);
+    let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
+    let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
 
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let key_listener = bind(loopback, "key-service").await?;
@@ -69,19 +76,25 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let admin_listener = bind(args.admin, "admin").await?;
+    let admin = AdminState::new(sweeper.clone());
 
     let endpoints = Endpoints {
         key_shards: vec![key_address],
         paste_shards: vec![paste_address],
         http: format!("http://{}", http.local_addr()?),
         grpc: format!("http://{}", grpc.local_addr()?),
+        admin: format!("http://{}", admin_listener.local_addr()?),
+        objects_dir,
     };
     std::fs::write(dir.join("endpoints.json"), serde_json::to_vec_pretty(&endpoints)?)
         .context("cannot write endpoints.json")?;
     println!(
-        "pastebin is up\n  web & HTTP API  {}\n  gRPC API        {}\n  data            {}\nCtrl-C to stop.",
+        "pastebin is up\n  web & HTTP API  {}\n  gRPC API        {}\n  dashboard       {}/dashboard\n  metrics         {}/metrics\n  data            {}\nCtrl-C to stop.",
         endpoints.http,
         endpoints.grpc,
+        endpoints.admin,
+        endpoints.admin,
         dir.display()
     );
 
@@ -91,9 +104,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
         async {
-            sweeper.run(shutdown_signal()).await;
+            let rounds = admin.clone();
+            sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;
             Ok(())
         },
+        pastebin_admin::serve(admin_listener, admin.clone(), shutdown_signal()),
     )?;
     Ok(())
 }

@@ -98,6 +98,12 @@ impl Sweeper {
     /// Rounds every `interval` until `shutdown`; the object reaper every
     /// `reap_interval`. Nothing here needs to survive a restart.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        self.run_with(shutdown, |_| {}).await;
+    }
+
+    /// [`Self::run`], handing each round's report to `on_round` (the
+    /// dashboard's list of recent decisions).
+    pub async fn run_with(self, shutdown: impl Future<Output = ()>, mut on_round: impl FnMut(&RoundReport)) {
         let mut ticker = tokio::time::interval(self.settings.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_reap: Option<tokio::time::Instant> = None;
@@ -106,7 +112,7 @@ impl Sweeper {
             tokio::select! {
                 _ = ticker.tick() => {
                     let reap = last_reap.is_none_or(|at| at.elapsed() >= self.settings.reap_interval);
-                    self.round(reap).await;
+                    on_round(&self.round(reap).await);
                     if reap {
                         last_reap = Some(tokio::time::Instant::now());
                     }

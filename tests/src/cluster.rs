@@ -222,7 +222,7 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let (http_port, grpc_port) = (free_port(), free_port());
+        let (http_port, grpc_port, admin_port) = (free_port(), free_port(), free_port());
         let args = vec![
             "gateway".to_string(),
             "--http".into(),
@@ -238,6 +238,8 @@ impl Cluster {
             "--s3-endpoint".into(),
             s3.endpoint.clone().unwrap_or_default(),
             "--s3-path-style".into(),
+            "--admin".into(),
+            format!("127.0.0.1:{admin_port}"),
         ];
         let mut env = vec![
             ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
@@ -247,7 +249,7 @@ impl Cluster {
         if let Some(failpoints) = &options.failpoints {
             env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
         }
-        let gateway = Process::start(args, env, &["gateway-http", "gateway-grpc"]).await;
+        let gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("http://{}", gateway.address("gateway-grpc"));
         Cluster {
@@ -264,9 +266,14 @@ impl Cluster {
         }
     }
 
+    /// The gateway's admin listener (`/metrics`).
+    pub fn gateway_admin(&self) -> String {
+        format!("http://{}", self.gateway.address("admin"))
+    }
+
     /// Restarts the gateway on the same ports with `failpoints` armed (empty: none).
     pub async fn restart_gateway(&mut self, failpoints: &str) {
-        self.gateway.restart(&[("PASTEBIN_FAILPOINTS", failpoints)], &["gateway-http", "gateway-grpc"]).await;
+        self.gateway.restart(&[("PASTEBIN_FAILPOINTS", failpoints)], &["gateway-http", "gateway-grpc", "admin"]).await;
     }
 
     pub fn key_client(&self, shard: usize) -> KeyClient {

@@ -196,3 +196,25 @@ async fn object_store_down_answers_503_and_creates_no_paste() {
     let stored = cluster.key_client(0).get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
     assert_eq!(stored.state, KeyState::Pending);
 }
+
+#[tokio::test]
+async fn the_gateway_exports_create_outcomes_and_step_durations() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let key = new_key();
+    create(&cluster.http, Some(&key), "measured").await.unwrap();
+    create(&cluster.http, Some(&key), "measured").await.unwrap();
+    create(&cluster.http, Some(&key), "a conflict").await.unwrap();
+    let metrics = Client::new().get(format!("{}/metrics", cluster.gateway_admin())).send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    for expected in [
+        "pastebin_creates_total{outcome=\"created\"} 1",
+        "pastebin_creates_total{outcome=\"replayed\"} 1",
+        "pastebin_creates_total{outcome=\"conflict\"} 1",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    for step in ["k_begin", "put", "p_insert", "k_done", "create"] {
+        let bucket = format!("pastebin_saga_step_duration_seconds_bucket{{step=\"{step}\",le=\"2\"}}");
+        assert!(text.contains(&bucket), "missing {bucket:?}");
+    }
+}

@@ -173,7 +173,7 @@ pub fn new_paste(now: DateTime<Utc>, ttl: chrono::Duration) -> (NewPaste, Delete
 /// `#[tokio::test]`s, `postgres` and `sqlite` (so `cargo test sqlite` picks one backend).
 /// The body sees the enclosing file's items through `use super::*`.
 ///
-/// ```ignore
+/// ```text
 /// pastebin_tests::both_backends! {
 ///     async fn begin_inserts_pending(backend: Backend) {
 ///         let store = key_store(backend, clock).await;

@@ -46,9 +46,8 @@ fn parse_listening(line: &str) -> Option<(String, String)> {
     if !line.contains(" listening ") {
         return None;
     }
-    let field = |name: &str| {
-        line.split_whitespace().find_map(|w| w.strip_prefix(name)).map(|v| v.trim_matches('"').to_owned())
-    };
+    let field =
+        |name: &str| line.split_whitespace().find_map(|w| w.strip_prefix(name)).map(|v| v.trim_matches('"').to_owned());
     Some((field("what=")?, field("address=")?))
 }
 
@@ -95,11 +94,7 @@ impl Process {
         let _ = tokio::time::timeout(Duration::from_secs(30), wait).await;
         let process = Process { child, logs, addresses, args, env };
         for name in expect {
-            assert!(
-                process.addresses.contains_key(*name),
-                "{name} did not start; its log:\n{}",
-                process.logs()
-            );
+            assert!(process.addresses.contains_key(*name), "{name} did not start; its log:\n{}", process.logs());
         }
         process
     }
@@ -132,7 +127,9 @@ impl Process {
         let args = self.args.clone();
         // The old process's port may take a moment to be free again.
         for attempt in 0..20 {
-            let started = tokio::time::timeout(Duration::from_secs(40), Process::start_quiet(args.clone(), env.clone(), expect)).await;
+            let started =
+                tokio::time::timeout(Duration::from_secs(40), Process::start_quiet(args.clone(), env.clone(), expect))
+                    .await;
             if let Ok(Some(process)) = started {
                 *self = process;
                 return;
@@ -353,5 +350,10 @@ pub async fn scalar(url: &str, sql: &'static str) -> i64 {
 pub async fn execute(url: &str, sql: &str, bind: &str) -> u64 {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).bind(bind.to_owned()).execute(&mut conn).await.expect("statement").rows_affected()
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .bind(bind.to_owned())
+        .execute(&mut conn)
+        .await
+        .expect("statement")
+        .rows_affected()
 }

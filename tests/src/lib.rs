@@ -1,5 +1,5 @@
 pub mod api;
+pub mod cluster;
 pub mod postgres;
 pub mod s3;
 pub mod shards;
-pub mod cluster;

@@ -58,9 +58,7 @@ pub async fn fresh_database_url() -> String {
                 continue;
             }
         };
-        let res = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut conn)
-            .await;
+        let res = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone())).execute(&mut conn).await;
         let _ = conn.close().await;
         match res {
             Ok(_) => return with_database(admin, &name),
@@ -137,11 +135,7 @@ fn with_database(url: &str, db: &str) -> String {
 }
 
 fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 
 fn find_pg_bin() -> Result<PathBuf, String> {
@@ -217,16 +211,9 @@ fn start_server() -> Result<String, String> {
     }
 
     // A short path: the Unix socket (in DIR) must fit in ~107 bytes.
-    let base = if Path::new("/tmp").is_dir() {
-        PathBuf::from("/tmp")
-    } else {
-        std::env::temp_dir()
-    };
-    let dir = base.join(format!(
-        "pastebin-pg-{}-{}",
-        std::process::id(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    ));
+    let base = if Path::new("/tmp").is_dir() { PathBuf::from("/tmp") } else { std::env::temp_dir() };
+    let dir =
+        base.join(format!("pastebin-pg-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]));
     fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let dir_s = dir.to_string_lossy().into_owned();
     let data = dir.join("data");
@@ -271,8 +258,7 @@ fn start_server() -> Result<String, String> {
         let port = free_port()?;
         // pg_ctl's own output goes to a file: nothing of the server may keep our pipes open.
         let out_path = dir.join("pg_ctl.out");
-        let out_file =
-            fs::File::create(&out_path).map_err(|e| format!("creating {}: {e}", out_path.display()))?;
+        let out_file = fs::File::create(&out_path).map_err(|e| format!("creating {}: {e}", out_path.display()))?;
         let err_file = out_file.try_clone().map_err(|e| e.to_string())?;
         let status = pg_command(as_postgres, &bin.join("pg_ctl"))
             .arg("-D")
@@ -354,9 +340,6 @@ mod tests {
 
     #[test]
     fn sqlite_url_encodes() {
-        assert_eq!(
-            sqlite_url(Path::new("/tmp/a b"), "x?.db"),
-            "sqlite:///tmp/a b/x%3F.db?mode=rwc"
-        );
+        assert_eq!(sqlite_url(Path::new("/tmp/a b"), "x?.db"), "sqlite:///tmp/a b/x%3F.db?mode=rwc");
     }
 }

@@ -56,13 +56,8 @@ pub async fn fresh_bucket() -> S3Settings {
         region: "us-east-1".to_owned(),
         force_path_style: true,
     };
-    let store = S3Store::connect(settings.clone())
-        .await
-        .expect("connect to moto");
-    store
-        .ensure_bucket()
-        .await
-        .expect("create a test bucket on moto");
+    let store = S3Store::connect(settings.clone()).await.expect("connect to moto");
+    store.ensure_bucket().await.expect("create a test bucket on moto");
     settings
 }
 
@@ -72,11 +67,9 @@ pub async fn fresh_bucket() -> S3Settings {
 pub fn set_test_credentials() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        for (name, value) in [
-            ("AWS_ACCESS_KEY_ID", "test"),
-            ("AWS_SECRET_ACCESS_KEY", "test"),
-            ("AWS_REGION", "us-east-1"),
-        ] {
+        for (name, value) in
+            [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
+        {
             if std::env::var_os(name).is_none() {
                 std::env::set_var(name, value);
             }
@@ -88,15 +81,9 @@ pub fn set_test_credentials() {
 /// a counter make it unique on this process's server; the clock makes it differ run to run.
 fn bucket_name() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "pastebin-test-{}-{}-{nanos:x}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("pastebin-test-{}-{}-{nanos:x}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 async fn start_moto() -> S3Server {
@@ -108,18 +95,13 @@ async fn start_moto() -> S3Server {
             Err(failure) => last_failure = failure,
         }
     }
-    panic!(
-        "moto_server ({}) did not start: {last_failure}",
-        binary.display()
-    );
+    panic!("moto_server ({}) did not start: {last_failure}", binary.display());
 }
 
 async fn start_moto_once(binary: &Path) -> Result<S3Server, String> {
     let port = free_port();
-    let log_path =
-        std::env::temp_dir().join(format!("pastebin-moto-{}-{port}.log", std::process::id()));
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| format!("create {}: {e}", log_path.display()))?;
+    let log_path = std::env::temp_dir().join(format!("pastebin-moto-{}-{port}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).map_err(|e| format!("create {}: {e}", log_path.display()))?;
     let mut child = Command::new(binary)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdin(Stdio::null())
@@ -137,16 +119,10 @@ async fn start_moto_once(binary: &Path) -> Result<S3Server, String> {
         // Werkzeug prints "Running on" only after it bound the port: without that, a
         // server of another test process that raced us to this port could answer.
         if log_says_running(&log_path) && answers_http(port).await {
-            return Ok(S3Server {
-                endpoint: format!("http://127.0.0.1:{port}"),
-            });
+            return Ok(S3Server { endpoint: format!("http://127.0.0.1:{port}") });
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "exited with {status}; log {}:\n{}",
-                log_path.display(),
-                log_tail(&log_path)
-            ));
+            return Err(format!("exited with {status}; log {}:\n{}", log_path.display(), log_tail(&log_path)));
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -166,8 +142,7 @@ async fn start_moto_once(binary: &Path) -> Result<S3Server, String> {
 // linger as a zombie of ours.
 #[allow(clippy::zombie_processes)]
 fn spawn_watchdog(server_pid: u32, log_path: &Path) {
-    let script =
-        r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill "$2" 2>/dev/null; rm -f "$3""#;
+    let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill "$2" 2>/dev/null; rm -f "$3""#;
     Command::new("sh")
         .args(["-c", script, "moto-watchdog"])
         .arg(std::process::id().to_string())
@@ -183,30 +158,19 @@ fn spawn_watchdog(server_pid: u32, log_path: &Path) {
 /// Bound then released: moto binds it a moment later (and a collision is retried).
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener
-        .local_addr()
-        .expect("local addr of a bound listener")
-        .port()
+    listener.local_addr().expect("local addr of a bound listener").port()
 }
 
 /// True once the server answers a plain HTTP request with any status line.
 async fn answers_http(port: u16) -> bool {
     let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        stream
-            .write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .await
-            .ok()?;
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        stream.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await.ok()?;
         let mut head = [0u8; 8];
         stream.read_exact(&mut head).await.ok()?;
         Some(head.starts_with(b"HTTP/1."))
     };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), attempt).await,
-        Ok(Some(true))
-    )
+    matches!(tokio::time::timeout(Duration::from_secs(2), attempt).await, Ok(Some(true)))
 }
 
 fn moto_binary() -> PathBuf {

@@ -21,10 +21,7 @@ use pastebin_tests::cluster::{Cluster, ClusterOptions};
 use serde_json::Value;
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
 }
 
 fn browser_dir() -> PathBuf {
@@ -48,10 +45,7 @@ fn require_tools() {
         chromium()
     );
     if !browser_dir().join("node_modules/playwright-core").exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(browser_dir())
-            .status();
+        let status = Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(browser_dir()).status();
         assert!(
             status.is_ok_and(|s| s.success()),
             "playwright-core is missing and `npm ci` failed: run `npm ci --prefix tests/browser`"
@@ -83,11 +77,7 @@ async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
         output.status,
         cluster.gateway.logs()
     );
-    let line = stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .expect("the phase printed its RESULT");
+    let line = stdout.lines().rev().find_map(|l| l.strip_prefix("RESULT ")).expect("the phase printed its RESULT");
     serde_json::from_str(line).expect("RESULT is JSON")
 }
 
@@ -101,11 +91,7 @@ async fn a_lost_answer_retried_from_the_page_makes_one_paste_then_view_delete_an
     let created = run_phase(&cluster, &["create"]).await;
     let id = created["id"].as_str().expect("an id");
     let token = created["token"].as_str().expect("a token");
-    assert_eq!(
-        cluster.live_pastes().await,
-        1,
-        "the lost answer and its retry made one paste"
-    );
+    assert_eq!(cluster.live_pastes().await, 1, "the lost answer and its retry made one paste");
     assert_eq!(cluster.key_rows().await, 1, "one save, one idempotency key");
     let paste: Value = client
         .get(format!("{}/api/v1/pastes/{id}", cluster.http))
@@ -115,32 +101,14 @@ async fn a_lost_answer_retried_from_the_page_makes_one_paste_then_view_delete_an
         .json()
         .await
         .expect("JSON");
-    assert_eq!(
-        paste["content"], created["content"],
-        "the paste holds what was typed"
-    );
+    assert_eq!(paste["content"], created["content"], "the paste holds what was typed");
 
     // Phase 2: view and delete with JavaScript off; a `<script>` paste is text.
     let rest = run_phase(&cluster, &["view-delete", id, token]).await;
-    let gone = client
-        .get(format!("{}/api/v1/pastes/{id}", cluster.http))
-        .send()
-        .await
-        .expect("GET");
+    let gone = client.get(format!("{}/api/v1/pastes/{id}", cluster.http)).send().await.expect("GET");
     assert_eq!(gone.status(), 404, "the form deleted the paste");
     let script_id = rest["scriptId"].as_str().expect("the script paste's id");
-    assert_eq!(
-        cluster.live_pastes().await,
-        1,
-        "only the script paste is left (the aborted draft made none)"
-    );
-    let raw = client
-        .get(format!("{}/raw/{script_id}", cluster.http))
-        .send()
-        .await
-        .expect("GET")
-        .text()
-        .await
-        .unwrap();
+    assert_eq!(cluster.live_pastes().await, 1, "only the script paste is left (the aborted draft made none)");
+    let raw = client.get(format!("{}/raw/{script_id}", cluster.http)).send().await.expect("GET").text().await.unwrap();
     assert_eq!(raw, rest["content"].as_str().unwrap());
 }

@@ -10,9 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use pastebin_client::{
-    Client, DeleteError, Deleted, How, IntentState, PasteError, RetryPolicy, Save, Subject,
-};
+use pastebin_client::{Client, DeleteError, Deleted, How, IntentState, PasteError, RetryPolicy, Save, Subject};
 use pastebin_core::{IdempotencyKey, KeyState};
 use pastebin_tests::{
     api::get,
@@ -61,65 +59,30 @@ fn pending_key(error: &PasteError) -> String {
 
 #[tokio::test]
 async fn an_answer_lost_after_the_server_committed_is_adopted_by_the_next_run() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        failpoints: Some("after_done".into()),
-        ..Default::default()
-    })
-    .await;
+    let mut cluster =
+        Cluster::start(ClusterOptions { failpoints: Some("after_done".into()), ..Default::default() }).await;
     let state = tempfile::tempdir().unwrap();
     let (client, _) = client(&cluster.http, state.path(), 1);
 
     // The gateway commits the whole saga, then dies before answering.
-    let lost = client
-        .paste(save("notes.txt", "the answer is lost"))
-        .await
-        .unwrap_err();
+    let lost = client.paste(save("notes.txt", "the answer is lost")).await.unwrap_err();
     let key = pending_key(&lost);
-    assert!(
-        cluster
-            .gateway
-            .wait_exit(Duration::from_secs(10))
-            .await
-            .is_some(),
-        "the failpoint crashed the gateway"
-    );
-    let stored = cluster
-        .key_client(0)
-        .get(&IdempotencyKey::parse(&key).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        stored.state,
-        KeyState::Done,
-        "the server did create the paste"
-    );
+    assert!(cluster.gateway.wait_exit(Duration::from_secs(10)).await.is_some(), "the failpoint crashed the gateway");
+    let stored = cluster.key_client(0).get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
+    assert_eq!(stored.state, KeyState::Done, "the server did create the paste");
     let record = client.journal().read(&key).unwrap();
-    assert!(
-        record.is_pending(),
-        "the client keeps the intent: {record:?}"
-    );
+    assert!(record.is_pending(), "the client keeps the intent: {record:?}");
 
     cluster.restart_gateway("").await;
     let (client, _) = self::client(&cluster.http, state.path(), 3);
-    let adopted = client
-        .paste(save("notes.txt", "the answer is lost"))
-        .await
-        .unwrap();
+    let adopted = client.paste(save("notes.txt", "the answer is lost")).await.unwrap();
     assert_eq!(adopted.how, How::Adopted { replayed: true });
     assert_eq!(adopted.key.canonical(), key, "the same key was sent again");
-    assert_eq!(
-        adopted.answer.id,
-        stored.paste_id.to_string(),
-        "the paste the lost call made"
-    );
+    assert_eq!(adopted.answer.id, stored.paste_id.to_string(), "the paste the lost call made");
     assert_eq!(cluster.live_pastes().await, 1);
     assert_eq!(cluster.key_rows().await, 1);
 
-    let again = client
-        .paste(save("notes.txt", "the answer is lost"))
-        .await
-        .unwrap();
+    let again = client.paste(save("notes.txt", "the answer is lost")).await.unwrap();
     assert_eq!(again.how, How::AlreadyPasted);
     assert_eq!(again.answer.url, adopted.answer.url);
     assert_eq!(cluster.live_pastes().await, 1);
@@ -131,11 +94,9 @@ async fn an_answer_lost_after_the_server_committed_is_adopted_by_the_next_run() 
 async fn two_runs_on_one_subject_at_once_make_one_paste() {
     // Hold every saga for a while, so the second run starts while the first
     // is in flight: without the subject lock each would mint its own key.
-    let cluster = Cluster::start(ClusterOptions {
-        failpoints: Some("after_k_begin=sleep:1500".into()),
-        ..Default::default()
-    })
-    .await;
+    let cluster =
+        Cluster::start(ClusterOptions { failpoints: Some("after_k_begin=sleep:1500".into()), ..Default::default() })
+            .await;
     let state = tempfile::tempdir().unwrap();
     let (one, one_notices) = client(&cluster.http, state.path(), 3);
     let (two, two_notices) = client(&cluster.http, state.path(), 3);
@@ -143,21 +104,14 @@ async fn two_runs_on_one_subject_at_once_make_one_paste() {
     let first = tokio::spawn(async move { one.paste(save("shared", "raced")).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = tokio::spawn(async move { two.paste(save("shared", "raced")).await });
-    let (first, second) = (
-        first.await.unwrap().unwrap(),
-        second.await.unwrap().unwrap(),
-    );
+    let (first, second) = (first.await.unwrap().unwrap(), second.await.unwrap().unwrap());
 
     assert_eq!(first.answer.id, second.answer.id);
     let mut hows = [first.how, second.how];
     hows.sort_by_key(|how| format!("{how:?}"));
     assert_eq!(hows, [How::AlreadyPasted, How::Created]);
-    let waited = one_notices
-        .lock()
-        .unwrap()
-        .iter()
-        .chain(two_notices.lock().unwrap().iter())
-        .any(|n| n.contains("waiting"));
+    let waited =
+        one_notices.lock().unwrap().iter().chain(two_notices.lock().unwrap().iter()).any(|n| n.contains("waiting"));
     assert!(waited, "the runs overlapped and one waited for the other");
     assert_eq!(cluster.live_pastes().await, 1);
     assert_eq!(cluster.key_rows().await, 1);
@@ -171,37 +125,19 @@ async fn paste_service_down_keeps_the_intent_and_resume_finishes_it_with_the_sam
     let (client, notices) = client(&cluster.http, state.path(), 2);
 
     let started = Instant::now();
-    let down = client
-        .paste(save("report.txt", "waiting for P"))
-        .await
-        .unwrap_err();
+    let down = client.paste(save("report.txt", "waiting for P")).await.unwrap_err();
     let key = pending_key(&down);
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "the 503's Retry-After: 1 was honoured"
-    );
-    assert!(notices
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|n| n.contains("retrying the same key")));
+    assert!(started.elapsed() >= Duration::from_secs(1), "the 503's Retry-After: 1 was honoured");
+    assert!(notices.lock().unwrap().iter().any(|n| n.contains("retrying the same key")));
     let record = client.journal().read(&key).unwrap();
     match &record.state {
         IntentState::Pending { last_error, .. } => {
-            assert!(
-                last_error.as_deref().unwrap_or_default().contains("503"),
-                "{last_error:?}"
-            )
+            assert!(last_error.as_deref().unwrap_or_default().contains("503"), "{last_error:?}")
         }
         other => panic!("expected pending, got {other:?}"),
     }
     assert_eq!(record.attempts, 2);
-    let on_k = cluster
-        .key_client(0)
-        .get(&IdempotencyKey::parse(&key).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let on_k = cluster.key_client(0).get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
     assert_eq!(on_k.state, KeyState::Pending);
 
     cluster.pastes[0].restart(&[], &["paste-service"]).await;
@@ -210,21 +146,14 @@ async fn paste_service_down_keeps_the_intent_and_resume_finishes_it_with_the_sam
     assert_eq!(resumed.finished.len(), 1);
     let finished = &resumed.finished[0];
     assert_eq!(finished.key.canonical(), key);
-    assert_eq!(
-        finished.answer.id,
-        on_k.paste_id.to_string(),
-        "the id K recorded before P went down"
-    );
+    assert_eq!(finished.answer.id, on_k.paste_id.to_string(), "the id K recorded before P went down");
     assert!(matches!(finished.how, How::Adopted { .. }));
     assert_eq!(cluster.live_pastes().await, 1);
     assert!(client.journal().read(&key).unwrap().answer().is_some());
 
     // Nothing left to resume; the same save again is the stored answer.
     assert!(client.resume().await.unwrap().finished.is_empty());
-    let again = client
-        .paste(save("report.txt", "waiting for P"))
-        .await
-        .unwrap();
+    let again = client.paste(save("report.txt", "waiting for P")).await.unwrap();
     assert_eq!(again.how, How::AlreadyPasted);
     assert_eq!(cluster.live_pastes().await, 1);
 }
@@ -236,17 +165,11 @@ async fn gateway_down_keeps_the_intent_and_the_same_paste_again_finishes_it() {
     let state = tempfile::tempdir().unwrap();
     let (client, _) = client(&cluster.http, state.path(), 2);
 
-    let down = client
-        .paste(save("draft", "nobody home"))
-        .await
-        .unwrap_err();
+    let down = client.paste(save("draft", "nobody home")).await.unwrap_err();
     let key = pending_key(&down);
     assert_eq!(cluster.key_rows().await, 0, "nothing reached the server");
     // A changed content is another save: it does not take over the pending key.
-    let changed = client
-        .paste(save("draft", "nobody home, v2"))
-        .await
-        .unwrap_err();
+    let changed = client.paste(save("draft", "nobody home, v2")).await.unwrap_err();
     assert_ne!(pending_key(&changed), key);
 
     cluster.restart_gateway("").await;
@@ -254,18 +177,9 @@ async fn gateway_down_keeps_the_intent_and_the_same_paste_again_finishes_it() {
     assert_eq!(back.key.canonical(), key);
     assert_eq!(back.how, How::Adopted { replayed: false });
     let resumed = client.resume().await.unwrap();
-    assert_eq!(
-        resumed.finished.len(),
-        1,
-        "--resume finishes the other pending save"
-    );
+    assert_eq!(resumed.finished.len(), 1, "--resume finishes the other pending save");
     assert_eq!(cluster.live_pastes().await, 2);
-    assert_eq!(
-        get(&cluster.http, &resumed.finished[0].answer.id)
-            .await
-            .json()["content"],
-        "nobody home, v2"
-    );
+    assert_eq!(get(&cluster.http, &resumed.finished[0].answer.id).await.json()["content"], "nobody home, v2");
 }
 
 #[tokio::test]
@@ -276,18 +190,14 @@ async fn a_corrupt_journal_record_is_reported_by_path_and_the_rest_keeps_working
     let first = client.paste(save("a.txt", "first")).await.unwrap();
     let first_bytes = std::fs::read(&first.record).unwrap();
 
-    let corrupt = client
-        .journal()
-        .path_of(&IdempotencyKey::new_random().canonical());
+    let corrupt = client.journal().path_of(&IdempotencyKey::new_random().canonical());
     std::fs::write(&corrupt, r#"{"version": 1, "key": "tor"#).unwrap();
 
     let second = client.paste(save("b.txt", "second")).await.unwrap();
     assert_eq!(second.how, How::Created);
     let reported = notices.lock().unwrap().clone();
     assert!(
-        reported
-            .iter()
-            .any(|n| n.contains(&corrupt.display().to_string()) && n.contains("corrupt")),
+        reported.iter().any(|n| n.contains(&corrupt.display().to_string()) && n.contains("corrupt")),
         "the message names the file: {reported:?}"
     );
     let again = client.paste(save("a.txt", "first")).await.unwrap();
@@ -298,15 +208,8 @@ async fn a_corrupt_journal_record_is_reported_by_path_and_the_rest_keeps_working
     assert_eq!(scan.records.len(), 2);
     assert_eq!(scan.problems.len(), 1);
     assert_eq!(scan.problems[0].path, corrupt);
-    assert!(
-        corrupt.exists(),
-        "the corrupt record is left for a person to look at"
-    );
-    assert_eq!(
-        std::fs::read(&first.record).unwrap(),
-        first_bytes,
-        "other records are untouched"
-    );
+    assert!(corrupt.exists(), "the corrupt record is left for a person to look at");
+    assert_eq!(std::fs::read(&first.record).unwrap(), first_bytes, "other records are untouched");
     assert_eq!(cluster.live_pastes().await, 2);
 }
 
@@ -317,34 +220,17 @@ async fn delete_uses_the_stored_token_which_only_the_user_can_read() {
     let (client, _) = client(&cluster.http, state.path(), 3);
     let pasted = client.paste(save("secret.txt", "delete me")).await.unwrap();
 
-    let mode = std::fs::metadata(&pasted.record)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let mode = std::fs::metadata(&pasted.record).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the record holds the delete token");
     let stored = std::fs::read_to_string(&pasted.record).unwrap();
     assert!(stored.contains(&pasted.answer.delete_token));
-    let dir_mode = std::fs::metadata(client.journal().intents_dir())
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let dir_mode = std::fs::metadata(client.journal().intents_dir()).unwrap().permissions().mode() & 0o777;
     assert_eq!(dir_mode, 0o700, "and so does its directory");
 
-    assert_eq!(
-        client.delete(&pasted.answer.id).await.unwrap(),
-        Deleted::Deleted
-    );
-    assert_eq!(
-        get(&cluster.http, &pasted.answer.id).await.status,
-        StatusCode::NOT_FOUND
-    );
+    assert_eq!(client.delete(&pasted.answer.id).await.unwrap(), Deleted::Deleted);
+    assert_eq!(get(&cluster.http, &pasted.answer.id).await.status, StatusCode::NOT_FOUND);
     assert_eq!(cluster.live_pastes().await, 0);
-    assert!(matches!(
-        client.delete(&pasted.answer.id).await,
-        Err(DeleteError::Unknown { .. })
-    ));
+    assert!(matches!(client.delete(&pasted.answer.id).await, Err(DeleteError::Unknown { .. })));
 
     // The deleted paste is not handed out again: the same save is a new paste.
     let again = client.paste(save("secret.txt", "delete me")).await.unwrap();
@@ -363,12 +249,7 @@ async fn over_grpc_an_unavailable_create_is_adopted_by_the_next_run() {
 
     let down = client.paste(save("g.txt", "over gRPC")).await.unwrap_err();
     let key = pending_key(&down);
-    let on_k = cluster
-        .key_client(0)
-        .get(&IdempotencyKey::parse(&key).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let on_k = cluster.key_client(0).get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
 
     cluster.pastes[0].restart(&[], &["paste-service"]).await;
     let back = client.paste(save("g.txt", "over gRPC")).await.unwrap();
@@ -378,10 +259,7 @@ async fn over_grpc_an_unavailable_create_is_adopted_by_the_next_run() {
     let again = client.paste(save("g.txt", "over gRPC")).await.unwrap();
     assert_eq!(again.how, How::AlreadyPasted);
 
-    assert_eq!(
-        client.delete(&back.answer.id).await.unwrap(),
-        Deleted::Deleted
-    );
+    assert_eq!(client.delete(&back.answer.id).await.unwrap(), Deleted::Deleted);
     assert_eq!(cluster.live_pastes().await, 0);
 }
 
@@ -392,20 +270,9 @@ async fn a_refused_paste_is_not_left_pending() {
     let (client, _) = client(&cluster.http, state.path(), 3);
     let too_large = "x".repeat(1024 * 1024 + 1);
     let refused = client.paste(save("big.log", &too_large)).await.unwrap_err();
-    let PasteError::Refused { key, failure, .. } = &refused else {
-        panic!("expected a refusal, got {refused}")
-    };
-    assert!(
-        failure.to_string().contains("content_too_large"),
-        "{failure}"
-    );
-    assert!(matches!(
-        client.journal().read(key).unwrap().state,
-        IntentState::Rejected { .. }
-    ));
-    assert!(
-        client.resume().await.unwrap().finished.is_empty(),
-        "nothing pending to resume"
-    );
+    let PasteError::Refused { key, failure, .. } = &refused else { panic!("expected a refusal, got {refused}") };
+    assert!(failure.to_string().contains("content_too_large"), "{failure}");
+    assert!(matches!(client.journal().read(key).unwrap().state, IntentState::Rejected { .. }));
+    assert!(client.resume().await.unwrap().finished.is_empty(), "nothing pending to resume");
     assert_eq!(cluster.key_rows().await, 0);
 }

@@ -39,7 +39,13 @@ async fn post_json(client: &Client, cluster: &Cluster, key: &str, body: &Value) 
 }
 
 /// A raw (non-JSON) create; `query` is appended as is (e.g. `?expires_in_seconds=60`).
-async fn post_text(client: &Client, cluster: &Cluster, key: &str, body: impl Into<reqwest::Body>, query: &str) -> Response {
+async fn post_text(
+    client: &Client,
+    cluster: &Cluster,
+    key: &str,
+    body: impl Into<reqwest::Body>,
+    query: &str,
+) -> Response {
     client
         .post(format!("{}/api/v1/pastes{query}", cluster.http))
         .header("Idempotency-Key", key)
@@ -75,7 +81,8 @@ async fn expect_error(response: Response, status: StatusCode, code: &str, what: 
     let got = response.status();
     let text = response.text().await.unwrap();
     assert_eq!(got, status, "{what}: {text}");
-    let body: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: error body is not JSON ({e}): {text}"));
+    let body: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: error body is not JSON ({e}): {text}"));
     assert_eq!(body["error"]["code"], code, "{what}: {text}");
     assert!(body["error"]["message"].is_string(), "{what}: {text}");
     text
@@ -89,7 +96,8 @@ fn field(body: &Value, name: &str) -> String {
 async fn two_key_shards_and_two_paste_shards_route_by_slot() {
     let cluster = start(2, 2).await;
     let client = Client::new();
-    let (keys, pastes) = ([cluster.key_client(0), cluster.key_client(1)], [cluster.paste_client(0), cluster.paste_client(1)]);
+    let (keys, pastes) =
+        ([cluster.key_client(0), cluster.key_client(1)], [cluster.paste_client(0), cluster.paste_client(1)]);
     let (mut key_shards_used, mut paste_shards_used) = (HashSet::new(), HashSet::new());
 
     for n in 0..40 {
@@ -117,7 +125,10 @@ async fn two_key_shards_and_two_paste_shards_route_by_slot() {
         let paste_shard = paste_id.slot().index() * 2 / 256;
         let row = pastes[paste_shard].get(&paste_id).await.unwrap().expect("the paste is on its prefix's P shard");
         assert_eq!(row.size, content.len() as u64);
-        assert!(pastes[1 - paste_shard].get(&paste_id).await.unwrap().is_none(), "the paste is only on its own P shard");
+        assert!(
+            pastes[1 - paste_shard].get(&paste_id).await.unwrap().is_none(),
+            "the paste is only on its own P shard"
+        );
 
         key_shards_used.insert(key_shard);
         paste_shards_used.insert(paste_shard);
@@ -140,7 +151,8 @@ async fn delete_then_again_then_wrong_token() {
     )
     .await;
 
-    let first = created(post_json(&client, &cluster, &new_key(), &json!({ "content": "delete me" })).await, "create").await;
+    let first =
+        created(post_json(&client, &cluster, &new_key(), &json!({ "content": "delete me" })).await, "create").await;
     let (id, token) = (field(&first, "id"), field(&first, "delete_token"));
     let response = delete(&client, &cluster, &id, Some(&format!("Bearer {token}"))).await;
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
@@ -171,7 +183,8 @@ async fn delete_then_again_then_wrong_token() {
     assert_eq!(never, missing_body);
 
     // Another paste: every wrong credential is a 403 and leaves it readable.
-    let second = created(post_json(&client, &cluster, &new_key(), &json!({ "content": "keep me" })).await, "create").await;
+    let second =
+        created(post_json(&client, &cluster, &new_key(), &json!({ "content": "keep me" })).await, "create").await;
     let (id2, token2) = (field(&second, "id"), field(&second, "delete_token"));
     let wrong_credentials = [
         Some("Bearer not-the-token".to_string()),
@@ -183,7 +196,8 @@ async fn delete_then_again_then_wrong_token() {
     ];
     for credential in &wrong_credentials {
         let response = delete(&client, &cluster, &id2, credential.as_deref()).await;
-        let body = expect_error(response, StatusCode::FORBIDDEN, "wrong_delete_token", &format!("{credential:?}")).await;
+        let body =
+            expect_error(response, StatusCode::FORBIDDEN, "wrong_delete_token", &format!("{credential:?}")).await;
         assert!(!body.contains(&token2), "a 403 never echoes the token");
         let read = get(&client, format!("{}/api/v1/pastes/{id2}", cluster.http)).await;
         assert_eq!(read.status(), StatusCode::OK, "still readable after {credential:?}");
@@ -200,9 +214,13 @@ async fn delete_then_again_then_wrong_token() {
         )
         .await;
         assert_eq!(body, missing_body, "GET {bad}");
-        let body =
-            expect_error(get(&client, format!("{}/raw/{bad}", cluster.http)).await, StatusCode::NOT_FOUND, "not_found", bad)
-                .await;
+        let body = expect_error(
+            get(&client, format!("{}/raw/{bad}", cluster.http)).await,
+            StatusCode::NOT_FOUND,
+            "not_found",
+            bad,
+        )
+        .await;
         assert_eq!(body, missing_body, "GET /raw/{bad}");
         let body = expect_error(
             delete(&client, &cluster, bad, Some(&format!("Bearer {token2}"))).await,
@@ -223,10 +241,12 @@ async fn delete_then_again_then_wrong_token() {
 async fn expired_paste_is_not_found() {
     let cluster = start(1, 1).await;
     let client = Client::new();
-    let missing_body = get(&client, format!("{}/api/v1/pastes/{NEVER_CREATED}", cluster.http)).await.text().await.unwrap();
+    let missing_body =
+        get(&client, format!("{}/api/v1/pastes/{NEVER_CREATED}", cluster.http)).await.text().await.unwrap();
     let missing_page = get(&client, format!("{}/{NEVER_CREATED}", cluster.http)).await.text().await.unwrap();
 
-    let body = created(post_json(&client, &cluster, &new_key(), &json!({ "content": "short-lived" })).await, "create").await;
+    let body =
+        created(post_json(&client, &cluster, &new_key(), &json!({ "content": "short-lived" })).await, "create").await;
     let (id, token) = (field(&body, "id"), field(&body, "delete_token"));
     let page = get(&client, format!("{}/{id}", cluster.http)).await;
     assert_eq!(page.status(), StatusCode::OK, "readable before it expires");
@@ -323,8 +343,13 @@ async fn content_limit_is_one_mebibyte() {
         ("negative expiry", json!({ "content": "x", "expires_in_seconds": -60 })),
         ("not an object", json!(["x"])),
     ] {
-        expect_error(post_json(&client, &cluster, &new_key(), &body).await, StatusCode::BAD_REQUEST, "invalid_request", what)
-            .await;
+        expect_error(
+            post_json(&client, &cluster, &new_key(), &body).await,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            what,
+        )
+        .await;
     }
     let malformed = client
         .post(format!("{}/api/v1/pastes", cluster.http))
@@ -335,7 +360,8 @@ async fn content_limit_is_one_mebibyte() {
         .await
         .unwrap();
     expect_error(malformed, StatusCode::BAD_REQUEST, "invalid_request", "truncated JSON").await;
-    let no_key = client.post(format!("{}/api/v1/pastes", cluster.http)).json(&json!({ "content": "x" })).send().await.unwrap();
+    let no_key =
+        client.post(format!("{}/api/v1/pastes", cluster.http)).json(&json!({ "content": "x" })).send().await.unwrap();
     expect_error(no_key, StatusCode::BAD_REQUEST, "invalid_idempotency_key", "no key").await;
     for bad_key in ["not-a-uuid", "", "1234"] {
         let response = post_json(&client, &cluster, bad_key, &json!({ "content": "x" })).await;
@@ -344,7 +370,8 @@ async fn content_limit_is_one_mebibyte() {
 
     // Expiry bounds, JSON and query string.
     for seconds in [0u64, 59, 31_536_001, u64::MAX] {
-        let response = post_json(&client, &cluster, &new_key(), &json!({ "content": "x", "expires_in_seconds": seconds })).await;
+        let response =
+            post_json(&client, &cluster, &new_key(), &json!({ "content": "x", "expires_in_seconds": seconds })).await;
         expect_error(response, StatusCode::BAD_REQUEST, "invalid_expiry", &format!("json {seconds}")).await;
         let response = post_text(&client, &cluster, &new_key(), "x", &format!("?expires_in_seconds={seconds}")).await;
         expect_error(response, StatusCode::BAD_REQUEST, "invalid_expiry", &format!("query {seconds}")).await;
@@ -367,9 +394,12 @@ async fn content_limit_is_one_mebibyte() {
         assert!((seconds - 1..=seconds + 1).contains(&lifetime), "expiry {seconds}: lived {lifetime} s");
         assert_eq!(read["expires_at"], body["expires_at"], "GET and the 201 agree on expires_at");
     }
-    let body = created(post_json(&client, &cluster, &new_key(), &json!({ "content": "default" })).await, "default expiry").await;
+    let body =
+        created(post_json(&client, &cluster, &new_key(), &json!({ "content": "default" })).await, "default expiry")
+            .await;
     stored += 1;
-    let read: Value = get(&client, format!("{}/api/v1/pastes/{}", cluster.http, field(&body, "id"))).await.json().await.unwrap();
+    let read: Value =
+        get(&client, format!("{}/api/v1/pastes/{}", cluster.http, field(&body, "id"))).await.json().await.unwrap();
     let at = |name: &str| chrono::DateTime::parse_from_rfc3339(read[name].as_str().unwrap()).unwrap().timestamp();
     assert!((2_591_999..=2_592_001).contains(&(at("expires_at") - at("created_at"))), "default is 30 days");
     assert_eq!(cluster.key_rows().await, stored);
@@ -384,7 +414,12 @@ fn expect_status<T: std::fmt::Debug>(
     match result {
         Ok(reply) => panic!("{what}: expected {codes:?}, got {reply:?}"),
         Err(status) => {
-            assert!(codes.contains(&status.code()), "{what}: expected {codes:?}, got {:?}: {}", status.code(), status.message());
+            assert!(
+                codes.contains(&status.code()),
+                "{what}: expected {codes:?}, got {:?}: {}",
+                status.code(),
+                status.message()
+            );
             status
         }
     }
@@ -413,10 +448,16 @@ async fn grpc_api_round_trip_and_status_mapping() {
     assert!(PasteId::parse(&first.id).is_ok(), "{}", first.id);
     assert!(first.url.ends_with(&first.id) && first.raw_url.ends_with(&first.id));
     assert!(!first.delete_token.is_empty());
-    let replay =
-        api.create_paste(create_request(&request_id.to_uppercase(), "over gRPC", None)).await.expect("replay").into_inner();
+    let replay = api
+        .create_paste(create_request(&request_id.to_uppercase(), "over gRPC", None))
+        .await
+        .expect("replay")
+        .into_inner();
     assert!(replay.replayed, "the same request_id (any case) replays");
-    assert_eq!((&replay.id, &replay.delete_token, &replay.expires_at), (&first.id, &first.delete_token, &first.expires_at));
+    assert_eq!(
+        (&replay.id, &replay.delete_token, &replay.expires_at),
+        (&first.id, &first.delete_token, &first.expires_at)
+    );
 
     let paste = api.get_paste(pb::GetPasteRequest { id: first.id.clone() }).await.expect("get").into_inner();
     assert_eq!(paste.content, "over gRPC");
@@ -424,7 +465,8 @@ async fn grpc_api_round_trip_and_status_mapping() {
     assert_eq!(paste.expires_at, first.expires_at);
 
     // The HTTP side sees the same paste.
-    let http: Value = get(&Client::new(), format!("{}/api/v1/pastes/{}", cluster.http, first.id)).await.json().await.unwrap();
+    let http: Value =
+        get(&Client::new(), format!("{}/api/v1/pastes/{}", cluster.http, first.id)).await.json().await.unwrap();
     assert_eq!(http["content"], "over gRPC");
 
     let wrong = api.delete_paste(pb::DeletePasteRequest { id: first.id.clone(), delete_token: "wrong".into() }).await;
@@ -435,7 +477,9 @@ async fn grpc_api_round_trip_and_status_mapping() {
     api.delete_paste(pb::DeletePasteRequest { id: first.id.clone(), delete_token: first.delete_token.clone() })
         .await
         .expect("delete with the right token");
-    let again = api.delete_paste(pb::DeletePasteRequest { id: first.id.clone(), delete_token: first.delete_token.clone() }).await;
+    let again = api
+        .delete_paste(pb::DeletePasteRequest { id: first.id.clone(), delete_token: first.delete_token.clone() })
+        .await;
     expect_status("delete again", again, &[Code::NotFound]);
     let gone = api.get_paste(pb::GetPasteRequest { id: first.id.clone() }).await;
     expect_status("get after delete", gone, &[Code::NotFound]);
@@ -446,7 +490,8 @@ async fn grpc_api_round_trip_and_status_mapping() {
         expect_status(&format!("request_id {bad:?}"), result, &[Code::InvalidArgument]);
     }
     let conflict = api.create_paste(create_request(&request_id, "something else", None)).await;
-    let status = expect_status("same request_id, other content", conflict, &[Code::FailedPrecondition, Code::AlreadyExists]);
+    let status =
+        expect_status("same request_id, other content", conflict, &[Code::FailedPrecondition, Code::AlreadyExists]);
     assert!(!status.message().contains(&first.delete_token), "a conflict never shows the stored answer");
     let conflict = api.create_paste(create_request(&request_id, "over gRPC", Some(60))).await;
     expect_status("same request_id, other expiry", conflict, &[Code::FailedPrecondition, Code::AlreadyExists]);
@@ -465,8 +510,11 @@ async fn grpc_api_round_trip_and_status_mapping() {
     }
     assert_eq!(cluster.key_rows().await, rows, "nothing stored for refused creates");
 
-    let exact =
-        api.create_paste(create_request(&new_key(), &"a".repeat(MIB), Some(60))).await.expect("exactly 1 MiB").into_inner();
+    let exact = api
+        .create_paste(create_request(&new_key(), &"a".repeat(MIB), Some(60)))
+        .await
+        .expect("exactly 1 MiB")
+        .into_inner();
     let paste = api.get_paste(pb::GetPasteRequest { id: exact.id.clone() }).await.expect("get 1 MiB").into_inner();
     assert_eq!(paste.content.len(), MIB);
     for seconds in [60, 31_536_000] {
@@ -486,7 +534,9 @@ async fn grpc_api_round_trip_and_status_mapping() {
 /// Every occurrence of a secret in `logs`, as `what: line` (empty if none).
 fn leaks(logs: &str, secrets: &[String]) -> Vec<String> {
     logs.lines()
-        .filter_map(|line| secrets.iter().find(|secret| line.contains(secret.as_str())).map(|secret| format!("{secret}: {line}")))
+        .filter_map(|line| {
+            secrets.iter().find(|secret| line.contains(secret.as_str())).map(|secret| format!("{secret}: {line}"))
+        })
         .collect()
 }
 
@@ -550,7 +600,9 @@ async fn secrets_never_reach_the_logs() {
     let grpc = api.create_paste(create_request(&new_key(), "grpc secret holder", None)).await.unwrap().into_inner();
     secrets.push(grpc.delete_token.clone());
     ids.push(grpc.id.clone());
-    api.delete_paste(pb::DeletePasteRequest { id: grpc.id.clone(), delete_token: grpc.delete_token.clone() }).await.unwrap();
+    api.delete_paste(pb::DeletePasteRequest { id: grpc.id.clone(), delete_token: grpc.delete_token.clone() })
+        .await
+        .unwrap();
 
     // Let the log readers catch up with the processes' stderr.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -617,7 +669,8 @@ async fn clients_that_hang_up_do_not_wedge_anything() {
     let address = cluster.http.trim_start_matches("http://").to_owned();
 
     // 200 keys, 100 of them sent twice: 300 creates, each abandoned early.
-    let keys: Vec<(String, String)> = (0..200).map(|n| (new_key(), format!("hung-up paste number {n:03} ....."))).collect();
+    let keys: Vec<(String, String)> =
+        (0..200).map(|n| (new_key(), format!("hung-up paste number {n:03} ....."))).collect();
     let mut sends = Vec::new();
     for n in 0..300usize {
         let (key, content) = keys[n % 200].clone();
@@ -648,8 +701,11 @@ async fn clients_that_hang_up_do_not_wedge_anything() {
 
     // The gateway still serves a normal client.
     let client = Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    let body =
-        created(post_json(&client, &cluster, &new_key(), &json!({ "content": "after the storm" })).await, "normal create").await;
+    let body = created(
+        post_json(&client, &cluster, &new_key(), &json!({ "content": "after the storm" })).await,
+        "normal create",
+    )
+    .await;
     let read = get(&client, format!("{}/api/v1/pastes/{}", cluster.http, field(&body, "id"))).await;
     assert_eq!(read.status(), StatusCode::OK);
 

@@ -22,34 +22,19 @@ async fn fresh_databases_are_distinct_empty_and_isolated() {
     let pa = PgPool::connect(&a).await.expect("connect to a");
     let pb = PgPool::connect(&b).await.expect("connect to b");
 
-    let name_a: String = sqlx::query_scalar("SELECT current_database()::text")
-        .fetch_one(&pa)
-        .await
-        .unwrap();
-    let name_b: String = sqlx::query_scalar("SELECT current_database()::text")
-        .fetch_one(&pb)
-        .await
-        .unwrap();
+    let name_a: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(&pa).await.unwrap();
+    let name_b: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(&pb).await.unwrap();
     assert_ne!(name_a, name_b);
     assert!(name_a.starts_with("t_"), "{name_a}");
 
     assert!(user_tables(&pa).await.is_empty(), "a is not empty");
     assert!(user_tables(&pb).await.is_empty(), "b is not empty");
 
-    sqlx::query("CREATE TABLE only_in_a (id int PRIMARY KEY)")
-        .execute(&pa)
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO only_in_a VALUES (1)")
-        .execute(&pa)
-        .await
-        .unwrap();
+    sqlx::query("CREATE TABLE only_in_a (id int PRIMARY KEY)").execute(&pa).await.unwrap();
+    sqlx::query("INSERT INTO only_in_a VALUES (1)").execute(&pa).await.unwrap();
     assert_eq!(user_tables(&pa).await, vec!["only_in_a".to_string()]);
     assert!(user_tables(&pb).await.is_empty(), "table leaked into b");
-    let err = sqlx::query("SELECT * FROM only_in_a")
-        .fetch_all(&pb)
-        .await
-        .expect_err("table must not exist in b");
+    let err = sqlx::query("SELECT * FROM only_in_a").fetch_all(&pb).await.expect_err("table must not exist in b");
     assert!(err.to_string().contains("only_in_a"), "{err}");
 
     pa.close().await;
@@ -100,10 +85,7 @@ async fn server_url_is_stable_and_admin() {
     let b = server_url().await;
     assert_eq!(a, b);
     let pool = PgPool::connect(a).await.expect("connect admin");
-    let db: String = sqlx::query_scalar("SELECT current_database()::text")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let db: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(&pool).await.unwrap();
     assert_eq!(db, "postgres");
     pool.close().await;
 }

@@ -17,20 +17,12 @@ struct Backend {
 fn local_dir() -> Backend {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LocalDirStore::open(dir.path()).expect("open local store");
-    Backend {
-        store: Arc::new(store),
-        _dir: Some(dir),
-    }
+    Backend { store: Arc::new(store), _dir: Some(dir) }
 }
 
 async fn moto() -> Backend {
-    let store = S3Store::connect(fresh_bucket().await)
-        .await
-        .expect("connect");
-    Backend {
-        store: Arc::new(store),
-        _dir: None,
-    }
+    let store = S3Store::connect(fresh_bucket().await).await.expect("connect");
+    Backend { store: Arc::new(store), _dir: None }
 }
 
 /// Runs each contract test once per backend, as `local_dir::NAME` and `moto::NAME`.
@@ -70,33 +62,18 @@ on_both_backends!(
 const ID: &str = "AB0123456789xy";
 
 async fn put_creates_and_get_returns_the_bytes(store: Arc<dyn ObjectStore>) {
-    let outcome = store
-        .put(ID, Bytes::from_static(b"hello, paste"))
-        .await
-        .unwrap();
+    let outcome = store.put(ID, Bytes::from_static(b"hello, paste")).await.unwrap();
     assert_eq!(outcome, PutOutcome::Created);
-    assert_eq!(
-        store.get(ID).await.unwrap(),
-        Some(Bytes::from_static(b"hello, paste"))
-    );
+    assert_eq!(store.get(ID).await.unwrap(), Some(Bytes::from_static(b"hello, paste")));
 }
 
 async fn second_put_is_already_exists_and_keeps_the_first_bytes(store: Arc<dyn ObjectStore>) {
     store.put(ID, Bytes::from_static(b"first")).await.unwrap();
     // The saga's repeat carries the same bytes; the store must not overwrite either way,
     // so different bytes here prove nothing was replaced.
-    assert_eq!(
-        store.put(ID, Bytes::from_static(b"first")).await.unwrap(),
-        PutOutcome::AlreadyExists
-    );
-    assert_eq!(
-        store.put(ID, Bytes::from_static(b"other")).await.unwrap(),
-        PutOutcome::AlreadyExists
-    );
-    assert_eq!(
-        store.get(ID).await.unwrap(),
-        Some(Bytes::from_static(b"first"))
-    );
+    assert_eq!(store.put(ID, Bytes::from_static(b"first")).await.unwrap(), PutOutcome::AlreadyExists);
+    assert_eq!(store.put(ID, Bytes::from_static(b"other")).await.unwrap(), PutOutcome::AlreadyExists);
+    assert_eq!(store.get(ID).await.unwrap(), Some(Bytes::from_static(b"first")));
 }
 
 async fn get_absent_is_none(store: Arc<dyn ObjectStore>) {
@@ -104,18 +81,12 @@ async fn get_absent_is_none(store: Arc<dyn ObjectStore>) {
 }
 
 async fn delete_then_get_is_none(store: Arc<dyn ObjectStore>) {
-    store
-        .put(ID, Bytes::from_static(b"short-lived"))
-        .await
-        .unwrap();
+    store.put(ID, Bytes::from_static(b"short-lived")).await.unwrap();
     store.delete(ID).await.unwrap();
     assert_eq!(store.get(ID).await.unwrap(), None);
     // The id may be written again after a delete (a purge followed by nothing else is the
     // only real case, but the store itself must not remember deleted ids).
-    assert_eq!(
-        store.put(ID, Bytes::from_static(b"again")).await.unwrap(),
-        PutOutcome::Created
-    );
+    assert_eq!(store.put(ID, Bytes::from_static(b"again")).await.unwrap(), PutOutcome::Created);
 }
 
 async fn delete_absent_is_ok(store: Arc<dyn ObjectStore>) {
@@ -127,20 +98,11 @@ async fn delete_absent_is_ok(store: Arc<dyn ObjectStore>) {
 
 async fn list_pages_in_id_order_with_time_and_size(store: Arc<dyn ObjectStore>) {
     // Bytewise order: digits < uppercase < lowercase, as S3 orders keys.
-    let ids = [
-        "b0000000000000",
-        "A0000000000000",
-        "90000000000000",
-        "a0000000000000",
-        "B0000000000000",
-    ];
+    let ids = ["b0000000000000", "A0000000000000", "90000000000000", "a0000000000000", "B0000000000000"];
     for (i, id) in ids.iter().enumerate() {
         store.put(id, Bytes::from(vec![b'x'; i + 1])).await.unwrap();
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
 
     let mut seen = Vec::new();
     let mut after: Option<String> = None;
@@ -155,34 +117,18 @@ async fn list_pages_in_id_order_with_time_and_size(store: Arc<dyn ObjectStore>) 
     }
 
     let listed: Vec<&str> = seen.iter().map(|o| o.paste_id.as_str()).collect();
-    assert_eq!(
-        listed,
-        [
-            "90000000000000",
-            "A0000000000000",
-            "B0000000000000",
-            "a0000000000000",
-            "b0000000000000"
-        ]
-    );
+    assert_eq!(listed, ["90000000000000", "A0000000000000", "B0000000000000", "a0000000000000", "b0000000000000"]);
     for object in &seen {
         let index = ids.iter().position(|id| *id == object.paste_id).unwrap();
         assert_eq!(object.size, index as u64 + 1, "size of {}", object.paste_id);
         // S3's LastModified has whole seconds; allow a little either side.
         let age = now - object.created_at.timestamp();
-        assert!(
-            (-5..60).contains(&age),
-            "created_at of {} is {age} s ago",
-            object.paste_id
-        );
+        assert!((-5..60).contains(&age), "created_at of {} is {age} s ago", object.paste_id);
     }
 
     // `after` need not be an existing id.
     let page = store.list(Some("A5"), 10).await.unwrap();
-    assert_eq!(
-        page.first().map(|o| o.paste_id.as_str()),
-        Some("B0000000000000")
-    );
+    assert_eq!(page.first().map(|o| o.paste_id.as_str()), Some("B0000000000000"));
     assert!(store.list(None, 0).await.unwrap().is_empty());
 }
 
@@ -235,26 +181,13 @@ async fn s3_nobody_listening_is_uncertain_not_refused() {
 
     let started = std::time::Instant::now();
     let put = store.put(ID, Bytes::from_static(b"x")).await;
-    assert!(
-        matches!(put, Err(ObjectError::Uncertain(_))),
-        "put: {put:?}"
-    );
+    assert!(matches!(put, Err(ObjectError::Uncertain(_))), "put: {put:?}");
     let get = store.get(ID).await;
-    assert!(
-        matches!(get, Err(ObjectError::Uncertain(_))),
-        "get: {get:?}"
-    );
+    assert!(matches!(get, Err(ObjectError::Uncertain(_))), "get: {get:?}");
     let list = store.list(None, 10).await;
-    assert!(
-        matches!(list, Err(ObjectError::Uncertain(_))),
-        "list: {list:?}"
-    );
+    assert!(matches!(list, Err(ObjectError::Uncertain(_))), "list: {list:?}");
     // Retries are off: a refused connection fails at once, not after backoff.
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
 }
 
 #[tokio::test]
@@ -269,10 +202,7 @@ async fn s3_missing_bucket_is_refused() {
     let get = store.get(ID).await;
     assert!(matches!(get, Err(ObjectError::Refused(_))), "get: {get:?}");
     let list = store.list(None, 10).await;
-    assert!(
-        matches!(list, Err(ObjectError::Refused(_))),
-        "list: {list:?}"
-    );
+    assert!(matches!(list, Err(ObjectError::Refused(_))), "list: {list:?}");
 }
 
 #[tokio::test]
@@ -280,8 +210,5 @@ async fn s3_ensure_bucket_is_idempotent() {
     let settings = fresh_bucket().await;
     let store = S3Store::connect(settings).await.unwrap();
     store.ensure_bucket().await.unwrap();
-    assert_eq!(
-        store.put(ID, Bytes::from_static(b"x")).await.unwrap(),
-        PutOutcome::Created
-    );
+    assert_eq!(store.put(ID, Bytes::from_static(b"x")).await.unwrap(), PutOutcome::Created);
 }

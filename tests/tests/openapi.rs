@@ -28,11 +28,7 @@ impl Contract {
         match value.get("$ref").and_then(Value::as_str) {
             Some(reference) => {
                 let pointer = reference.strip_prefix('#').expect("local $ref");
-                self.resolve(
-                    self.doc
-                        .pointer(pointer)
-                        .unwrap_or_else(|| panic!("dangling $ref {reference}")),
-                )
+                self.resolve(self.doc.pointer(pointer).unwrap_or_else(|| panic!("dangling $ref {reference}")))
             }
             None => value,
         }
@@ -44,16 +40,8 @@ impl Contract {
         for (path, item) in self.doc["paths"].as_object().expect("paths") {
             for method in METHODS {
                 if let Some(operation) = item.get(method) {
-                    for status in operation["responses"]
-                        .as_object()
-                        .expect("responses")
-                        .keys()
-                    {
-                        out.insert((
-                            method.to_uppercase(),
-                            path.clone(),
-                            status.parse().expect("numeric status"),
-                        ));
+                    for status in operation["responses"].as_object().expect("responses").keys() {
+                        out.insert((method.to_uppercase(), path.clone(), status.parse().expect("numeric status")));
                     }
                 }
             }
@@ -63,9 +51,7 @@ impl Contract {
 
     fn response_doc(&self, method: &str, path: &str, status: u16) -> Option<&Value> {
         let operation = self.doc["paths"].get(path)?.get(method.to_lowercase())?;
-        operation["responses"]
-            .get(status.to_string())
-            .map(|r| self.resolve(r))
+        operation["responses"].get(status.to_string()).map(|r| self.resolve(r))
     }
 
     fn check(&self, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
@@ -87,10 +73,7 @@ impl Contract {
                 "default",
                 "examples",
             ];
-            assert!(
-                known.contains(&keyword.as_str()),
-                "the checker does not know `{keyword}` (at {at})"
-            );
+            assert!(known.contains(&keyword.as_str()), "the checker does not know `{keyword}` (at {at})");
         }
         if let Some(types) = schema.get("type") {
             let types: Vec<&str> = match types {
@@ -123,18 +106,12 @@ impl Contract {
                 errors.push(format!("{at}: {value} is not {constant}"));
             }
         }
-        if let (Some(min), Some(n)) = (
-            schema.get("minimum").and_then(Value::as_f64),
-            value.as_f64(),
-        ) {
+        if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), value.as_f64()) {
             if n < min {
                 errors.push(format!("{at}: {n} < {min}"));
             }
         }
-        if let (Some(max), Some(n)) = (
-            schema.get("maximum").and_then(Value::as_f64),
-            value.as_f64(),
-        ) {
+        if let (Some(max), Some(n)) = (schema.get("maximum").and_then(Value::as_f64), value.as_f64()) {
             if n > max {
                 errors.push(format!("{at}: {n} > {max}"));
             }
@@ -156,12 +133,7 @@ impl Contract {
             }
         }
         if let Some(fields) = value.as_object() {
-            for name in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for name in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
                 let name = name.as_str().expect("required names are strings");
                 if !fields.contains_key(name) {
                     errors.push(format!("{at}: missing required `{name}`"));
@@ -183,10 +155,7 @@ impl Contract {
 
 /// The pattern forms the document uses: `^[class]{n}$` and `^[class]+$`.
 fn matches_pattern(pattern: &str, text: &str) -> bool {
-    let inner = pattern
-        .strip_prefix("^[")
-        .and_then(|p| p.strip_suffix('$'))
-        .expect("a supported pattern");
+    let inner = pattern.strip_prefix("^[").and_then(|p| p.strip_suffix('$')).expect("a supported pattern");
     let (class, count) = inner.split_once(']').expect("a character class");
     let chars: Vec<char> = class.chars().collect();
     let mut ranges = Vec::new();
@@ -200,20 +169,11 @@ fn matches_pattern(pattern: &str, text: &str) -> bool {
             i += 1;
         }
     }
-    let in_class = text
-        .chars()
-        .all(|c| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c)));
+    let in_class = text.chars().all(|c| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c)));
     let length = text.chars().count();
     let length_ok = match count {
         "+" => length > 0,
-        braces => {
-            braces
-                .trim_start_matches('{')
-                .trim_end_matches('}')
-                .parse::<usize>()
-                .expect("{n}")
-                == length
-        }
+        braces => braces.trim_start_matches('{').trim_end_matches('}').parse::<usize>().expect("{n}") == length,
     };
     in_class && length_ok
 }
@@ -241,25 +201,13 @@ impl Seen {
 
 impl Probe<'_> {
     fn request(&self, method: &str, path: &str) -> RequestBuilder {
-        self.client.request(
-            Method::from_bytes(method.as_bytes()).unwrap(),
-            format!("{}{path}", self.base),
-        )
+        self.client.request(Method::from_bytes(method.as_bytes()).unwrap(), format!("{}{path}", self.base))
     }
 
     /// Sends `request` (documented as `method template`) and checks that the
     /// answer has status `expected` and matches the document.
-    async fn expect(
-        &mut self,
-        method: &str,
-        template: &str,
-        request: RequestBuilder,
-        expected: u16,
-    ) -> Seen {
-        let response: Response = request
-            .send()
-            .await
-            .expect("the request reaches the gateway");
+    async fn expect(&mut self, method: &str, template: &str, request: RequestBuilder, expected: u16) -> Seen {
+        let response: Response = request.send().await.expect("the request reaches the gateway");
         let seen = Seen {
             status: response.status().as_u16(),
             headers: response.headers().clone(),
@@ -273,95 +221,56 @@ impl Probe<'_> {
             .unwrap_or_else(|| panic!("{what} is not documented"));
         self.check_headers(&what, documented, &seen);
         self.check_body(&what, documented, &seen);
-        self.seen
-            .insert((method.to_owned(), template.to_owned(), seen.status));
+        self.seen.insert((method.to_owned(), template.to_owned(), seen.status));
         seen
     }
 
     fn check_headers(&self, what: &str, documented: &Value, seen: &Seen) {
-        for (name, header_doc) in documented
-            .get("headers")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-        {
+        for (name, header_doc) in documented.get("headers").and_then(Value::as_object).into_iter().flatten() {
             let header_doc = self.contract.resolve(header_doc);
-            match seen
-                .headers
-                .get(name.as_str())
-                .and_then(|v| v.to_str().ok())
-            {
+            match seen.headers.get(name.as_str()).and_then(|v| v.to_str().ok()) {
                 Some(value) => {
                     let mut errors = Vec::new();
-                    self.contract
-                        .check(&header_doc["schema"], &json!(value), name, &mut errors);
+                    self.contract.check(&header_doc["schema"], &json!(value), name, &mut errors);
                     assert!(errors.is_empty(), "{what}: header {errors:?}");
                 }
-                None => assert_ne!(
-                    header_doc["required"],
-                    json!(true),
-                    "{what}: required header {name} is missing"
-                ),
+                None => assert_ne!(header_doc["required"], json!(true), "{what}: required header {name} is missing"),
             }
         }
     }
 
     fn check_body(&self, what: &str, documented: &Value, seen: &Seen) {
         let Some(content) = documented.get("content").and_then(Value::as_object) else {
-            assert!(
-                seen.body.is_empty(),
-                "{what}: documented without a body, got {:?}",
-                seen.body
-            );
+            assert!(seen.body.is_empty(), "{what}: documented without a body, got {:?}", seen.body);
             return;
         };
-        let content_type = seen
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let content_type = seen.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         let media_type = content_type.split(';').next().unwrap_or("").trim();
-        let media = content.get(media_type).unwrap_or_else(|| {
-            panic!(
-                "{what}: content type {content_type:?} is not one of {:?}",
-                content.keys()
-            )
-        });
+        let media = content
+            .get(media_type)
+            .unwrap_or_else(|| panic!("{what}: content type {content_type:?} is not one of {:?}", content.keys()));
         let value = if media_type == "application/json" {
-            serde_json::from_str(&seen.body)
-                .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", seen.body))
+            serde_json::from_str(&seen.body).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", seen.body))
         } else {
             json!(seen.body)
         };
         let mut errors = Vec::new();
-        self.contract
-            .check(&media["schema"], &value, "body", &mut errors);
+        self.contract.check(&media["schema"], &value, "body", &mut errors);
         assert!(errors.is_empty(), "{what}: {errors:?}\n{}", seen.body);
     }
 
     async fn create(&mut self, key: &str, content: &str) -> Value {
-        let request = self
-            .request("POST", "/api/v1/pastes")
-            .header("Idempotency-Key", key)
-            .json(&json!({ "content": content }));
-        self.expect("POST", "/api/v1/pastes", request, 201)
-            .await
-            .json()
+        let request =
+            self.request("POST", "/api/v1/pastes").header("Idempotency-Key", key).json(&json!({ "content": content }));
+        self.expect("POST", "/api/v1/pastes", request, 201).await.json()
     }
 }
 
 async fn contract(cluster: &Cluster) -> Contract {
-    let response = reqwest::get(format!("{}/api/v1/openapi.json", cluster.http))
-        .await
-        .expect("the document is served");
+    let response = reqwest::get(format!("{}/api/v1/openapi.json", cluster.http)).await.expect("the document is served");
     assert_eq!(response.status(), 200);
     let doc: Value = response.json().await.expect("the document is JSON");
-    assert!(
-        doc["openapi"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("3.1")),
-        "OpenAPI 3.1"
-    );
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")), "OpenAPI 3.1");
     Contract { doc }
 }
 
@@ -369,12 +278,8 @@ async fn contract(cluster: &Cluster) -> Contract {
 async fn every_documented_status_is_what_the_server_answers() {
     let mut cluster = Cluster::start(ClusterOptions::default()).await;
     let contract = contract(&cluster).await;
-    let mut probe = Probe {
-        contract: &contract,
-        client: Client::new(),
-        base: cluster.http.clone(),
-        seen: BTreeSet::new(),
-    };
+    let mut probe =
+        Probe { contract: &contract, client: Client::new(), base: cluster.http.clone(), seen: BTreeSet::new() };
     let text = contract.doc.to_string();
     for promise in [
         "Idempotency-Key",
@@ -389,10 +294,8 @@ async fn every_documented_status_is_what_the_server_answers() {
     // Create: 201, its replay, the text form, 400, 409, 413.
     let key = new_key();
     let created = probe.create(&key, "hello").await;
-    let replay = probe
-        .request("POST", "/api/v1/pastes")
-        .header("Idempotency-Key", &key)
-        .json(&json!({ "content": "hello" }));
+    let replay =
+        probe.request("POST", "/api/v1/pastes").header("Idempotency-Key", &key).json(&json!({ "content": "hello" }));
     let replay = probe.expect("POST", "/api/v1/pastes", replay, 201).await;
     assert_eq!(replay.headers["idempotent-replayed"], "true");
     assert_eq!(replay.json(), created);
@@ -404,30 +307,16 @@ async fn every_documented_status_is_what_the_server_answers() {
         .body("raw text");
     let as_text = probe.expect("POST", "/api/v1/pastes", as_text, 201).await;
     assert!(as_text.body.ends_with('\n') && as_text.body.lines().count() == 2);
-    let no_key = probe
-        .request("POST", "/api/v1/pastes")
-        .json(&json!({ "content": "x" }));
+    let no_key = probe.request("POST", "/api/v1/pastes").json(&json!({ "content": "x" }));
     probe.expect("POST", "/api/v1/pastes", no_key, 400).await;
-    let bad_query = probe
-        .request("POST", "/api/v1/pastes?expires_in_seconds=soon")
-        .header("Idempotency-Key", new_key())
-        .body("x");
-    assert_eq!(
-        probe
-            .expect("POST", "/api/v1/pastes", bad_query, 400)
-            .await
-            .json()["error"]["code"],
-        "invalid_expiry"
-    );
-    let conflict = probe
-        .request("POST", "/api/v1/pastes")
-        .header("Idempotency-Key", &key)
-        .json(&json!({ "content": "other" }));
+    let bad_query =
+        probe.request("POST", "/api/v1/pastes?expires_in_seconds=soon").header("Idempotency-Key", new_key()).body("x");
+    assert_eq!(probe.expect("POST", "/api/v1/pastes", bad_query, 400).await.json()["error"]["code"], "invalid_expiry");
+    let conflict =
+        probe.request("POST", "/api/v1/pastes").header("Idempotency-Key", &key).json(&json!({ "content": "other" }));
     probe.expect("POST", "/api/v1/pastes", conflict, 409).await;
-    let large = probe
-        .request("POST", "/api/v1/pastes")
-        .header("Idempotency-Key", new_key())
-        .body("x".repeat(1024 * 1024 + 1));
+    let large =
+        probe.request("POST", "/api/v1/pastes").header("Idempotency-Key", new_key()).body("x".repeat(1024 * 1024 + 1));
     probe.expect("POST", "/api/v1/pastes", large, 413).await;
 
     // Reads.
@@ -435,18 +324,10 @@ async fn every_documented_status_is_what_the_server_answers() {
     let token = created["delete_token"].as_str().unwrap().to_owned();
     let missing = "00000000000000";
     for (template, concrete_ok, concrete_missing) in [
-        (
-            "/api/v1/pastes/{id}",
-            format!("/api/v1/pastes/{id}"),
-            format!("/api/v1/pastes/{missing}"),
-        ),
+        ("/api/v1/pastes/{id}", format!("/api/v1/pastes/{id}"), format!("/api/v1/pastes/{missing}")),
         ("/raw/{id}", format!("/raw/{id}"), format!("/raw/{missing}")),
         ("/{id}", format!("/{id}"), format!("/{missing}")),
-        (
-            "/{id}/delete",
-            format!("/{id}/delete"),
-            format!("/{missing}/delete"),
-        ),
+        ("/{id}/delete", format!("/{id}/delete"), format!("/{missing}/delete")),
     ] {
         let ok = probe.request("GET", &concrete_ok);
         probe.expect("GET", template, ok, 200).await;
@@ -455,10 +336,7 @@ async fn every_documented_status_is_what_the_server_answers() {
     }
     let page = probe.request("GET", "/");
     let page = probe.expect("GET", "/", page, 200).await;
-    assert!(page.headers[header::CONTENT_SECURITY_POLICY]
-        .to_str()
-        .unwrap()
-        .contains("script-src 'self'"));
+    assert!(page.headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap().contains("script-src 'self'"));
     for asset in ["app.js", "style.css"] {
         let request = probe.request("GET", &format!("/assets/{asset}"));
         probe.expect("GET", "/assets/{name}", request, 200).await;
@@ -471,56 +349,26 @@ async fn every_documented_status_is_what_the_server_answers() {
     probe.expect("GET", "/healthz", health, 200).await;
 
     // Deletes, through the API and through the HTML form.
-    let wrong = probe
-        .request("DELETE", &format!("/api/v1/pastes/{id}"))
-        .bearer_auth("wrong");
-    probe
-        .expect("DELETE", "/api/v1/pastes/{id}", wrong, 403)
-        .await;
-    let right = probe
-        .request("DELETE", &format!("/api/v1/pastes/{id}"))
-        .bearer_auth(&token);
-    probe
-        .expect("DELETE", "/api/v1/pastes/{id}", right, 204)
-        .await;
-    let again = probe
-        .request("DELETE", &format!("/api/v1/pastes/{id}"))
-        .bearer_auth(&token);
-    let again = probe
-        .expect("DELETE", "/api/v1/pastes/{id}", again, 404)
-        .await;
-    let never = probe
-        .request("GET", &format!("/api/v1/pastes/{missing}"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(
-        again.body, never,
-        "deleted and never-created answer the same body"
-    );
+    let wrong = probe.request("DELETE", &format!("/api/v1/pastes/{id}")).bearer_auth("wrong");
+    probe.expect("DELETE", "/api/v1/pastes/{id}", wrong, 403).await;
+    let right = probe.request("DELETE", &format!("/api/v1/pastes/{id}")).bearer_auth(&token);
+    probe.expect("DELETE", "/api/v1/pastes/{id}", right, 204).await;
+    let again = probe.request("DELETE", &format!("/api/v1/pastes/{id}")).bearer_auth(&token);
+    let again = probe.expect("DELETE", "/api/v1/pastes/{id}", again, 404).await;
+    let never = probe.request("GET", &format!("/api/v1/pastes/{missing}")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(again.body, never, "deleted and never-created answer the same body");
 
     let second = probe.create(&new_key(), "delete me with the form").await;
-    let (id2, token2) = (
-        second["id"].as_str().unwrap().to_owned(),
-        second["delete_token"].as_str().unwrap().to_owned(),
-    );
+    let (id2, token2) =
+        (second["id"].as_str().unwrap().to_owned(), second["delete_token"].as_str().unwrap().to_owned());
     let form_path = format!("/{id2}/delete");
     let no_token = probe.request("POST", &form_path).form(&[("other", "x")]);
     probe.expect("POST", "/{id}/delete", no_token, 400).await;
-    let wrong = probe
-        .request("POST", &form_path)
-        .form(&[("token", "wrong")]);
+    let wrong = probe.request("POST", &form_path).form(&[("token", "wrong")]);
     probe.expect("POST", "/{id}/delete", wrong, 403).await;
-    let right = probe
-        .request("POST", &form_path)
-        .form(&[("token", token2.as_str())]);
+    let right = probe.request("POST", &form_path).form(&[("token", token2.as_str())]);
     probe.expect("POST", "/{id}/delete", right, 200).await;
-    let again = probe
-        .request("POST", &form_path)
-        .form(&[("token", token2.as_str())]);
+    let again = probe.request("POST", &form_path).form(&[("token", token2.as_str())]);
     probe.expect("POST", "/{id}/delete", again, 404).await;
 
     // 503s: the paste service goes away. A create leaves its key pending.
@@ -529,22 +377,12 @@ async fn every_documented_status_is_what_the_server_answers() {
     for process in &mut cluster.pastes {
         process.kill().await;
     }
-    let down = probe
-        .request("POST", "/api/v1/pastes")
-        .header("Idempotency-Key", new_key())
-        .json(&json!({ "content": "x" }));
+    let down =
+        probe.request("POST", "/api/v1/pastes").header("Idempotency-Key", new_key()).json(&json!({ "content": "x" }));
     probe.expect("POST", "/api/v1/pastes", down, 503).await;
     for (method, template, concrete) in [
-        (
-            "GET",
-            "/api/v1/pastes/{id}",
-            format!("/api/v1/pastes/{id3}"),
-        ),
-        (
-            "DELETE",
-            "/api/v1/pastes/{id}",
-            format!("/api/v1/pastes/{id3}"),
-        ),
+        ("GET", "/api/v1/pastes/{id}", format!("/api/v1/pastes/{id3}")),
+        ("DELETE", "/api/v1/pastes/{id}", format!("/api/v1/pastes/{id3}")),
         ("GET", "/raw/{id}", format!("/raw/{id3}")),
         ("GET", "/{id}", format!("/{id3}")),
         ("GET", "/{id}/delete", format!("/{id3}/delete")),
@@ -552,17 +390,12 @@ async fn every_documented_status_is_what_the_server_answers() {
         let request = probe.request(method, &concrete).bearer_auth("t");
         probe.expect(method, template, request, 503).await;
     }
-    let form = probe
-        .request("POST", &format!("/{id3}/delete"))
-        .form(&[("token", "t")]);
+    let form = probe.request("POST", &format!("/{id3}/delete")).form(&[("token", "t")]);
     probe.expect("POST", "/{id}/delete", form, 503).await;
 
     let documented = contract.documented();
     let never_seen: Vec<_> = documented.difference(&probe.seen).collect();
-    assert!(
-        never_seen.is_empty(),
-        "documented but never produced here: {never_seen:?}"
-    );
+    assert!(never_seen.is_empty(), "documented but never produced here: {never_seen:?}");
 }
 
 /// Every routed path is documented with exactly the methods it serves: an
@@ -573,17 +406,10 @@ async fn the_server_serves_nothing_undocumented() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let contract = contract(&cluster).await;
     let client = Client::new();
-    let sample = |template: &str| {
-        template
-            .replace("{id}", "00000000000000")
-            .replace("{name}", "app.js")
-    };
+    let sample = |template: &str| template.replace("{id}", "00000000000000").replace("{name}", "app.js");
     for (template, item) in contract.doc["paths"].as_object().unwrap() {
-        let mut documented: BTreeSet<String> = METHODS
-            .iter()
-            .filter(|m| item.get(**m).is_some())
-            .map(|m| m.to_uppercase())
-            .collect();
+        let mut documented: BTreeSet<String> =
+            METHODS.iter().filter(|m| item.get(**m).is_some()).map(|m| m.to_uppercase()).collect();
         if documented.contains("GET") {
             documented.insert("HEAD".into());
         }
@@ -592,44 +418,20 @@ async fn the_server_serves_nothing_undocumented() {
                 continue;
             }
             let response = client
-                .request(
-                    Method::from_bytes(probe.as_bytes()).unwrap(),
-                    format!("{}{}", cluster.http, sample(template)),
-                )
+                .request(Method::from_bytes(probe.as_bytes()).unwrap(), format!("{}{}", cluster.http, sample(template)))
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(
-                response.status(),
-                405,
-                "{probe} {template} is not documented, so not served"
-            );
-            let allow: BTreeSet<String> = response.headers()[header::ALLOW]
-                .to_str()
-                .unwrap()
-                .split(',')
-                .map(|m| m.trim().to_owned())
-                .collect();
-            assert_eq!(
-                allow, documented,
-                "{template} serves exactly the documented methods"
-            );
+            assert_eq!(response.status(), 405, "{probe} {template} is not documented, so not served");
+            let allow: BTreeSet<String> =
+                response.headers()[header::ALLOW].to_str().unwrap().split(',').map(|m| m.trim().to_owned()).collect();
+            assert_eq!(allow, documented, "{template} serves exactly the documented methods");
         }
     }
-    for path in [
-        "/api",
-        "/api/v1",
-        "/api/v2/pastes",
-        "/api/v1/pastes/00000000000000/x",
-        "/assets",
-        "/a/b/c",
-        "/metrics/x/y",
-    ] {
-        let response = client
-            .get(format!("{}{path}", cluster.http))
-            .send()
-            .await
-            .unwrap();
+    for path in
+        ["/api", "/api/v1", "/api/v2/pastes", "/api/v1/pastes/00000000000000/x", "/assets", "/a/b/c", "/metrics/x/y"]
+    {
+        let response = client.get(format!("{}{path}", cluster.http)).send().await.unwrap();
         assert_eq!(response.status(), 404, "GET {path} is not a route");
     }
 }
@@ -639,10 +441,7 @@ async fn the_server_serves_nothing_undocumented() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuzzing_from_the_document_finds_nothing() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let output = tokio::process::Command::new(root.join("scripts/fuzz-api"))
         .arg(&cluster.http)
         .current_dir(&root)

@@ -36,24 +36,10 @@ async fn ctl(cluster: &Cluster, args: &[&str]) -> (Exit, String, String) {
         "--s3-path-style".into(),
     ]);
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let exit = execute(
-        parse_from(&argv).expect("valid ctl arguments"),
-        &mut out,
-        &mut err,
-    )
-    .await;
-    let (out, err) = (
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    );
-    assert!(
-        !out.contains(SECRET) && !err.contains(SECRET),
-        "a delete token was printed:\n{out}\n{err}"
-    );
-    assert!(
-        !err.contains("panicked") && !err.contains("stack backtrace"),
-        "{err}"
-    );
+    let exit = execute(parse_from(&argv).expect("valid ctl arguments"), &mut out, &mut err).await;
+    let (out, err) = (String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap());
+    assert!(!out.contains(SECRET) && !err.contains(SECRET), "a delete token was printed:\n{out}\n{err}");
+    assert!(!err.contains("panicked") && !err.contains("stack backtrace"), "{err}");
     (exit, out, err)
 }
 
@@ -74,12 +60,7 @@ async fn seed(cluster: &Cluster, paste: bool) -> (IdempotencyKey, PasteId) {
         paste_id: paste_id.clone(),
         response_body: ResponseBody::new(body),
     };
-    cluster
-        .slot_map()
-        .key_shard(key.slot())
-        .begin(&new)
-        .await
-        .unwrap();
+    cluster.slot_map().key_shard(key.slot()).begin(&new).await.unwrap();
     if paste {
         let now = Utc::now();
         let row = NewPaste {
@@ -90,12 +71,7 @@ async fn seed(cluster: &Cluster, paste: bool) -> (IdempotencyKey, PasteId) {
             size: 1,
             content_sha256: [1; 32],
         };
-        cluster
-            .slot_map()
-            .paste_shard(paste_id.slot())
-            .insert(&row)
-            .await
-            .unwrap();
+        cluster.slot_map().paste_shard(paste_id.slot()).insert(&row).await.unwrap();
     }
     (key, paste_id)
 }
@@ -103,10 +79,7 @@ async fn seed(cluster: &Cluster, paste: bool) -> (IdempotencyKey, PasteId) {
 /// Moves a key's creation `seconds` into the past, on its shard's database.
 async fn age_key(cluster: &Cluster, key: &IdempotencyKey, seconds: i64) {
     let url = &cluster.key_database_urls[key_shard_of(cluster, key)];
-    let statement = format!(
-        "UPDATE idempotency_keys SET created_at = created_at - {} WHERE key = $1",
-        seconds * 1000
-    );
+    let statement = format!("UPDATE idempotency_keys SET created_at = created_at - {} WHERE key = $1", seconds * 1000);
     assert_eq!(sql(url, &statement, &key.canonical()).await, 1);
 }
 
@@ -119,36 +92,21 @@ async fn tombstones(cluster: &Cluster) -> i64 {
 }
 
 async fn state_of(cluster: &Cluster, key: &IdempotencyKey) -> KeyState {
-    cluster
-        .slot_map()
-        .key_shard(key.slot())
-        .get(key)
-        .await
-        .unwrap()
-        .unwrap()
-        .state
+    cluster.slot_map().key_shard(key.slot()).get(key).await.unwrap().unwrap().state
 }
 
 /// Crashes a create at `failpoint` and restarts the gateway clean; returns the key.
 async fn crash_create(cluster: &mut Cluster, failpoint: &str, content: &str) -> IdempotencyKey {
     cluster.restart_gateway(failpoint).await;
     let key = new_key();
-    assert!(
-        create(&cluster.http, Some(&key), content).await.is_err(),
-        "the gateway died at {failpoint}"
-    );
+    assert!(create(&cluster.http, Some(&key), content).await.is_err(), "the gateway died at {failpoint}");
     cluster.restart_gateway("").await;
     IdempotencyKey::parse(&key).unwrap()
 }
 
 #[tokio::test]
 async fn pending_lists_stale_keys_of_every_shard_oldest_first_with_their_paste_shard() {
-    let cluster = Cluster::start(ClusterOptions {
-        key_shards: 2,
-        paste_shards: 2,
-        ..Default::default()
-    })
-    .await;
+    let cluster = Cluster::start(ClusterOptions { key_shards: 2, paste_shards: 2, ..Default::default() }).await;
     let mut stale = Vec::new();
     for i in 0..6 {
         let (key, paste_id) = seed(&cluster, i % 2 == 0).await;
@@ -160,10 +118,8 @@ async fn pending_lists_stale_keys_of_every_shard_oldest_first_with_their_paste_s
 
     let (exit, out, err) = ctl(&cluster, &["pending", "--json"]).await;
     assert_eq!(exit, Exit::Ok, "{err}");
-    let rows: Vec<Value> = out
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
-        .collect();
+    let rows: Vec<Value> =
+        out.lines().map(|line| serde_json::from_str(line).expect("one JSON object per line")).collect();
     let mut expected = stale.clone();
     expected.sort_by_key(|(_, _, age)| -age);
     assert_eq!(rows.len(), expected.len(), "{out}");
@@ -174,55 +130,26 @@ async fn pending_lists_stale_keys_of_every_shard_oldest_first_with_their_paste_s
         assert_eq!(row["key_shard"], key_shard_of(&cluster, key));
         assert_eq!(row["state"], "pending");
         let shown = row["age_seconds"].as_f64().unwrap();
-        assert!(
-            (shown - *age as f64).abs() < 30.0,
-            "age {shown} for a key {age}s old"
-        );
+        assert!((shown - *age as f64).abs() < 30.0, "age {shown} for a key {age}s old");
         assert!(row["created_at"].as_str().unwrap().ends_with('Z'));
     }
-    assert!(
-        !out.contains(&young.canonical()),
-        "a key younger than 60s is not stale"
-    );
+    assert!(!out.contains(&young.canonical()), "a key younger than 60s is not stale");
 
     let (exit, table, _) = ctl(&cluster, &["pending"]).await;
     assert_eq!(exit, Exit::Ok);
     let lines: Vec<&str> = table.lines().collect();
-    assert!(
-        lines[0].starts_with("AGE")
-            && lines[0].contains("PASTE ID")
-            && lines[0].contains("P SHARD"),
-        "{table}"
-    );
-    assert!(
-        lines[1].contains(&expected[0].0.canonical()),
-        "the oldest key is on the first row:\n{table}"
-    );
+    assert!(lines[0].starts_with("AGE") && lines[0].contains("PASTE ID") && lines[0].contains("P SHARD"), "{table}");
+    assert!(lines[1].contains(&expected[0].0.canonical()), "the oldest key is on the first row:\n{table}");
     // Columns are aligned: every key starts at the same column.
     let column = lines[1].find(&expected[0].0.canonical()).unwrap();
-    assert_eq!(
-        lines[2].find(&expected[1].0.canonical()),
-        Some(column),
-        "{table}"
-    );
+    assert_eq!(lines[2].find(&expected[1].0.canonical()), Some(column), "{table}");
 
-    let (_, limited, note) = ctl(
-        &cluster,
-        &["pending", "--json", "--limit", "2", "--older-than", "0s"],
-    )
-    .await;
+    let (_, limited, note) = ctl(&cluster, &["pending", "--json", "--limit", "2", "--older-than", "0s"]).await;
     assert_eq!(limited.lines().count(), 2);
-    assert!(limited
-        .lines()
-        .next()
-        .unwrap()
-        .contains(&expected[0].0.canonical()));
+    assert!(limited.lines().next().unwrap().contains(&expected[0].0.canonical()));
     assert!(note.contains("raise --limit"), "{note}");
     let (_, all, _) = ctl(&cluster, &["pending", "--json", "--older-than", "0s"]).await;
-    assert!(
-        all.contains(&young.canonical()),
-        "--older-than 0s lists every pending key"
-    );
+    assert!(all.contains(&young.canonical()), "--older-than 0s lists every pending key");
 }
 
 #[tokio::test]
@@ -245,24 +172,12 @@ async fn recover_reads_p_first_dry_run_changes_nothing_and_blind_means_pending()
     let (exit, out, _) = ctl(&cluster, &["recover", &committed.canonical(), "--dry-run"]).await;
     assert_eq!(exit, Exit::Ok);
     assert!(out.contains("would mark done"), "{out}");
-    let (exit, out, _) = ctl(
-        &cluster,
-        &["recover", &orphaned.canonical(), "--dry-run", "--json"],
-    )
-    .await;
+    let (exit, out, _) = ctl(&cluster, &["recover", &orphaned.canonical(), "--dry-run", "--json"]).await;
     assert_eq!(exit, Exit::Ok);
     let dry: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(
-        (dry["decision"].as_str(), dry["dry_run"].as_bool()),
-        (Some("aborted"), Some(true)),
-        "{out}"
-    );
+    assert_eq!((dry["decision"].as_str(), dry["dry_run"].as_bool()), (Some("aborted"), Some(true)), "{out}");
     for key in [&committed, &orphaned] {
-        assert_eq!(
-            state_of(&cluster, key).await,
-            KeyState::Pending,
-            "a dry run changes nothing"
-        );
+        assert_eq!(state_of(&cluster, key).await, KeyState::Pending, "a dry run changes nothing");
     }
     // Not even a tombstone: a dry run only reads P.
     let orphan_id = PasteId::parse(dry["paste_id"].as_str().unwrap()).unwrap();
@@ -277,15 +192,8 @@ async fn recover_reads_p_first_dry_run_changes_nothing_and_blind_means_pending()
     assert_eq!(exit, Exit::Ok, "{out}");
     assert!(out.contains("aborted"), "{out}");
     assert_eq!(state_of(&cluster, &orphaned).await, KeyState::Aborted);
-    assert_eq!(
-        tombstones(&cluster).await,
-        1,
-        "the abort went through the fence"
-    );
-    assert_eq!(
-        p.tombstone_unless_live(&orphan_id).await.unwrap(),
-        pastebin_pastes::IdFate::Tombstoned
-    );
+    assert_eq!(tombstones(&cluster).await, 1, "the abort went through the fence");
+    assert_eq!(p.tombstone_unless_live(&orphan_id).await.unwrap(), pastebin_pastes::IdFate::Tombstoned);
     let (exit, out, _) = ctl(&cluster, &["recover", &committed.canonical()]).await;
     assert_eq!(exit, Exit::Ok);
     assert!(out.contains("already done"), "{out}");
@@ -297,17 +205,9 @@ async fn recover_reads_p_first_dry_run_changes_nothing_and_blind_means_pending()
     let (exit, out, _) = ctl(&cluster, &["recover", &blind.canonical()]).await;
     assert_eq!(exit, Exit::Unreachable, "{out}");
     assert!(out.contains("left pending"), "{out}");
-    assert_eq!(
-        state_of(&cluster, &blind).await,
-        KeyState::Pending,
-        "never abort what cannot be seen"
-    );
+    assert_eq!(state_of(&cluster, &blind).await, KeyState::Pending, "never abort what cannot be seen");
 
-    let (exit, _, err) = ctl(
-        &cluster,
-        &["recover", &IdempotencyKey::new_random().canonical()],
-    )
-    .await;
+    let (exit, _, err) = ctl(&cluster, &["recover", &IdempotencyKey::new_random().canonical()]).await;
     assert_eq!(exit, Exit::Failed, "{err}");
 }
 
@@ -339,72 +239,42 @@ async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_rows_withou
         .iter()
         .map(|s| s["key"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(
-        with_paste,
-        BTreeSet::from([committed.canonical(), lost.canonical()])
-    );
+    assert_eq!(with_paste, BTreeSet::from([committed.canonical(), lost.canonical()]));
     assert_eq!(report["orphan_objects"]["count"], 1, "{report:#}");
     let orphan = &report["orphan_objects"]["samples"][0];
     assert_eq!(orphan["paste_id"], orphan_id.to_string());
     assert_eq!(orphan["key_pending"], true);
     assert_eq!(orphan["past_age_floor"], false);
     assert_eq!(report["rows_without_objects"]["count"], 1, "{report:#}");
-    assert_eq!(
-        report["rows_without_objects"]["samples"][0]["paste_id"],
-        lost_id.to_string()
-    );
+    assert_eq!(report["rows_without_objects"]["samples"][0]["paste_id"], lost_id.to_string());
     assert_eq!(report["objects_scanned"], 2);
 
     // Read-only: nothing changed, and the orphan's id was not fenced.
     for key in [&committed, &orphaned, &lost] {
         assert_eq!(state_of(&cluster, key).await, KeyState::Pending);
     }
-    assert!(cluster
-        .object_store()
-        .await
-        .get(orphan_id.as_str())
-        .await
-        .unwrap()
-        .is_some());
+    assert!(cluster.object_store().await.get(orphan_id.as_str()).await.unwrap().is_some());
     assert_eq!(tombstones(&cluster).await, 0, "reconcile fences nothing");
-    assert!(report["pending_with_paste"]["samples"]
-        .to_string()
-        .contains(committed_id.as_str()));
+    assert!(report["pending_with_paste"]["samples"].to_string().contains(committed_id.as_str()));
 
     let (exit, text, _) = ctl(&cluster, &["reconcile", "--older-than", "0s"]).await;
     assert_eq!(exit, Exit::Ok);
-    assert!(
-        text.contains("pending keys whose paste exists: 2"),
-        "{text}"
-    );
-    assert!(
-        text.contains("objects without a live paste row: 1"),
-        "{text}"
-    );
+    assert!(text.contains("pending keys whose paste exists: 2"), "{text}");
+    assert!(text.contains("objects without a live paste row: 1"), "{text}");
     assert!(text.contains("never delete them by hand"), "{text}");
 
     cluster.pastes[0].kill().await;
     let (exit, _, err) = ctl(&cluster, &["reconcile", "--older-than", "0s"]).await;
     assert_eq!(exit, Exit::Unreachable, "{err}");
-    assert!(
-        err.contains("P shard 0") && err.contains("unreachable"),
-        "{err}"
-    );
+    assert!(err.contains("P shard 0") && err.contains("unreachable"), "{err}");
 }
 
 #[tokio::test]
 async fn stats_level_follows_the_oldest_pending_age() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        key_shards: 2,
-        ..Default::default()
-    })
-    .await;
+    let mut cluster = Cluster::start(ClusterOptions { key_shards: 2, ..Default::default() }).await;
     let level = |out: &str| -> (String, u64) {
         let report: Value = serde_json::from_str(out.trim()).unwrap();
-        (
-            report["total"]["level"].as_str().unwrap().to_owned(),
-            report["total"]["pending"].as_u64().unwrap(),
-        )
+        (report["total"]["level"].as_str().unwrap().to_owned(), report["total"]["pending"].as_u64().unwrap())
     };
     let (exit, out, _) = ctl(&cluster, &["stats", "--json"]).await;
     assert_eq!(exit, Exit::Ok);
@@ -422,20 +292,12 @@ async fn stats_level_follows_the_oldest_pending_age() {
     age_key(&cluster, &slow, 60).await;
     let (_, text, _) = ctl(&cluster, &["stats"]).await;
     assert!(text.contains("level: recovery"), "{text}");
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("total") && l.contains("recovery")),
-        "{text}"
-    );
+    assert!(text.lines().any(|l| l.starts_with("total") && l.contains("recovery")), "{text}");
 
     cluster.keys[1 - shard].kill().await;
     let (exit, out, err) = ctl(&cluster, &["stats", "--json"]).await;
     assert_eq!(exit, Exit::Unreachable, "{err}");
-    assert_eq!(
-        level(&out),
-        ("recovery".into(), 1),
-        "what could be read is still reported"
-    );
+    assert_eq!(level(&out), ("recovery".into(), 1), "what could be read is still reported");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
@@ -448,48 +310,27 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     let state = pastebin_admin::AdminState::new(sweeper.clone());
     sweeper.round(true).await;
     let admin = serve_admin(state).await;
-    let body = reqwest::get(format!("{admin}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = reqwest::get(format!("{admin}/metrics")).await.unwrap().text().await.unwrap();
     use pastebin_runtime::metrics as m;
     // The create counters and step histogram are recorded by the gateway
     // process; they show on its admin listener, not this one.
     let gateway_owned = [m::CREATES, m::SAGA_STEP_SECONDS];
     for name in m::ALL.iter().filter(|n| !gateway_owned.contains(n)) {
-        assert!(
-            body.lines().any(|l| l.starts_with(name)),
-            "{name} missing from /metrics:\n{body}"
-        );
+        assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");
     }
-    assert!(
-        body.contains(r#"pastebin_paste_shard_reachable{shard="0"} 1"#),
-        "{body}"
-    );
-    assert!(
-        !body.contains("key=") && !body.contains("paste_id="),
-        "no per-key labels"
-    );
+    assert!(body.contains(r#"pastebin_paste_shard_reachable{shard="0"} 1"#), "{body}");
+    assert!(!body.contains("key=") && !body.contains("paste_id="), "no per-key labels");
 }
 
 async fn serve_admin(state: pastebin_admin::AdminState) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(pastebin_admin::serve(
-        listener,
-        state,
-        std::future::pending(),
-    ));
+    tokio::spawn(pastebin_admin::serve(listener, state, std::future::pending()));
     format!("http://{address}")
 }
 
 fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ is inside the workspace")
-        .to_owned()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the workspace").to_owned()
 }
 
 /// `pastebin_*` names in a PromQL expression, with histogram suffixes folded.
@@ -498,19 +339,10 @@ fn metric_names(expr: &str) -> Vec<String> {
     let mut rest = expr;
     while let Some(at) = rest.find("pastebin_") {
         let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
         let name = &tail[..end];
-        let base = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| name.strip_suffix(s))
-            .unwrap_or(name);
-        names.push(if pastebin_runtime::metrics::ALL.contains(&base) {
-            base.to_owned()
-        } else {
-            name.to_owned()
-        });
+        let base = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name);
+        names.push(if pastebin_runtime::metrics::ALL.contains(&base) { base.to_owned() } else { name.to_owned() });
         rest = &tail[end..];
     }
     names
@@ -518,10 +350,9 @@ fn metric_names(expr: &str) -> Vec<String> {
 
 #[test]
 fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() {
-    let rules: serde_yaml::Value = serde_yaml::from_str(
-        &std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap(),
-    )
-    .unwrap();
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap())
+            .unwrap();
     let mut used = BTreeSet::new();
     let mut alerts = BTreeSet::new();
     for group in rules["groups"].as_sequence().expect("groups") {
@@ -533,19 +364,10 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
             assert!(!names.is_empty(), "{name} uses no pastebin metric");
             used.extend(names);
             assert!(rule["for"].as_str().is_some(), "{name} has a for: duration");
-            assert!(
-                ["warning", "page"].contains(&rule["labels"]["severity"].as_str().unwrap()),
-                "{name} severity"
-            );
+            assert!(["warning", "page"].contains(&rule["labels"]["severity"].as_str().unwrap()), "{name} severity");
             let runbook = rule["annotations"]["runbook"].as_str().expect("runbook");
-            assert!(
-                runbook.contains("docs/alerts.md#"),
-                "{name} links the runbook"
-            );
-            assert!(
-                runbook.to_lowercase().contains("mass-abort"),
-                "{name}'s runbook says do not mass-abort"
-            );
+            assert!(runbook.contains("docs/alerts.md#"), "{name} links the runbook");
+            assert!(runbook.to_lowercase().contains("mass-abort"), "{name}'s runbook says do not mass-abort");
         }
     }
     for expected in [
@@ -559,15 +381,11 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
     }
     let climbing = pastebin_admin::level::CLIMBING_PER_MINUTE;
     let text = std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap();
-    assert!(
-        text.contains(&format!("> {climbing}")),
-        "the rule and the dashboard climb at the same rate"
-    );
+    assert!(text.contains(&format!("> {climbing}")), "the rule and the dashboard climb at the same rate");
 
-    let grafana: Value = serde_json::from_str(
-        &std::fs::read_to_string(workspace().join("deploy/grafana/pastebin.json")).unwrap(),
-    )
-    .unwrap();
+    let grafana: Value =
+        serde_json::from_str(&std::fs::read_to_string(workspace().join("deploy/grafana/pastebin.json")).unwrap())
+            .unwrap();
     let mut panels = 0;
     for panel in grafana["panels"].as_array().expect("panels") {
         panels += 1;
@@ -576,21 +394,12 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
         }
     }
     assert!(panels >= 6);
-    let known: BTreeSet<String> = pastebin_runtime::metrics::ALL
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let known: BTreeSet<String> = pastebin_runtime::metrics::ALL.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<_> = used.difference(&known).collect();
-    assert!(
-        unknown.is_empty(),
-        "rules or panels use metrics nobody exports: {unknown:?}"
-    );
+    assert!(unknown.is_empty(), "rules or panels use metrics nobody exports: {unknown:?}");
     assert!(used.len() >= 8, "{used:?}");
     // The check above can fail: a made-up name is caught.
-    assert_eq!(
-        metric_names("rate(pastebin_made_up_total[1m])"),
-        ["pastebin_made_up_total"]
-    );
+    assert_eq!(metric_names("rate(pastebin_made_up_total[1m])"), ["pastebin_made_up_total"]);
 }
 
 /// Runs tests/dashboard/check.mjs against `url`; panics with its output unless it passed.
@@ -602,8 +411,7 @@ fn check_in_chromium(url: &str, level: &str) -> PathBuf {
         "node is missing: the dashboard test needs Node.js (Debian: apt-get install -y nodejs npm)"
     );
     assert!(
-        std::path::Path::new("/usr/bin/chromium").exists()
-            || std::env::var_os("CHROMIUM").is_some(),
+        std::path::Path::new("/usr/bin/chromium").exists() || std::env::var_os("CHROMIUM").is_some(),
         "chromium is missing: the dashboard test needs it (Debian: apt-get install -y chromium)"
     );
     assert!(
@@ -618,20 +426,9 @@ fn check_in_chromium(url: &str, level: &str) -> PathBuf {
         .current_dir(&dir)
         .output()
         .expect("node runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(
-        output.status.success(),
-        "the dashboard check failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
-    assert!(
-        screenshot.is_file(),
-        "no screenshot at {}",
-        screenshot.display()
-    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the dashboard check failed ({}):\n{stdout}\n{stderr}", output.status);
+    assert!(screenshot.is_file(), "no screenshot at {}", screenshot.display());
     screenshot
 }
 
@@ -645,8 +442,7 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
         seeded.push(key);
     }
     let sweeper = cluster.sweeper(ManualClock::starting_at(Utc::now())).await;
-    let state =
-        pastebin_admin::AdminState::new(sweeper).with_sample_interval(Duration::from_millis(500));
+    let state = pastebin_admin::AdminState::new(sweeper).with_sample_interval(Duration::from_millis(500));
     let mut round = pastebin_sweeper::RoundReport::default();
     round.recovery.examined = 2;
     round.recovery.marked_done = 1;
@@ -666,23 +462,11 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     for key in &seeded {
         age_key(&cluster, key, 100).await;
     }
-    tokio::task::spawn_blocking(move || check_in_chromium(&dashboard, "recovery"))
-        .await
-        .unwrap();
+    tokio::task::spawn_blocking(move || check_in_chromium(&dashboard, "recovery")).await.unwrap();
 
     // Keys are never on the dashboard, in the page or its data.
-    let status = reqwest::get(format!("{admin}/dashboard/status.json"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let page = reqwest::get(format!("{admin}/dashboard"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let status = reqwest::get(format!("{admin}/dashboard/status.json")).await.unwrap().text().await.unwrap();
+    let page = reqwest::get(format!("{admin}/dashboard")).await.unwrap().text().await.unwrap();
     for key in &seeded {
         assert!(!status.contains(&key.canonical()) && !page.contains(&key.canonical()));
     }

@@ -37,7 +37,11 @@ async fn retry_until_created(http: &str, key: &str, content: &str) -> String {
 /// - every 201 ever returned for a key is byte-identical and readable;
 /// - no done key lacks a live paste; no pending key is left;
 /// - there are no live pastes that no key names (no duplicates).
-async fn check_invariants(cluster: &Cluster, answers: &HashMap<String, Vec<String>>, contents: &HashMap<String, String>) {
+async fn check_invariants(
+    cluster: &Cluster,
+    answers: &HashMap<String, Vec<String>>,
+    contents: &HashMap<String, String>,
+) {
     let mut keys = Vec::new();
     for url in &cluster.key_database_urls {
         keys.extend(key_table(url).await);
@@ -140,14 +144,17 @@ async fn randomized_crashes_outages_and_retries_keep_every_invariant() {
     // the whole time: only the fence keeps it from doing harm.
     let sweeper = cluster.sweeper(a_minute_later()).await;
 
-    let keys: Vec<(String, String)> = (0..120).map(|i| (new_key(), format!("randomized paste #{i} seed {seed}"))).collect();
+    let keys: Vec<(String, String)> =
+        (0..120).map(|i| (new_key(), format!("randomized paste #{i} seed {seed}"))).collect();
     let mut answers: HashMap<String, Vec<String>> = HashMap::new();
     let mut paste_service_down = false;
     let (mut crashes_seen, mut outages) = (0, 0);
     for step in 0..400 {
         let (key, content) = &keys[rng.below(keys.len() as u64) as usize];
         match create(&cluster.http, Some(key), content).await {
-            Ok(answer) if answer.status == StatusCode::CREATED => answers.entry(key.clone()).or_default().push(answer.body),
+            Ok(answer) if answer.status == StatusCode::CREATED => {
+                answers.entry(key.clone()).or_default().push(answer.body)
+            }
             Ok(answer) => assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "step {step}: {}", answer.body),
             // The gateway died at a failpoint: bring it back with the same failpoints.
             Err(_) => {

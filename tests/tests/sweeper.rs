@@ -91,7 +91,11 @@ async fn seed_pendings(cluster: &Cluster, count: usize) -> Vec<(IdempotencyKey, 
     seeded
 }
 
-async fn seed_one(keys: &KeyClient, pastes: &pastebin_pastes::PasteClient, with_paste: bool) -> (IdempotencyKey, PasteId, bool) {
+async fn seed_one(
+    keys: &KeyClient,
+    pastes: &pastebin_pastes::PasteClient,
+    with_paste: bool,
+) -> (IdempotencyKey, PasteId, bool) {
     let key = IdempotencyKey::new_random();
     let paste_id = PasteId::mint(key.slot());
     let new = NewKey {
@@ -155,10 +159,8 @@ async fn pending_younger_than_the_threshold_is_untouched() {
 async fn two_sweepers_over_two_thousand_stale_pendings_resolve_each_key_once() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let seeded = seed_pendings(&cluster, 2000).await;
-    let (one, two) = (
-        cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await,
-        cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await,
-    );
+    let (one, two) =
+        (cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await, cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await);
     let (a, b) = tokio::join!(one.recover_stale(), two.recover_stale());
     assert_eq!(a.marked_done + b.marked_done, 1000, "{a:?} {b:?}");
     assert_eq!(a.aborted + b.aborted, 1000, "{a:?} {b:?}");

@@ -60,12 +60,7 @@ pub struct CardRow {
 
 /// The card, in [`Level`] order.
 pub const CARD: [CardRow; 4] = [
-    CardRow {
-        level: Level::Healthy,
-        signal: "Oldest pending < 2 s",
-        meaning: "Healthy in-flight",
-        action: "None",
-    },
+    CardRow { level: Level::Healthy, signal: "Oldest pending < 2 s", meaning: "Healthy in-flight", action: "None" },
     CardRow {
         level: Level::Slow,
         signal: "Oldest pending 2 s – 60 s",
@@ -110,11 +105,7 @@ mod tests {
         assert_eq!(alert_level(1.999, false), Level::Healthy);
         assert_eq!(alert_level(2.0, false), Level::Slow);
         assert_eq!(alert_level(30.0, false), Level::Slow);
-        assert_eq!(
-            alert_level(60.0, false),
-            Level::Slow,
-            "the card says > 60 s"
-        );
+        assert_eq!(alert_level(60.0, false), Level::Slow, "the card says > 60 s");
         assert_eq!(alert_level(60.001, false), Level::Recovery);
         assert_eq!(alert_level(86_400.0, false), Level::Recovery);
     }

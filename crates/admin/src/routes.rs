@@ -30,38 +30,18 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/dashboard", get(dashboard))
         .route("/dashboard/status.json", get(status))
-        .route(
-            "/dashboard/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", DASHBOARD_JS) }),
-        )
-        .route(
-            "/dashboard/app.css",
-            get(|| async { asset("text/css; charset=utf-8", DASHBOARD_CSS) }),
-        )
-        .route(
-            "/dashboard/favicon.svg",
-            get(|| async { asset("image/svg+xml", FAVICON_SVG) }),
-        )
+        .route("/dashboard/app.js", get(|| async { asset("text/javascript; charset=utf-8", DASHBOARD_JS) }))
+        .route("/dashboard/app.css", get(|| async { asset("text/css; charset=utf-8", DASHBOARD_CSS) }))
+        .route("/dashboard/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON_SVG) }))
         .with_state(state)
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        state.render_metrics(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.render_metrics()).into_response()
 }
 
 fn no_dashboard() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        "this process runs no sweeper: its admin listener serves /metrics only\n",
-    )
-        .into_response()
+    (StatusCode::NOT_FOUND, "this process runs no sweeper: its admin listener serves /metrics only\n").into_response()
 }
 
 async fn dashboard(State(state): State<AdminState>) -> Response {
@@ -76,33 +56,20 @@ async fn status(State(state): State<AdminState>) -> Response {
         return no_dashboard();
     }
     let mut response = Json(state.status()).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     protected(response)
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     protected(response)
 }
 
 fn protected(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
 }

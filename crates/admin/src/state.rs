@@ -59,22 +59,12 @@ impl AdminState {
     /// Samples every `interval` instead of every [`DEFAULT_SAMPLE_INTERVAL`].
     pub fn with_sample_interval(self, interval: Duration) -> Self {
         let inner = &self.inner;
-        Self::build(
-            inner.sweeper.clone(),
-            interval.max(Duration::from_millis(100)),
-        )
+        Self::build(inner.sweeper.clone(), interval.max(Duration::from_millis(100)))
     }
 
     fn build(sweeper: Option<Sweeper>, sample_interval: Duration) -> Self {
         let metrics = pastebin_runtime::metrics::install();
-        Self {
-            inner: Arc::new(Inner {
-                metrics,
-                sweeper,
-                sample_interval,
-                memory: Mutex::default(),
-            }),
-        }
+        Self { inner: Arc::new(Inner { metrics, sweeper, sample_interval, memory: Mutex::default() }) }
     }
 
     pub fn has_sweeper(&self) -> bool {
@@ -111,8 +101,7 @@ impl AdminState {
     }
 
     fn remember(&self, at: DateTime<Utc>, observation: Observation) {
-        let keep =
-            (HISTORY.as_secs_f64() / self.inner.sample_interval.as_secs_f64()).ceil() as usize + 1;
+        let keep = (HISTORY.as_secs_f64() / self.inner.sample_interval.as_secs_f64()).ceil() as usize + 1;
         let mut memory = self.memory();
         memory.samples.push_back(Sample::of(at, &observation));
         while memory.samples.len() > keep {
@@ -145,9 +134,6 @@ impl AdminState {
     /// The memory holds plain data: a panic elsewhere cannot leave it half
     /// updated in a way that matters, so a poisoned lock is still usable.
     fn memory(&self) -> MutexGuard<'_, Memory> {
-        self.inner
-            .memory
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -34,17 +34,8 @@ impl Sample {
             at_ms: at.timestamp_millis(),
             oldest_pending_age_seconds: observation.oldest_pending_age_seconds(),
             pending: observation.pending(),
-            older_than_2s: observation
-                .key_shards
-                .iter()
-                .flatten()
-                .map(|s| s.older_than_2s)
-                .sum(),
-            key_shards_unreachable: observation
-                .key_shards
-                .iter()
-                .filter(|s| s.is_none())
-                .count(),
+            older_than_2s: observation.key_shards.iter().flatten().map(|s| s.older_than_2s).sum(),
+            key_shards_unreachable: observation.key_shards.iter().filter(|s| s.is_none()).count(),
         }
     }
 }
@@ -161,15 +152,9 @@ impl Status {
             Some((_, observation)) => shards(observation),
             None => (Vec::new(), Vec::new()),
         };
-        let sum =
-            |f: fn(&KeyShardStatus) -> Option<u64>| key_shards.iter().filter_map(f).sum::<u64>();
-        let oldest = latest
-            .map(|(_, o)| o.oldest_pending_age_seconds())
-            .unwrap_or(0.0);
-        let mut decisions = DecisionTotals {
-            rounds: rounds.len(),
-            ..DecisionTotals::default()
-        };
+        let sum = |f: fn(&KeyShardStatus) -> Option<u64>| key_shards.iter().filter_map(f).sum::<u64>();
+        let oldest = latest.map(|(_, o)| o.oldest_pending_age_seconds()).unwrap_or(0.0);
+        let mut decisions = DecisionTotals { rounds: rounds.len(), ..DecisionTotals::default() };
         for (_, report) in rounds {
             decisions.marked_done += report.recovery.marked_done;
             decisions.aborted += report.recovery.aborted;
@@ -214,9 +199,7 @@ fn shards(observation: &Observation) -> (Vec<KeyShardStatus>, Vec<PasteShardStat
             // The same arithmetic as the sweeper's gauge: K's own clock minus
             // its oldest pending key's creation time.
             let age = stats.as_ref().map(|s| {
-                s.oldest_created_at
-                    .map(|at| (s.now - at).num_milliseconds().max(0) as f64 / 1000.0)
-                    .unwrap_or(0.0)
+                s.oldest_created_at.map(|at| (s.now - at).num_milliseconds().max(0) as f64 / 1000.0).unwrap_or(0.0)
             });
             KeyShardStatus {
                 shard,
@@ -259,21 +242,13 @@ mod tests {
     fn a_trend_needs_twenty_seconds_of_samples() {
         assert_eq!(climb_per_minute(&[]), None);
         assert_eq!(climb_per_minute(&[sample(0, 0), sample(10, 5000)]), None);
-        assert_eq!(
-            climb_per_minute(&[sample(0, 0), sample(30, 1000)]),
-            Some(2000.0)
-        );
+        assert_eq!(climb_per_minute(&[sample(0, 0), sample(30, 1000)]), Some(2000.0));
     }
 
     #[test]
     fn only_the_last_minute_counts() {
         // A big climb two minutes ago, flat since: not climbing now.
-        let samples = [
-            sample(0, 0),
-            sample(60, 20_000),
-            sample(120, 20_000),
-            sample(180, 20_000),
-        ];
+        let samples = [sample(0, 0), sample(60, 20_000), sample(120, 20_000), sample(180, 20_000)];
         assert_eq!(climb_per_minute(&samples), Some(0.0));
         let draining = [sample(0, 20_000), sample(30, 10_000), sample(60, 0)];
         assert!(climb_per_minute(&draining).unwrap() < 0.0);
@@ -340,10 +315,7 @@ mod tests {
         let mut busy = RoundReport::default();
         busy.recovery.marked_done = 2;
         busy.recovery.skipped_unreachable = 1;
-        let rounds = [
-            (now - Duration::seconds(10), busy),
-            (now, RoundReport::default()),
-        ];
+        let rounds = [(now - Duration::seconds(10), busy), (now, RoundReport::default())];
         let status = Status::build(now, None, &[], &rounds);
         assert_eq!(status.rounds.len(), 1);
         assert_eq!(status.rounds[0].marked_done, 2);

@@ -24,12 +24,7 @@ fn unreachable_sweeper(objects: &tempfile::TempDir) -> Sweeper {
     )
     .unwrap();
     let objects = Arc::new(pastebin_objects::LocalDirStore::open(objects.path()).unwrap());
-    Sweeper::new(
-        slots,
-        objects,
-        Arc::new(SystemClock),
-        SweeperSettings::default(),
-    )
+    Sweeper::new(slots, objects, Arc::new(SystemClock), SweeperSettings::default())
 }
 
 async fn get(state: &AdminState, path: &str) -> (u16, axum::http::HeaderMap, String) {
@@ -37,11 +32,7 @@ async fn get(state: &AdminState, path: &str) -> (u16, axum::http::HeaderMap, Str
     let response = router(state.clone()).oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
-    (
-        parts.status.as_u16(),
-        parts.headers,
-        String::from_utf8(body.to_vec()).unwrap(),
-    )
+    (parts.status.as_u16(), parts.headers, String::from_utf8(body.to_vec()).unwrap())
 }
 
 #[tokio::test]
@@ -50,10 +41,7 @@ async fn metrics_are_prometheus_text() {
     metrics_touch();
     let (status, headers, body) = get(&state, "/metrics").await;
     assert_eq!(status, 200);
-    assert!(headers["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/plain; version=0.0.4"));
+    assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
     assert!(body.contains("pastebin_retired_keys_total"), "{body}");
 }
 
@@ -78,15 +66,9 @@ async fn dashboard_assets_are_served_under_a_strict_policy() {
     assert!(html.contains(r#"<script src="/dashboard/app.js" defer></script>"#));
     assert!(!html.contains("<script>"), "no inline script");
     assert!(!html.contains("style="), "no inline style");
-    assert!(
-        !html.contains("http://") && !html.contains("https://"),
-        "no other origin"
-    );
+    assert!(!html.contains("http://") && !html.contains("https://"), "no other origin");
     let (status, headers, js) = get(&state, "/dashboard/app.js").await;
-    assert_eq!(
-        (status, headers["content-type"].to_str().unwrap()),
-        (200, "text/javascript; charset=utf-8")
-    );
+    assert_eq!((status, headers["content-type"].to_str().unwrap()), (200, "text/javascript; charset=utf-8"));
     assert!(!js.contains("innerHTML"), "data is only ever set as text");
     assert_eq!(get(&state, "/dashboard/app.css").await.0, 200);
 }

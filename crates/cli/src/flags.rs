@@ -4,11 +4,11 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use pastebin_core::SystemClock;
 use pastebin_gateway::{Gateway, GatewaySettings};
-use pastebin_shards::SlotMap;
 use pastebin_keys::KeyClient;
 use pastebin_objects::{LocalDirStore, ObjectStore, S3Settings, S3Store};
 use pastebin_pastes::PasteClient;
 use pastebin_runtime::grpc::channel;
+use pastebin_shards::SlotMap;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct GatewayArgs {

@@ -34,8 +34,8 @@ pub struct Subject(String);
 impl Subject {
     /// A file, by its canonical absolute path (so `./a` and `/home/u/a` agree).
     pub fn file(path: &Path) -> io::Result<Self> {
-        let absolute = std::fs::canonicalize(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let absolute =
+            std::fs::canonicalize(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         Ok(Self(format!("file:{}", absolute.display())))
     }
 
@@ -102,24 +102,11 @@ pub enum Notice {
     /// Another run holds this subject's lock; this one waits for it.
     Waiting { subject: String, lock: PathBuf },
     /// A send failed in a way that may hide a success; retrying the same key.
-    Retrying {
-        key: String,
-        attempt: u32,
-        delay: Duration,
-        reason: String,
-    },
+    Retrying { key: String, attempt: u32, delay: Duration, reason: String },
     /// An earlier save of this subject with other content is still pending.
-    OtherPending {
-        subject: String,
-        key: String,
-        record: PathBuf,
-    },
+    OtherPending { subject: String, key: String, record: PathBuf },
     /// A stale pending record was given up on because of `--new`.
-    Abandoned {
-        key: String,
-        record: PathBuf,
-        created_at: DateTime<Utc>,
-    },
+    Abandoned { key: String, record: PathBuf, created_at: DateTime<Utc> },
 }
 
 impl fmt::Display for Notice {
@@ -158,18 +145,9 @@ pub enum PasteError {
          (key {key}): run the same paste again or `pastebin paste --resume` to finish it without a second paste",
         record.display()
     )]
-    LeftPending {
-        key: String,
-        record: PathBuf,
-        attempts: u32,
-        reason: String,
-    },
+    LeftPending { key: String, record: PathBuf, attempts: u32, reason: String },
     #[error("{failure} (record {})", record.display())]
-    Refused {
-        key: String,
-        record: PathBuf,
-        failure: CreateFailure,
-    },
+    Refused { key: String, record: PathBuf, failure: CreateFailure },
     /// A pending record older than the server's replay window: its key can
     /// no longer be adopted, and re-sending it would be a fresh paste.
     #[error(
@@ -178,12 +156,7 @@ pub enum PasteError {
          adopted. Paste with --new to save it again anyway",
         record.display()
     )]
-    Stale {
-        subject: String,
-        key: String,
-        record: PathBuf,
-        created_at: DateTime<Utc>,
-    },
+    Stale { subject: String, key: String, record: PathBuf, created_at: DateTime<Utc> },
     #[error("the intent journal: {0}")]
     Journal(#[from] io::Error),
     #[error("{0}")]
@@ -237,10 +210,7 @@ pub struct Client {
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("server", &self.server.url())
-            .field("journal", &self.journal.root())
-            .finish()
+        f.debug_struct("Client").field("server", &self.server.url()).field("journal", &self.journal.root()).finish()
     }
 }
 
@@ -351,10 +321,7 @@ impl Client {
                     // subject and request is the norm under the lock.
                     adopt.get_or_insert(record);
                 }
-                IntentState::Complete {
-                    answer,
-                    deleted_at: None,
-                } if !answer.expired_at(now) => {
+                IntentState::Complete { answer, deleted_at: None } if !answer.expired_at(now) => {
                     // The scan only returns records whose key parses.
                     if let Some(key) = record.idempotency_key() {
                         let answer = answer.clone();
@@ -424,9 +391,7 @@ impl Client {
             let server = match self.server_for(&record.server) {
                 Ok(server) => server,
                 Err(e) => {
-                    resumed
-                        .failed
-                        .push(PasteError::Setup(format!("{}: {e}", path.display())));
+                    resumed.failed.push(PasteError::Setup(format!("{}: {e}", path.display())));
                     continue;
                 }
             };
@@ -442,29 +407,14 @@ impl Client {
     pub async fn delete(&self, id: &str) -> Result<Deleted, DeleteError> {
         let scan = self.scan()?;
         let found = scan.records.into_iter().find(|(_, r)| {
-            r.answer()
-                .is_some_and(|a| a.id == id && !a.delete_token.is_empty())
-                && matches!(
-                    r.state,
-                    IntentState::Complete {
-                        deleted_at: None,
-                        ..
-                    }
-                )
+            r.answer().is_some_and(|a| a.id == id && !a.delete_token.is_empty())
+                && matches!(r.state, IntentState::Complete { deleted_at: None, .. })
         });
         let Some((_, mut record)) = found else {
-            return Err(DeleteError::Unknown {
-                id: id.to_owned(),
-                journal: self.journal.intents_dir(),
-            });
+            return Err(DeleteError::Unknown { id: id.to_owned(), journal: self.journal.intents_dir() });
         };
-        let server = self
-            .server_for(&record.server)
-            .map_err(|e| DeleteError::Setup(e.to_string()))?;
-        let token = record
-            .answer()
-            .map(|a| a.delete_token.clone())
-            .unwrap_or_default();
+        let server = self.server_for(&record.server).map_err(|e| DeleteError::Setup(e.to_string()))?;
+        let token = record.answer().map(|a| a.delete_token.clone()).unwrap_or_default();
         let mut attempt = 0;
         let outcome = loop {
             attempt += 1;
@@ -474,20 +424,10 @@ impl Client {
                 // A delete is safe to repeat: a second one is a 404.
                 Err(DeleteFailure::Uncertain(reason)) if attempt < self.retry.attempts => {
                     let delay = self.retry.jittered_delay(attempt, None);
-                    self.notice(Notice::Retrying {
-                        key: record.key.clone(),
-                        attempt,
-                        delay,
-                        reason,
-                    });
+                    self.notice(Notice::Retrying { key: record.key.clone(), attempt, delay, reason });
                     tokio::time::sleep(delay).await;
                 }
-                Err(failure) => {
-                    return Err(DeleteError::Failed {
-                        id: id.to_owned(),
-                        failure,
-                    })
-                }
+                Err(failure) => return Err(DeleteError::Failed { id: id.to_owned(), failure }),
             }
         };
         if let IntentState::Complete { deleted_at, .. } = &mut record.state {
@@ -500,20 +440,12 @@ impl Client {
 
     /// Sends a pending record's request until it is answered, refused, or
     /// this run's attempts are spent; the journal follows every outcome.
-    async fn send_until_answered(
-        &self,
-        server: &Server,
-        mut record: IntentRecord,
-    ) -> Result<Pasted, PasteError> {
+    async fn send_until_answered(&self, server: &Server, mut record: IntentRecord) -> Result<Pasted, PasteError> {
         let path = self.journal.path_of(&record.key);
-        let key = record
-            .idempotency_key()
-            .ok_or_else(|| PasteError::Setup(format!("{}: not a UUID key", path.display())))?;
+        let key =
+            record.idempotency_key().ok_or_else(|| PasteError::Setup(format!("{}: not a UUID key", path.display())))?;
         let IntentState::Pending { content, .. } = &record.state else {
-            return Err(PasteError::Setup(format!(
-                "{}: not pending",
-                path.display()
-            )));
+            return Err(PasteError::Setup(format!("{}: not pending", path.display())));
         };
         let content = content.clone();
         let adopted = record.attempts > 0;
@@ -521,56 +453,25 @@ impl Client {
         loop {
             attempt += 1;
             record.attempts += 1;
-            let call = CreateCall {
-                key,
-                content: &content,
-                expires_in_seconds: record.expires_in_seconds,
-            };
+            let call = CreateCall { key, content: &content, expires_in_seconds: record.expires_in_seconds };
             tracing::debug!(key = %record.key, attempt, "sending the create");
             let outcome = server.create(call).await;
             record.updated_at = self.clock.now();
             match outcome {
                 Ok(created) => {
                     let answer = created.answer;
-                    record.state = IntentState::Complete {
-                        answer: answer.clone(),
-                        deleted_at: None,
-                    };
+                    record.state = IntentState::Complete { answer: answer.clone(), deleted_at: None };
                     self.journal.write(&record)?;
-                    let how = if adopted {
-                        How::Adopted {
-                            replayed: created.replayed,
-                        }
-                    } else {
-                        How::Created
-                    };
-                    return Ok(Pasted {
-                        answer,
-                        key,
-                        subject: record.subject,
-                        how,
-                        record: path,
-                    });
+                    let how = if adopted { How::Adopted { replayed: created.replayed } } else { How::Created };
+                    return Ok(Pasted { answer, key, subject: record.subject, how, record: path });
                 }
                 Err(failure @ CreateFailure::Refused { .. }) => {
-                    record.state = IntentState::Rejected {
-                        reason: failure.to_string(),
-                    };
+                    record.state = IntentState::Rejected { reason: failure.to_string() };
                     self.journal.write(&record)?;
-                    return Err(PasteError::Refused {
-                        key: record.key,
-                        record: path,
-                        failure,
-                    });
+                    return Err(PasteError::Refused { key: record.key, record: path, failure });
                 }
-                Err(CreateFailure::Uncertain {
-                    reason,
-                    retry_after,
-                }) => {
-                    record.state = IntentState::Pending {
-                        content: content.clone(),
-                        last_error: Some(reason.clone()),
-                    };
+                Err(CreateFailure::Uncertain { reason, retry_after }) => {
+                    record.state = IntentState::Pending { content: content.clone(), last_error: Some(reason.clone()) };
                     self.journal.write(&record)?;
                     if attempt >= self.retry.attempts.max(1) {
                         return Err(PasteError::LeftPending {
@@ -581,12 +482,7 @@ impl Client {
                         });
                     }
                     let delay = self.retry.jittered_delay(attempt, retry_after);
-                    self.notice(Notice::Retrying {
-                        key: record.key.clone(),
-                        attempt,
-                        delay,
-                        reason,
-                    });
+                    self.notice(Notice::Retrying { key: record.key.clone(), attempt, delay, reason });
                     tokio::time::sleep(delay).await;
                 }
             }
@@ -596,16 +492,11 @@ impl Client {
     fn abandon(&self, mut record: IntentRecord, path: PathBuf) -> io::Result<()> {
         let created_at = record.created_at;
         record.state = IntentState::Abandoned {
-            reason: "pending past the server's replay window; superseded by a new save (--new)"
-                .into(),
+            reason: "pending past the server's replay window; superseded by a new save (--new)".into(),
         };
         record.updated_at = self.clock.now();
         self.journal.write(&record)?;
-        self.notice(Notice::Abandoned {
-            key: record.key,
-            record: path,
-            created_at,
-        });
+        self.notice(Notice::Abandoned { key: record.key, record: path, created_at });
         Ok(())
     }
 
@@ -615,15 +506,10 @@ impl Client {
             return Ok(lock);
         }
         let lock_path = self.journal.lock_path(subject.as_str());
-        self.notice(Notice::Waiting {
-            subject: subject.to_string(),
-            lock: lock_path,
-        });
+        self.notice(Notice::Waiting { subject: subject.to_string(), lock: lock_path });
         let journal = self.journal.clone();
         let subject = subject.as_str().to_owned();
-        tokio::task::spawn_blocking(move || journal.lock_subject(&subject))
-            .await
-            .map_err(io::Error::other)?
+        tokio::task::spawn_blocking(move || journal.lock_subject(&subject)).await.map_err(io::Error::other)?
     }
 
     /// A record's key belongs to the server it was sent to.
@@ -649,23 +535,12 @@ mod tests {
     }
 
     fn client(state: &Path, clock: &ManualClock) -> Client {
-        let once = RetryPolicy {
-            attempts: 1,
-            ..RetryPolicy::default()
-        };
-        Client::new(&nobody_home(), state)
-            .unwrap()
-            .with_clock(Arc::new(clock.clone()))
-            .with_retry(once)
+        let once = RetryPolicy { attempts: 1, ..RetryPolicy::default() };
+        Client::new(&nobody_home(), state).unwrap().with_clock(Arc::new(clock.clone())).with_retry(once)
     }
 
     fn save(content: &str, force_new: bool) -> Save {
-        Save {
-            subject: Subject::named("notes"),
-            content: content.into(),
-            expires_in_seconds: None,
-            force_new,
-        }
+        Save { subject: Subject::named("notes"), content: content.into(), expires_in_seconds: None, force_new }
     }
 
     fn left_pending(error: PasteError) -> String {
@@ -699,9 +574,7 @@ mod tests {
 
         clock.advance(pastebin_core::KEY_RETENTION);
         match client.paste(save("hello", false)).await.unwrap_err() {
-            PasteError::Stale {
-                key: stale, record, ..
-            } => {
+            PasteError::Stale { key: stale, record, .. } => {
                 assert_eq!(stale, key);
                 assert_eq!(record, client.journal().path_of(&key));
             }
@@ -709,10 +582,7 @@ mod tests {
         }
         let resumed = client.resume().await.unwrap();
         assert!(resumed.finished.is_empty());
-        assert!(matches!(
-            resumed.failed.as_slice(),
-            [PasteError::Stale { .. }]
-        ));
+        assert!(matches!(resumed.failed.as_slice(), [PasteError::Stale { .. }]));
         let record = client.journal().read(&key).unwrap();
         assert!(record.is_pending(), "kept, for a person to decide");
         assert_eq!(record.attempts, 1, "never re-sent once stale");
@@ -720,10 +590,7 @@ mod tests {
         // `--new` gives up on it (kept as abandoned) and starts a new save.
         let fresh = left_pending(client.paste(save("hello", true)).await.unwrap_err());
         assert_ne!(fresh, key);
-        assert!(matches!(
-            client.journal().read(&key).unwrap().state,
-            IntentState::Abandoned { .. }
-        ));
+        assert!(matches!(client.journal().read(&key).unwrap().state, IntentState::Abandoned { .. }));
     }
 
     #[tokio::test]
@@ -732,19 +599,12 @@ mod tests {
         let clock = ManualClock::starting_at(Utc::now());
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = seen.clone();
-        let client = client(state.path(), &clock)
-            .on_notice(move |n| sink.lock().unwrap().push(n.to_string()));
-        let corrupt = client
-            .journal()
-            .path_of(&IdempotencyKey::new_random().canonical());
+        let client = client(state.path(), &clock).on_notice(move |n| sink.lock().unwrap().push(n.to_string()));
+        let corrupt = client.journal().path_of(&IdempotencyKey::new_random().canonical());
         std::fs::write(&corrupt, "{\"version\":").unwrap();
         left_pending(client.paste(save("hello", false)).await.unwrap_err());
         let seen = seen.lock().unwrap();
-        assert!(
-            seen.iter()
-                .any(|n| n.contains(&corrupt.display().to_string())),
-            "{seen:?}"
-        );
+        assert!(seen.iter().any(|n| n.contains(&corrupt.display().to_string())), "{seen:?}");
         assert!(corrupt.exists());
     }
 
@@ -753,14 +613,8 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let clock = ManualClock::starting_at(Utc::now());
         let client = client(state.path(), &clock);
-        let too_short = Save {
-            expires_in_seconds: Some(1),
-            ..save("hello", false)
-        };
-        assert!(matches!(
-            client.paste(too_short).await,
-            Err(PasteError::InvalidExpiry(_))
-        ));
+        let too_short = Save { expires_in_seconds: Some(1), ..save("hello", false) };
+        assert!(matches!(client.paste(too_short).await, Err(PasteError::InvalidExpiry(_))));
         assert!(client.scan().unwrap().records.is_empty());
     }
 }

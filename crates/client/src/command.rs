@@ -111,11 +111,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<i32> {
 /// `$XDG_STATE_HOME/pastebin`, else `~/.local/state/pastebin` (relative
 /// values are ignored, as the XDG spec asks).
 pub fn default_state_dir() -> Option<PathBuf> {
-    let absolute = |var: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
     absolute("XDG_STATE_HOME")
         .map(|dir| dir.join("pastebin"))
         .or_else(|| absolute("HOME").map(|home| home.join(".local/state/pastebin")))
@@ -124,16 +120,12 @@ pub fn default_state_dir() -> Option<PathBuf> {
 fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
     let state_dir = match &args.state_dir {
         Some(dir) => dir.clone(),
-        None => default_state_dir()
-            .context("no state directory: set --state-dir, XDG_STATE_HOME or HOME")?,
+        None => default_state_dir().context("no state directory: set --state-dir, XDG_STATE_HOME or HOME")?,
     };
     let client = Client::new(&args.server, &state_dir)
         .with_context(|| format!("cannot open the journal in {}", state_dir.display()))?
         .with_timeout(args.timeout)?
-        .with_retry(RetryPolicy {
-            attempts,
-            ..RetryPolicy::default()
-        })
+        .with_retry(RetryPolicy { attempts, ..RetryPolicy::default() })
         .on_notice(|notice| eprintln!("pastebin: {notice}"));
     Ok(client)
 }
@@ -147,25 +139,13 @@ async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
         Some(path) => (Subject::file(path)?, read_file(path)?),
         None => (Subject::stdin(), read_stdin().await?),
     };
-    let subject = args
-        .subject
-        .as_deref()
-        .map(Subject::named)
-        .unwrap_or(subject);
-    let save = Save {
-        subject,
-        content,
-        expires_in_seconds: args.expires,
-        force_new: args.new,
-    };
+    let subject = args.subject.as_deref().map(Subject::named).unwrap_or(subject);
+    let save = Save { subject, content, expires_in_seconds: args.expires, force_new: args.new };
     match client.paste(save).await {
         Ok(pasted) => {
             match pasted.how {
                 How::Created => {}
-                How::Adopted { .. } => eprintln!(
-                    "pastebin: finished an earlier unconfirmed save (key {})",
-                    pasted.key
-                ),
+                How::Adopted { .. } => eprintln!("pastebin: finished an earlier unconfirmed save (key {})", pasted.key),
                 How::AlreadyPasted => {
                     eprintln!(
                         "pastebin: already pasted (unchanged since {}); --new makes another",
@@ -244,21 +224,12 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
             println!("{line}");
         }
     } else {
-        println!(
-            "{:<14}  {:<9}  {:<24}  {:<5}  {:<40}  SUBJECT",
-            "ID", "STATUS", "EXPIRES", "TOKEN", "URL"
-        );
+        println!("{:<14}  {:<9}  {:<24}  {:<5}  {:<40}  SUBJECT", "ID", "STATUS", "EXPIRES", "TOKEN", "URL");
         for (id, url, expires_at, token_known, status, record) in rows {
             let token = if token_known { "yes" } else { "no" };
-            let url = if status == "pending" || status == "stale" {
-                format!("(key {})", record.key)
-            } else {
-                url.to_owned()
-            };
-            println!(
-                "{id:<14}  {status:<9}  {expires_at:<24}  {token:<5}  {url:<40}  {}",
-                record.subject
-            );
+            let url =
+                if status == "pending" || status == "stale" { format!("(key {})", record.key) } else { url.to_owned() };
+            println!("{id:<14}  {status:<9}  {expires_at:<24}  {token:<5}  {url:<40}  {}", record.subject);
         }
     }
     Ok(if scan.problems.is_empty() { 0 } else { 1 })
@@ -272,10 +243,7 @@ async fn delete(args: DeleteArgs) -> anyhow::Result<i32> {
             Ok(0)
         }
         Ok(Deleted::AlreadyGone) => {
-            eprintln!(
-                "pastebin: {} was already gone (deleted or expired)",
-                args.id
-            );
+            eprintln!("pastebin: {} was already gone (deleted or expired)", args.id);
             Ok(0)
         }
         Err(error) => {
@@ -293,10 +261,7 @@ fn read_file(path: &Path) -> anyhow::Result<String> {
 async fn read_stdin() -> anyhow::Result<String> {
     let bytes = tokio::task::spawn_blocking(|| {
         let mut bytes = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .map(|_| bytes)
+        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| bytes)
     })
     .await?
     .context("cannot read standard input")?;
@@ -317,18 +282,13 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
         "d" => 86_400,
         _ => return Err(bad()),
     };
-    number
-        .checked_mul(unit_seconds)
-        .map(Duration::from_secs)
-        .ok_or_else(bad)
+    number.checked_mul(unit_seconds).map(Duration::from_secs).ok_or_else(bad)
 }
 
 /// A duration the server accepts as `expires_in_seconds`, in seconds.
 pub fn parse_expiry(raw: &str) -> Result<u64, String> {
     let seconds = parse_duration(raw)?.as_secs();
-    Expiry::from_seconds(Some(seconds))
-        .map(Expiry::seconds)
-        .map_err(|e| format!("{e} (got {seconds})"))
+    Expiry::from_seconds(Some(seconds)).map(Expiry::seconds).map_err(|e| format!("{e} (got {seconds})"))
 }
 
 #[cfg(test)]
@@ -368,39 +328,25 @@ mod tests {
     #[test]
     fn the_commands_parse_as_documented() {
         <Cli as clap::CommandFactory>::command().debug_assert();
-        let Top::Client(ClientCommand::Paste(paste)) = Cli::try_parse_from([
-            "pastebin",
-            "paste",
-            "notes.txt",
-            "--expires",
-            "1d",
-            "--server",
-            "grpc://h:1",
-        ])
-        .unwrap()
-        .command
+        let Top::Client(ClientCommand::Paste(paste)) =
+            Cli::try_parse_from(["pastebin", "paste", "notes.txt", "--expires", "1d", "--server", "grpc://h:1"])
+                .unwrap()
+                .command
         else {
             panic!("paste")
         };
         assert_eq!(paste.file.as_deref(), Some(Path::new("notes.txt")));
         assert_eq!(paste.expires, Some(86_400));
         assert_eq!(paste.client.server, "grpc://h:1");
-        assert!(
-            Cli::try_parse_from(["pastebin", "paste", "--resume", "x"]).is_err(),
-            "--resume reads no input"
-        );
+        assert!(Cli::try_parse_from(["pastebin", "paste", "--resume", "x"]).is_err(), "--resume reads no input");
         let Top::Client(ClientCommand::Delete(delete)) =
-            Cli::try_parse_from(["pastebin", "delete", "abc"])
-                .unwrap()
-                .command
+            Cli::try_parse_from(["pastebin", "delete", "abc"]).unwrap().command
         else {
             panic!("delete")
         };
         assert_eq!(delete.id, "abc");
         assert!(matches!(
-            Cli::try_parse_from(["pastebin", "pastes", "--json"])
-                .unwrap()
-                .command,
+            Cli::try_parse_from(["pastebin", "pastes", "--json"]).unwrap().command,
             Top::Client(ClientCommand::Pastes(_))
         ));
     }

@@ -75,11 +75,7 @@ pub enum IntentState {
     /// The server answered 201: the answer, with its delete token.
     Complete {
         answer: Answer,
-        #[serde(
-            default,
-            skip_serializing_if = "Option::is_none",
-            with = "rfc3339::option"
-        )]
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "rfc3339::option")]
         deleted_at: Option<DateTime<Utc>>,
     },
     /// The server refused the request (400, 409, 413): nothing was created.
@@ -153,10 +149,7 @@ impl IntentRecord {
             created_at: now,
             updated_at: now,
             attempts: 0,
-            state: IntentState::Pending {
-                content,
-                last_error: None,
-            },
+            state: IntentState::Pending { content, last_error: None },
         }
     }
 
@@ -188,8 +181,7 @@ impl IntentRecord {
 pub fn stale_after() -> chrono::Duration {
     const SKEW_MARGIN: chrono::Duration = chrono::Duration::minutes(10);
     // KEY_RETENTION is 25 h: far inside chrono's range.
-    chrono::Duration::from_std(pastebin_core::KEY_RETENTION).unwrap_or(chrono::Duration::MAX)
-        - SKEW_MARGIN
+    chrono::Duration::from_std(pastebin_core::KEY_RETENTION).unwrap_or(chrono::Duration::MAX) - SKEW_MARGIN
 }
 
 /// A record file that could not be used, and why. Reported, never deleted.
@@ -220,19 +212,10 @@ impl Journal {
     /// user made is left as they made it.
     pub fn open(state_dir: impl Into<PathBuf>) -> io::Result<Self> {
         let root = state_dir.into();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&root)
-            .map_err(|e| with_path(e, &root))?;
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(&root).map_err(|e| with_path(e, &root))?;
         for dir in [root.join(INTENTS), root.join(LOCKS)] {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| with_path(e, &dir))?;
-            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
-                .map_err(|e| with_path(e, &dir))?;
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| with_path(e, &dir))?;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|e| with_path(e, &dir))?;
         }
         Ok(Self { root })
     }
@@ -294,9 +277,7 @@ impl Journal {
     /// deciding whether this subject needs a create.
     pub fn lock_path(&self, subject: &str) -> PathBuf {
         let digest = Sha256::digest(subject.as_bytes());
-        self.root
-            .join(LOCKS)
-            .join(format!("{}.lock", hex::encode(&digest[..16])))
+        self.root.join(LOCKS).join(format!("{}.lock", hex::encode(&digest[..16])))
     }
 
     /// Takes the subject's lock if nobody holds it.
@@ -338,38 +319,26 @@ pub struct SubjectLock {
 }
 
 fn read_record(path: &Path) -> Result<IntentRecord, JournalProblem> {
-    let problem = |reason: String| JournalProblem {
-        path: path.to_owned(),
-        reason,
-    };
+    let problem = |reason: String| JournalProblem { path: path.to_owned(), reason };
     let bytes = fs::read(path).map_err(|e| problem(format!("cannot read: {e}")))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(problem("empty (a torn write?)".into()));
     }
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| problem(format!("not valid JSON (torn or corrupt): {e}")))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| problem(format!("not valid JSON (torn or corrupt): {e}")))?;
     let version = value.get("version").and_then(serde_json::Value::as_u64);
     match version {
         Some(v) if v == u64::from(RECORD_VERSION) => {}
         Some(v) => {
-            return Err(problem(format!(
-                "record version {v} is not supported by this client (knows {RECORD_VERSION})"
-            )))
+            return Err(problem(format!("record version {v} is not supported by this client (knows {RECORD_VERSION})")))
         }
         None => return Err(problem("no record version".into())),
     }
     let record: IntentRecord =
         serde_json::from_value(value).map_err(|e| problem(format!("not an intent record: {e}")))?;
     let expected = format!("{}{RECORD_SUFFIX}", record.key);
-    if path
-        .file_name()
-        .is_some_and(|name| name != expected.as_str())
-        || record.idempotency_key().is_none()
-    {
-        return Err(problem(format!(
-            "names key {:?}, which does not match its file name",
-            record.key
-        )));
+    if path.file_name().is_some_and(|name| name != expected.as_str()) || record.idempotency_key().is_none() {
+        return Err(problem(format!("names key {:?}, which does not match its file name", record.key)));
     }
     Ok(record)
 }
@@ -379,24 +348,11 @@ fn read_record(path: &Path) -> Result<IntentRecord, JournalProblem> {
 /// at no moment does `path` hold a partial record. Mode 0600: a complete
 /// record holds a delete token.
 fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("a record path has a directory"))?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::other("a record path has a file name"))?
-        .to_string_lossy();
-    let temp = dir.join(format!(
-        ".{name}.{}.{:016x}.tmp",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let dir = path.parent().ok_or_else(|| io::Error::other("a record path has a directory"))?;
+    let name = path.file_name().ok_or_else(|| io::Error::other("a record path has a file name"))?.to_string_lossy();
+    let temp = dir.join(format!(".{name}.{}.{:016x}.tmp", std::process::id(), rand::random::<u64>()));
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
@@ -425,32 +381,23 @@ mod rfc3339 {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
         let raw = String::deserialize(d)?;
-        DateTime::parse_from_rfc3339(&raw)
-            .map(|at| at.with_timezone(&Utc))
-            .map_err(serde::de::Error::custom)
+        DateTime::parse_from_rfc3339(&raw).map(|at| at.with_timezone(&Utc)).map_err(serde::de::Error::custom)
     }
 
     pub mod option {
         use super::*;
 
-        pub fn serialize<S: Serializer>(
-            at: &Option<DateTime<Utc>>,
-            s: S,
-        ) -> Result<S::Ok, S::Error> {
+        pub fn serialize<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
             match at {
                 Some(at) => super::serialize(at, s),
                 None => s.serialize_none(),
             }
         }
 
-        pub fn deserialize<'de, D: Deserializer<'de>>(
-            d: D,
-        ) -> Result<Option<DateTime<Utc>>, D::Error> {
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
             let raw = Option::<String>::deserialize(d)?;
             raw.map(|raw| {
-                DateTime::parse_from_rfc3339(&raw)
-                    .map(|at| at.with_timezone(&Utc))
-                    .map_err(serde::de::Error::custom)
+                DateTime::parse_from_rfc3339(&raw).map(|at| at.with_timezone(&Utc)).map_err(serde::de::Error::custom)
             })
             .transpose()
         }
@@ -462,9 +409,7 @@ mod tests {
     use super::*;
 
     fn now() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2030-01-02T03:04:05Z")
-            .unwrap()
-            .with_timezone(&Utc)
+        DateTime::parse_from_rfc3339("2030-01-02T03:04:05Z").unwrap().with_timezone(&Utc)
     }
 
     fn record(subject: &str, at: DateTime<Utc>) -> IntentRecord {
@@ -506,36 +451,14 @@ mod tests {
         let raw: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         assert_eq!(raw["version"], 1);
         assert_eq!(raw["state"], "complete");
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(
-            fs::metadata(journal.root()).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
-        assert_eq!(
-            fs::metadata(journal.intents_dir())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
-            0o700
-        );
-        assert!(
-            !format!("{done:?}").contains("secret-token"),
-            "Debug never shows the delete token"
-        );
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::metadata(journal.root()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(fs::metadata(journal.intents_dir()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(!format!("{done:?}").contains("secret-token"), "Debug never shows the delete token");
         // No temporary files are left behind by a successful write.
         let leftovers: Vec<_> = fs::read_dir(journal.intents_dir())
             .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with('.')
-            })
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.'))
             .collect();
         assert!(leftovers.is_empty());
     }
@@ -563,21 +486,10 @@ mod tests {
         let mut expected = vec![torn_path.clone(), empty_path.clone()];
         expected.sort();
         assert_eq!(reported, expected);
-        let message = scan
-            .problems
-            .iter()
-            .find(|p| p.path == torn_path)
-            .unwrap()
-            .to_string();
-        assert!(
-            message.contains(&torn_path.display().to_string()),
-            "{message}"
-        );
+        let message = scan.problems.iter().find(|p| p.path == torn_path).unwrap().to_string();
+        assert!(message.contains(&torn_path.display().to_string()), "{message}");
         assert!(message.contains("torn or corrupt"), "{message}");
-        assert!(
-            torn_path.exists() && empty_path.exists(),
-            "unreadable records are never deleted"
-        );
+        assert!(torn_path.exists() && empty_path.exists(), "unreadable records are never deleted");
     }
 
     #[test]
@@ -588,11 +500,7 @@ mod tests {
         fs::write(&garbage, b"\x00\xffnot json").unwrap();
         let mut future = record("file:/f", now());
         future.version = 99;
-        fs::write(
-            journal.path_of(&future.key),
-            serde_json::to_vec(&future).unwrap(),
-        )
-        .unwrap();
+        fs::write(journal.path_of(&future.key), serde_json::to_vec(&future).unwrap()).unwrap();
         let moved = record("file:/m", now());
         let wrong_name = journal.path_of("22222222-2222-4222-8222-222222222222");
         fs::write(&wrong_name, serde_json::to_vec(&moved).unwrap()).unwrap();
@@ -602,14 +510,7 @@ mod tests {
         let scan = journal.scan().unwrap();
         assert!(scan.records.is_empty());
         assert_eq!(scan.problems.len(), 4, "{:?}", scan.problems);
-        let reason = |path: &Path| {
-            scan.problems
-                .iter()
-                .find(|p| p.path == path)
-                .unwrap()
-                .reason
-                .clone()
-        };
+        let reason = |path: &Path| scan.problems.iter().find(|p| p.path == path).unwrap().reason.clone();
         assert!(reason(&garbage).contains("not valid JSON"));
         assert!(reason(&journal.path_of(&future.key)).contains("version 99"));
         assert!(reason(&wrong_name).contains("does not match"));
@@ -630,18 +531,9 @@ mod tests {
     fn subject_locks_are_exclusive_and_released_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let journal = Journal::open(dir.path()).unwrap();
-        let held = journal
-            .try_lock_subject("file:/a")
-            .unwrap()
-            .expect("free at first");
-        assert!(
-            journal.try_lock_subject("file:/a").unwrap().is_none(),
-            "a second holder is refused"
-        );
-        assert!(
-            journal.try_lock_subject("file:/b").unwrap().is_some(),
-            "other subjects are independent"
-        );
+        let held = journal.try_lock_subject("file:/a").unwrap().expect("free at first");
+        assert!(journal.try_lock_subject("file:/a").unwrap().is_none(), "a second holder is refused");
+        assert!(journal.try_lock_subject("file:/b").unwrap().is_some(), "other subjects are independent");
         drop(held);
         assert!(journal.try_lock_subject("file:/a").unwrap().is_some());
     }

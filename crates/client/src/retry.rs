@@ -33,10 +33,7 @@ impl RetryPolicy {
     /// `jitter` is uniform in `0.0..1.0`; it is a parameter so tests can pin it.
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
         let exponent = attempt.saturating_sub(1).min(16);
-        let ceiling = self
-            .base_delay
-            .saturating_mul(1 << exponent)
-            .min(self.max_delay);
+        let ceiling = self.base_delay.saturating_mul(1 << exponent).min(self.max_delay);
         let backoff = ceiling.mul_f64(jitter.clamp(0.0, 1.0));
         let floor = retry_after.map_or(Duration::ZERO, |r| r.min(self.max_retry_after));
         backoff.max(floor)
@@ -64,17 +61,8 @@ mod tests {
     #[test]
     fn retry_after_is_a_floor_with_a_cap() {
         let policy = RetryPolicy::default();
-        assert_eq!(
-            policy.delay(1, Some(Duration::from_secs(1)), 0.0),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            policy.delay(6, Some(Duration::from_secs(1)), 1.0),
-            Duration::from_secs(8)
-        );
-        assert_eq!(
-            policy.delay(1, Some(Duration::from_secs(3600)), 0.0),
-            Duration::from_secs(30)
-        );
+        assert_eq!(policy.delay(1, Some(Duration::from_secs(1)), 0.0), Duration::from_secs(1));
+        assert_eq!(policy.delay(6, Some(Duration::from_secs(1)), 1.0), Duration::from_secs(8));
+        assert_eq!(policy.delay(1, Some(Duration::from_secs(3600)), 0.0), Duration::from_secs(30));
     }
 }

@@ -7,9 +7,7 @@
 use std::time::Duration;
 
 use pastebin_core::IdempotencyKey;
-use pastebin_proto::api::v1::{
-    paste_api_client::PasteApiClient, CreatePasteRequest, DeletePasteRequest,
-};
+use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteRequest, DeletePasteRequest};
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
@@ -40,10 +38,7 @@ pub enum CreateFailure {
     /// The server may have created the paste (timeout, connection lost,
     /// 503 with the saga left pending, 5xx): retry with the same key.
     #[error("{reason}")]
-    Uncertain {
-        reason: String,
-        retry_after: Option<Duration>,
-    },
+    Uncertain { reason: String, retry_after: Option<Duration> },
     /// The server answered and refused (400, 409, 413): retrying the same
     /// request cannot succeed, and nothing was created under this key.
     #[error("the server refused the paste ({code}): {message}")]
@@ -86,10 +81,7 @@ impl Server {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
         }
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()?;
+        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
         Ok(Self::Http(HttpServer { url, http }))
     }
 
@@ -149,15 +141,9 @@ impl HttpServer {
             .json(&body)
             .send()
             .await;
-        let response = sent.map_err(|e| CreateFailure::Uncertain {
-            reason: describe(&e),
-            retry_after: None,
-        })?;
+        let response = sent.map_err(|e| CreateFailure::Uncertain { reason: describe(&e), retry_after: None })?;
         let status = response.status();
-        let replayed = response
-            .headers()
-            .get("idempotent-replayed")
-            .is_some_and(|v| v.as_bytes() == b"true");
+        let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v.as_bytes() == b"true");
         let retry_after = response
             .headers()
             .get(header::RETRY_AFTER)
@@ -165,38 +151,27 @@ impl HttpServer {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         // Losing the body of a 201 is losing the answer: still uncertain.
-        let text = response
-            .text()
-            .await
-            .map_err(|e| CreateFailure::Uncertain {
-                reason: format!("the answer was cut off: {}", describe(&e)),
-                retry_after,
-            })?;
+        let text = response.text().await.map_err(|e| CreateFailure::Uncertain {
+            reason: format!("the answer was cut off: {}", describe(&e)),
+            retry_after,
+        })?;
         if status == StatusCode::CREATED {
-            let answer: Answer =
-                serde_json::from_str(&text).map_err(|e| CreateFailure::Uncertain {
-                    reason: format!("the server's 201 could not be read: {e}"),
-                    retry_after: None,
-                })?;
+            let answer: Answer = serde_json::from_str(&text).map_err(|e| CreateFailure::Uncertain {
+                reason: format!("the server's 201 could not be read: {e}"),
+                retry_after: None,
+            })?;
             return Ok(Created { answer, replayed });
         }
         let (code, message) = match serde_json::from_str::<ErrorBody>(&text) {
             Ok(body) => (body.error.code, body.error.message),
-            Err(_) => (
-                status.as_u16().to_string(),
-                status
-                    .canonical_reason()
-                    .unwrap_or("unexpected status")
-                    .to_owned(),
-            ),
+            Err(_) => {
+                (status.as_u16().to_string(), status.canonical_reason().unwrap_or("unexpected status").to_owned())
+            }
         };
         if is_refusal(status) {
             Err(CreateFailure::Refused { code, message })
         } else {
-            Err(CreateFailure::Uncertain {
-                reason: format!("HTTP {}: {message}", status.as_u16()),
-                retry_after,
-            })
+            Err(CreateFailure::Uncertain { reason: format!("HTTP {}: {message}", status.as_u16()), retry_after })
         }
     }
 
@@ -222,10 +197,7 @@ impl HttpServer {
                 if is_refusal(status) {
                     Err(DeleteFailure::Refused { code, message })
                 } else {
-                    Err(DeleteFailure::Uncertain(format!(
-                        "HTTP {}: {message}",
-                        status.as_u16()
-                    )))
+                    Err(DeleteFailure::Uncertain(format!("HTTP {}: {message}", status.as_u16())))
                 }
             }
         }
@@ -235,9 +207,7 @@ impl HttpServer {
 /// 4xx except 408 and 429 are the server's considered "no". Anything else
 /// (5xx, 503 with the saga pending, a proxy's 502/504) may hide a success.
 fn is_refusal(status: StatusCode) -> bool {
-    status.is_client_error()
-        && status != StatusCode::REQUEST_TIMEOUT
-        && status != StatusCode::TOO_MANY_REQUESTS
+    status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT && status != StatusCode::TOO_MANY_REQUESTS
 }
 
 /// reqwest's top-level message plus its causes ("error sending request" alone
@@ -276,10 +246,7 @@ impl GrpcServer {
                     expires_at: r.expires_at,
                     delete_token: r.delete_token,
                 };
-                Ok(Created {
-                    answer,
-                    replayed: r.replayed,
-                })
+                Ok(Created { answer, replayed: r.replayed })
             }
             Err(status) if is_grpc_refusal(status.code()) => Err(CreateFailure::Refused {
                 code: format!("{:?}", status.code()),
@@ -294,19 +261,15 @@ impl GrpcServer {
     }
 
     async fn delete(&self, id: &str, token: &str) -> Result<(), DeleteFailure> {
-        let request = DeletePasteRequest {
-            id: id.to_owned(),
-            delete_token: token.to_owned(),
-        };
+        let request = DeletePasteRequest { id: id.to_owned(), delete_token: token.to_owned() };
         match self.client.clone().delete_paste(request).await {
             Ok(_) => Ok(()),
             Err(status) => Err(match status.code() {
                 tonic::Code::NotFound => DeleteFailure::NotFound,
                 tonic::Code::PermissionDenied => DeleteFailure::WrongToken,
-                code if is_grpc_refusal(code) => DeleteFailure::Refused {
-                    code: format!("{code:?}"),
-                    message: status.message().to_owned(),
-                },
+                code if is_grpc_refusal(code) => {
+                    DeleteFailure::Refused { code: format!("{code:?}"), message: status.message().to_owned() }
+                }
                 code => DeleteFailure::Uncertain(format!("gRPC {code:?}: {}", status.message())),
             }),
         }

@@ -60,11 +60,8 @@ mod tests {
     #[test]
     fn only_the_saga_moves_are_allowed() {
         let all = [Pending, Done, Aborted];
-        let allowed: Vec<_> = all
-            .iter()
-            .flat_map(|&a| all.iter().map(move |&b| (a, b)))
-            .filter(|&(a, b)| a.can_become(b))
-            .collect();
+        let allowed: Vec<_> =
+            all.iter().flat_map(|&a| all.iter().map(move |&b| (a, b))).filter(|&(a, b)| a.can_become(b)).collect();
         assert_eq!(allowed, vec![(Pending, Done), (Pending, Aborted), (Aborted, Pending)]);
     }
 

@@ -25,50 +25,25 @@ pub struct EndpointArgs {
     #[arg(long, env = "PASTEBIN_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
     /// Key service (K) addresses, comma-separated, in slot-map order.
-    #[arg(
-        long,
-        env = "PASTEBIN_KEY_SHARDS",
-        value_delimiter = ',',
-        global = true
-    )]
+    #[arg(long, env = "PASTEBIN_KEY_SHARDS", value_delimiter = ',', global = true)]
     pub key_shards: Vec<String>,
     /// Paste service (P) addresses, comma-separated, in slot-map order.
-    #[arg(
-        long,
-        env = "PASTEBIN_PASTE_SHARDS",
-        value_delimiter = ',',
-        global = true
-    )]
+    #[arg(long, env = "PASTEBIN_PASTE_SHARDS", value_delimiter = ',', global = true)]
     pub paste_shards: Vec<String>,
     /// Object directory (reconcile only).
-    #[arg(
-        long,
-        env = "PASTEBIN_OBJECTS_DIR",
-        global = true,
-        conflicts_with = "s3_bucket"
-    )]
+    #[arg(long, env = "PASTEBIN_OBJECTS_DIR", global = true, conflicts_with = "s3_bucket")]
     pub objects_dir: Option<PathBuf>,
     /// S3 bucket of the objects (reconcile only; credentials from the standard AWS chain).
     #[arg(long, env = "PASTEBIN_S3_BUCKET", global = true)]
     pub s3_bucket: Option<String>,
     #[arg(long, env = "PASTEBIN_S3_ENDPOINT", global = true)]
     pub s3_endpoint: Option<String>,
-    #[arg(
-        long,
-        env = "PASTEBIN_S3_REGION",
-        default_value = "us-east-1",
-        global = true
-    )]
+    #[arg(long, env = "PASTEBIN_S3_REGION", default_value = "us-east-1", global = true)]
     pub s3_region: String,
     #[arg(long, env = "PASTEBIN_S3_PATH_STYLE", global = true)]
     pub s3_path_style: bool,
     /// Deadline of each call to a shard or the object store, in seconds.
-    #[arg(
-        long,
-        env = "PASTEBIN_CTL_TIMEOUT_SECS",
-        default_value_t = 5,
-        global = true
-    )]
+    #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true)]
     pub timeout_secs: u64,
 }
 
@@ -126,11 +101,7 @@ impl Deployment {
     pub fn resolve(args: &EndpointArgs) -> Result<Self, CtlError> {
         let endpoints = args.data_dir.as_deref().map(Endpoints::read).transpose()?;
         let pick = |flags: &[String], from_file: Option<&Vec<String>>| -> Vec<String> {
-            let chosen: Vec<String> = flags
-                .iter()
-                .filter(|a| !a.trim().is_empty())
-                .cloned()
-                .collect();
+            let chosen: Vec<String> = flags.iter().filter(|a| !a.trim().is_empty()).cloned().collect();
             if chosen.is_empty() {
                 from_file.cloned().unwrap_or_default()
             } else {
@@ -138,17 +109,11 @@ impl Deployment {
             }
         };
         let key_addresses: Vec<String> =
-            pick(&args.key_shards, endpoints.as_ref().map(|e| &e.key_shards))
-                .iter()
-                .map(|a| normalized(a))
-                .collect();
-        let paste_addresses: Vec<String> = pick(
-            &args.paste_shards,
-            endpoints.as_ref().map(|e| &e.paste_shards),
-        )
-        .iter()
-        .map(|a| normalized(a))
-        .collect();
+            pick(&args.key_shards, endpoints.as_ref().map(|e| &e.key_shards)).iter().map(|a| normalized(a)).collect();
+        let paste_addresses: Vec<String> = pick(&args.paste_shards, endpoints.as_ref().map(|e| &e.paste_shards))
+            .iter()
+            .map(|a| normalized(a))
+            .collect();
         if key_addresses.is_empty() || paste_addresses.is_empty() {
             return Err(CtlError::Usage(
                 "no shard addresses: pass --key-shards and --paste-shards (or PASTEBIN_KEY_SHARDS and \
@@ -157,19 +122,12 @@ impl Deployment {
             ));
         }
         let connect = |address: &String| {
-            channel(address)
-                .map_err(|error| CtlError::Usage(format!("bad shard address {address}: {error}")))
+            channel(address).map_err(|error| CtlError::Usage(format!("bad shard address {address}: {error}")))
         };
-        let keys = key_addresses
-            .iter()
-            .map(|a| Ok(KeyClient::new(connect(a)?)))
-            .collect::<Result<_, CtlError>>()?;
-        let pastes = paste_addresses
-            .iter()
-            .map(|a| Ok(PasteClient::new(connect(a)?)))
-            .collect::<Result<_, CtlError>>()?;
-        let slots =
-            SlotMap::new(keys, pastes).map_err(|error| CtlError::Usage(error.to_string()))?;
+        let keys = key_addresses.iter().map(|a| Ok(KeyClient::new(connect(a)?))).collect::<Result<_, CtlError>>()?;
+        let pastes =
+            paste_addresses.iter().map(|a| Ok(PasteClient::new(connect(a)?))).collect::<Result<_, CtlError>>()?;
+        let slots = SlotMap::new(keys, pastes).map_err(|error| CtlError::Usage(error.to_string()))?;
         let objects = match (&args.objects_dir, &args.s3_bucket) {
             (Some(dir), _) => ObjectsConfig::Dir(dir.clone()),
             (None, Some(bucket)) => ObjectsConfig::S3(S3Settings {
@@ -178,10 +136,7 @@ impl Deployment {
                 region: args.s3_region.clone(),
                 force_path_style: args.s3_path_style,
             }),
-            (None, None) => match (
-                &args.data_dir,
-                endpoints.as_ref().and_then(|e| e.objects_dir.clone()),
-            ) {
+            (None, None) => match (&args.data_dir, endpoints.as_ref().and_then(|e| e.objects_dir.clone())) {
                 (_, Some(dir)) => ObjectsConfig::Dir(dir),
                 (Some(data_dir), None) => ObjectsConfig::Dir(data_dir.join("objects")),
                 (None, None) => ObjectsConfig::None,
@@ -213,7 +168,8 @@ impl Deployment {
     pub async fn object_store(&self) -> Result<Arc<dyn ObjectStore>, CtlError> {
         match &self.objects {
             ObjectsConfig::None => Err(CtlError::Usage(
-                "this command reads the object store: pass --objects-dir DIR or --s3-bucket NAME (or --data-dir)".into(),
+                "this command reads the object store: pass --objects-dir DIR or --s3-bucket NAME (or --data-dir)"
+                    .into(),
             )),
             ObjectsConfig::Dir(dir) => {
                 if !dir.is_dir() {
@@ -260,9 +216,7 @@ impl ObjectStore for NoObjectStore {
 
 impl NoObjectStore {
     fn refused() -> pastebin_objects::ObjectError {
-        pastebin_objects::ObjectError::Refused(
-            "pastebin ctl opened no object store for this command".into(),
-        )
+        pastebin_objects::ObjectError::Refused("pastebin ctl opened no object store for this command".into())
     }
 }
 
@@ -271,12 +225,7 @@ mod tests {
     use super::*;
 
     fn args(data_dir: Option<PathBuf>) -> EndpointArgs {
-        EndpointArgs {
-            data_dir,
-            s3_region: "us-east-1".into(),
-            timeout_secs: 5,
-            ..EndpointArgs::default()
-        }
+        EndpointArgs { data_dir, s3_region: "us-east-1".into(), timeout_secs: 5, ..EndpointArgs::default() }
     }
 
     #[tokio::test]
@@ -297,11 +246,7 @@ mod tests {
     #[tokio::test]
     async fn flags_win_over_the_data_dir() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("endpoints.json"),
-            r#"{"key_shards":["a:1"],"paste_shards":["b:2"]}"#,
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("endpoints.json"), r#"{"key_shards":["a:1"],"paste_shards":["b:2"]}"#).unwrap();
         let mut args = args(Some(dir.path().into()));
         args.key_shards = vec!["c:3".into(), "d:4".into()];
         let deployment = Deployment::resolve(&args).unwrap();
@@ -311,18 +256,10 @@ mod tests {
 
     #[tokio::test]
     async fn nothing_configured_is_a_usage_error() {
-        assert!(matches!(
-            Deployment::resolve(&args(None)),
-            Err(CtlError::Usage(_))
-        ));
+        assert!(matches!(Deployment::resolve(&args(None)), Err(CtlError::Usage(_))));
         let missing = tempfile::tempdir().unwrap();
-        let error = Deployment::resolve(&args(Some(missing.path().into())))
-            .err()
-            .unwrap();
-        assert!(
-            matches!(error, CtlError::Usage(ref m) if m.contains("endpoints.json")),
-            "{error}"
-        );
+        let error = Deployment::resolve(&args(Some(missing.path().into()))).err().unwrap();
+        assert!(matches!(error, CtlError::Usage(ref m) if m.contains("endpoints.json")), "{error}");
     }
 
     #[tokio::test]
@@ -331,9 +268,6 @@ mod tests {
         args.key_shards = vec!["a:1".into()];
         args.paste_shards = vec!["b:2".into()];
         let deployment = Deployment::resolve(&args).unwrap();
-        assert!(matches!(
-            deployment.object_store().await,
-            Err(CtlError::Usage(_))
-        ));
+        assert!(matches!(deployment.object_store().await, Err(CtlError::Usage(_))));
     }
 }

@@ -5,24 +5,16 @@ use std::time::Duration;
 /// Parses `60s`, `2m`, `1h`, `1d`, `500ms` or a bare number of seconds.
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     let raw = raw.trim();
-    let split = raw
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(raw.len());
+    let split = raw.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(raw.len());
     let (number, unit) = raw.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{raw}` is not a duration (try 60s, 2m, 1h)"))?;
+    let value: f64 = number.parse().map_err(|_| format!("`{raw}` is not a duration (try 60s, 2m, 1h)"))?;
     let seconds = match unit.trim() {
         "" | "s" | "sec" | "secs" => value,
         "ms" => value / 1000.0,
         "m" | "min" | "mins" => value * 60.0,
         "h" => value * 3600.0,
         "d" => value * 86_400.0,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{raw}` (use ms, s, m, h or d)"
-            ))
-        }
+        other => return Err(format!("unknown unit `{other}` in `{raw}` (use ms, s, m, h or d)")),
     };
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{raw}` is out of range"))
 }
@@ -45,10 +37,7 @@ pub fn age(seconds: f64) -> String {
 }
 
 /// Seconds between two instants as f64 (negative clamps to zero).
-pub fn seconds_between(
-    earlier: chrono::DateTime<chrono::Utc>,
-    later: chrono::DateTime<chrono::Utc>,
-) -> f64 {
+pub fn seconds_between(earlier: chrono::DateTime<chrono::Utc>, later: chrono::DateTime<chrono::Utc>) -> f64 {
     (later - earlier).num_milliseconds().max(0) as f64 / 1000.0
 }
 
@@ -106,13 +95,7 @@ mod tests {
 
     #[test]
     fn tables_align_columns() {
-        let text = table(
-            &["AGE", "KEY"],
-            &[
-                vec!["2m03s".into(), "k1".into()],
-                vec!["1s".into(), "k2".into()],
-            ],
-        );
+        let text = table(&["AGE", "KEY"], &[vec!["2m03s".into(), "k1".into()], vec!["1s".into(), "k2".into()]]);
         assert_eq!(text, "AGE    KEY\n2m03s  k1\n1s     k2\n");
     }
 }

@@ -105,11 +105,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
 }
 
 /// Runs a command, writing its report to `out` and warnings and errors to `err`.
-pub async fn execute(
-    args: CtlArgs,
-    out: &mut (dyn Write + Send),
-    err: &mut (dyn Write + Send),
-) -> Exit {
+pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
     let result = async {
         let deployment = Deployment::resolve(&args.endpoints)?;
         match &args.command {
@@ -155,27 +151,11 @@ mod tests {
 
     #[test]
     fn shard_options_may_follow_the_subcommand() {
-        let args = parse_from([
-            "pastebin ctl",
-            "pending",
-            "--data-dir",
-            "/tmp/x",
-            "--older-than",
-            "2m",
-            "--json",
-        ])
-        .unwrap();
-        assert_eq!(
-            args.endpoints.data_dir.as_deref(),
-            Some(std::path::Path::new("/tmp/x"))
-        );
-        let CtlCommand::Pending(pending) = args.command else {
-            panic!("parsed as {:?}", args.command)
-        };
-        assert_eq!(
-            (pending.older_than.as_secs(), pending.json, pending.limit),
-            (120, true, 100)
-        );
+        let args =
+            parse_from(["pastebin ctl", "pending", "--data-dir", "/tmp/x", "--older-than", "2m", "--json"]).unwrap();
+        assert_eq!(args.endpoints.data_dir.as_deref(), Some(std::path::Path::new("/tmp/x")));
+        let CtlCommand::Pending(pending) = args.command else { panic!("parsed as {:?}", args.command) };
+        assert_eq!((pending.older_than.as_secs(), pending.json, pending.limit), (120, true, 100));
     }
 
     #[test]
@@ -194,56 +174,31 @@ mod tests {
     async fn run_args(args: &[&str]) -> (Exit, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let exit = execute(parse_from(args).unwrap(), &mut out, &mut err).await;
-        (
-            exit,
-            String::from_utf8(out).unwrap(),
-            String::from_utf8(err).unwrap(),
-        )
+        (exit, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     }
 
     #[tokio::test]
     async fn no_shards_configured_is_one_line_and_exit_2() {
-        let (exit, out, err) = run_args(&[
-            "pastebin ctl",
-            "stats",
-            "--data-dir",
-            "/nonexistent/pastebin",
-        ])
-        .await;
+        let (exit, out, err) = run_args(&["pastebin ctl", "stats", "--data-dir", "/nonexistent/pastebin"]).await;
         assert_eq!(exit, Exit::Usage);
         assert!(out.is_empty());
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(
-            err.starts_with("error: cannot read /nonexistent/pastebin/endpoints.json"),
-            "{err}"
-        );
+        assert!(err.starts_with("error: cannot read /nonexistent/pastebin/endpoints.json"), "{err}");
     }
 
     #[tokio::test]
     async fn unreachable_shards_exit_3_with_what_could_be_printed() {
-        let nowhere = [
-            "--key-shards",
-            "127.0.0.1:9",
-            "--paste-shards",
-            "127.0.0.1:9",
-        ];
+        let nowhere = ["--key-shards", "127.0.0.1:9", "--paste-shards", "127.0.0.1:9"];
         let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable);
         assert!(out.contains("K0") && out.contains("NO"), "{out}");
-        assert!(
-            err.contains("K shard 0 (http://127.0.0.1:9) unreachable"),
-            "{err}"
-        );
+        assert!(err.contains("K shard 0 (http://127.0.0.1:9) unreachable"), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
 
         let (exit, _, err) = run_args(&[&["pastebin ctl", "pending"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable, "{err}");
 
-        let recover = [
-            "pastebin ctl",
-            "recover",
-            "5b1f6c1e-3c1a-4d8e-9a55-0f7c1b2a3d4e",
-        ];
+        let recover = ["pastebin ctl", "recover", "5b1f6c1e-3c1a-4d8e-9a55-0f7c1b2a3d4e"];
         let (exit, _, err) = run_args(&[&recover[..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable, "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -251,15 +206,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_malformed_key_is_a_usage_error() {
-        let args = [
-            "pastebin ctl",
-            "recover",
-            "not-a-uuid",
-            "--key-shards",
-            "127.0.0.1:9",
-            "--paste-shards",
-            "127.0.0.1:9",
-        ];
+        let args =
+            ["pastebin ctl", "recover", "not-a-uuid", "--key-shards", "127.0.0.1:9", "--paste-shards", "127.0.0.1:9"];
         let (exit, _, err) = run_args(&args).await;
         assert_eq!(exit, Exit::Usage);
         assert!(err.contains("is not an idempotency key"), "{err}");

@@ -53,24 +53,12 @@ pub(crate) async fn list_shard(
     let keys = deployment.keys(shard);
     let now = keys.pending_stats().await.map_err(|e| e.to_string())?.now;
     let threshold = chrono::Duration::from_std(older_than).unwrap_or(chrono::Duration::MAX);
-    let page = keys
-        .list_pending(now - threshold, None, limit)
-        .await
-        .map_err(|e| e.to_string())?;
+    let page = keys.list_pending(now - threshold, None, limit).await.map_err(|e| e.to_string())?;
     Ok((page, now))
 }
 
-pub(crate) fn unreachable(
-    deployment: &Deployment,
-    kind: &str,
-    shard: usize,
-    error: &str,
-) -> String {
-    let address = if kind == "K" {
-        &deployment.key_addresses[shard]
-    } else {
-        &deployment.paste_addresses[shard]
-    };
+pub(crate) fn unreachable(deployment: &Deployment, kind: &str, shard: usize, error: &str) -> String {
+    let address = if kind == "K" { &deployment.key_addresses[shard] } else { &deployment.paste_addresses[shard] };
     format!("{kind} shard {shard} ({address}) unreachable: {error}")
 }
 
@@ -98,37 +86,21 @@ pub async fn run(
                 }));
             }
             Err(error) => {
-                writeln!(
-                    err,
-                    "warning: {}; its keys are not listed",
-                    unreachable(deployment, "K", shard, &error)
-                )?;
+                writeln!(err, "warning: {}; its keys are not listed", unreachable(deployment, "K", shard, &error))?;
                 exit = Exit::Unreachable;
             }
         }
     }
-    rows.sort_by(|a, b| {
-        b.age_seconds
-            .total_cmp(&a.age_seconds)
-            .then_with(|| a.key.cmp(&b.key))
-    });
+    rows.sort_by(|a, b| b.age_seconds.total_cmp(&a.age_seconds).then_with(|| a.key.cmp(&b.key)));
     truncated |= rows.len() > args.limit as usize;
     rows.truncate(args.limit as usize);
 
     if args.json {
         for row in &rows {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string(row).map_err(|e| CtlError::Failed(e.to_string()))?
-            )?;
+            writeln!(out, "{}", serde_json::to_string(row).map_err(|e| CtlError::Failed(e.to_string()))?)?;
         }
     } else if rows.is_empty() {
-        writeln!(
-            out,
-            "no pending keys older than {}",
-            age(args.older_than.as_secs_f64())
-        )?;
+        writeln!(out, "no pending keys older than {}", age(args.older_than.as_secs_f64()))?;
     } else {
         let cells: Vec<Vec<String>> = rows
             .iter()
@@ -140,25 +112,12 @@ pub async fn run(
                     format!("K{}", r.key_shard),
                     format!("P{}", r.paste_shard),
                     r.state.to_owned(),
-                    r.created_at
-                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    r.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 ]
             })
             .collect();
         out.write_all(
-            table(
-                &[
-                    "AGE",
-                    "KEY",
-                    "PASTE ID",
-                    "K SHARD",
-                    "P SHARD",
-                    "STATE",
-                    "CREATED AT",
-                ],
-                &cells,
-            )
-            .as_bytes(),
+            table(&["AGE", "KEY", "PASTE ID", "K SHARD", "P SHARD", "STATE", "CREATED AT"], &cells).as_bytes(),
         )?;
         writeln!(
             out,
@@ -169,11 +128,7 @@ pub async fn run(
         )?;
     }
     if truncated {
-        writeln!(
-            err,
-            "note: showing the oldest {}; there are more (raise --limit)",
-            rows.len()
-        )?;
+        writeln!(err, "note: showing the oldest {}; there are more (raise --limit)", rows.len())?;
     }
     Ok(exit)
 }

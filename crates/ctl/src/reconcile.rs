@@ -83,10 +83,7 @@ pub struct Finding<T> {
 
 impl<T> Finding<T> {
     fn new() -> Self {
-        Self {
-            count: 0,
-            samples: Vec::new(),
-        }
+        Self { count: 0, samples: Vec::new() }
     }
 
     fn push(&mut self, item: T, samples: usize) {
@@ -145,33 +142,21 @@ pub async fn run(
                 report.complete &= !full;
                 pending.extend(keys);
             }
-            Err(error) => report
-                .unreachable
-                .push(unreachable(deployment, "K", shard, &error)),
+            Err(error) => report.unreachable.push(unreachable(deployment, "K", shard, &error)),
         }
     }
     report.pending_keys_scanned = pending.len();
-    let pending_ids: HashMap<String, usize> = pending
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.key.paste_id.to_string(), i))
-        .collect();
+    let pending_ids: HashMap<String, usize> =
+        pending.iter().enumerate().map(|(i, p)| (p.key.paste_id.to_string(), i)).collect();
 
     // 2. Of those past the in-flight window: is their paste on P? And its object?
     let threshold = args.older_than.as_secs_f64();
-    let stale: Vec<&Pending> = pending
-        .iter()
-        .filter(|p| p.age_seconds >= threshold)
-        .collect();
+    let stale: Vec<&Pending> = pending.iter().filter(|p| p.age_seconds >= threshold).collect();
     report.pending_keys_checked = stale.len();
     let lookups = stream::iter(stale)
         .map(|p| async move {
             let shard = deployment.slots.paste_shard_index(p.key.paste_id.slot());
-            (
-                p,
-                shard,
-                deployment.pastes(shard).get(&p.key.paste_id).await,
-            )
+            (p, shard, deployment.pastes(shard).get(&p.key.paste_id).await)
         })
         .buffered(CONCURRENCY)
         .collect::<Vec<_>>()
@@ -188,10 +173,7 @@ pub async fn run(
                     }
                 };
                 if object_present == Some(false) {
-                    let missing = MissingObject {
-                        paste_id: p.key.paste_id.to_string(),
-                        paste_shard: shard,
-                    };
+                    let missing = MissingObject { paste_id: p.key.paste_id.to_string(), paste_shard: shard };
                     report.rows_without_objects.push(missing, args.samples);
                 }
                 let finding = PendingWithPaste {
@@ -269,27 +251,17 @@ pub async fn run(
     let mut p_errors: Vec<_> = p_errors.into_iter().collect();
     p_errors.sort();
     for (shard, error) in p_errors {
-        report
-            .unreachable
-            .push(unreachable(deployment, "P", shard, &error));
+        report.unreachable.push(unreachable(deployment, "P", shard, &error));
     }
     report.unreachable.dedup();
     report.complete &= report.unreachable.is_empty();
 
-    let exit = if report.unreachable.is_empty() {
-        Exit::Ok
-    } else {
-        Exit::Unreachable
-    };
+    let exit = if report.unreachable.is_empty() { Exit::Ok } else { Exit::Unreachable };
     for problem in &report.unreachable {
         writeln!(err, "warning: {problem}; the report is incomplete")?;
     }
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
     } else {
         print_text(&report, args, out)?;
     }
@@ -297,31 +269,20 @@ pub async fn run(
 }
 
 /// Pending keys of one shard, oldest first, at most `max`; and whether it stopped at `max`.
-async fn scan_pending(
-    deployment: &Deployment,
-    shard: usize,
-    max: usize,
-) -> Result<(Vec<Pending>, bool), String> {
+async fn scan_pending(deployment: &Deployment, shard: usize, max: usize) -> Result<(Vec<Pending>, bool), String> {
     let keys = deployment.keys(shard);
     let now: DateTime<Utc> = keys.pending_stats().await.map_err(|e| e.to_string())?.now;
     let mut found = Vec::new();
     let mut cursor: Option<PendingKey> = None;
     loop {
-        let page = deployment
-            .keys(shard)
-            .list_pending(now, cursor.as_ref(), PAGE)
-            .await
-            .map_err(|e| e.to_string())?;
+        let page = deployment.keys(shard).list_pending(now, cursor.as_ref(), PAGE).await.map_err(|e| e.to_string())?;
         let full = page.len() == PAGE as usize;
         cursor = page.last().cloned();
         for key in page {
             if found.len() >= max {
                 return Ok((found, true));
             }
-            found.push(Pending {
-                age_seconds: seconds_between(key.created_at, now),
-                key,
-            });
+            found.push(Pending { age_seconds: seconds_between(key.created_at, now), key });
         }
         if !full {
             return Ok((found, false));
@@ -329,11 +290,7 @@ async fn scan_pending(
     }
 }
 
-fn print_text(
-    report: &Report,
-    args: &ReconcileArgs,
-    out: &mut (dyn Write + Send),
-) -> std::io::Result<()> {
+fn print_text(report: &Report, args: &ReconcileArgs, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
     writeln!(
         out,
         "reconcile (read-only): {} pending key(s) scanned, {} older than {} checked on P; {} object(s) scanned{}",
@@ -345,11 +302,7 @@ fn print_text(
     )?;
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
 
-    writeln!(
-        out,
-        "\npending keys whose paste exists: {}",
-        report.pending_with_paste.count
-    )?;
+    writeln!(out, "\npending keys whose paste exists: {}", report.pending_with_paste.count)?;
     if report.pending_with_paste.count > 0 {
         writeln!(out, "  the sweeper marks these done once they are 60s old; `pastebin ctl recover KEY` does one now")?;
         let rows: Vec<Vec<String>> = report
@@ -366,17 +319,10 @@ fn print_text(
                 ]
             })
             .collect();
-        write_indented(
-            out,
-            &table(&["AGE", "KEY", "PASTE ID", "P SHARD", "OBJECT"], &rows),
-        )?;
+        write_indented(out, &table(&["AGE", "KEY", "PASTE ID", "P SHARD", "OBJECT"], &rows))?;
     }
 
-    writeln!(
-        out,
-        "\nobjects without a live paste row: {}",
-        report.orphan_objects.count
-    )?;
+    writeln!(out, "\nobjects without a live paste row: {}", report.orphan_objects.count)?;
     if report.orphan_objects.count > 0 {
         writeln!(
             out,
@@ -396,13 +342,7 @@ fn print_text(
                 ]
             })
             .collect();
-        write_indented(
-            out,
-            &table(
-                &["AGE", "PASTE ID", "BYTES", "PAST FLOOR", "KEY PENDING"],
-                &rows,
-            ),
-        )?;
+        write_indented(out, &table(&["AGE", "PASTE ID", "BYTES", "PAST FLOOR", "KEY PENDING"], &rows))?;
     }
 
     writeln!(

@@ -49,40 +49,28 @@ pub async fn run(
     out: &mut (dyn Write + Send),
     _err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
-    let key = IdempotencyKey::parse(&args.key).map_err(|_| {
-        CtlError::Usage(format!("`{}` is not an idempotency key (a UUID)", args.key))
-    })?;
+    let key = IdempotencyKey::parse(&args.key)
+        .map_err(|_| CtlError::Usage(format!("`{}` is not an idempotency key (a UUID)", args.key)))?;
     let shard = pastebin_shards::shard_of(key.slot(), deployment.key_addresses.len());
     let keys = deployment.keys(shard);
-    let unreachable = |error: String| {
-        CtlError::Unreachable(crate::pending::unreachable(deployment, "K", shard, &error))
-    };
+    let unreachable =
+        |error: String| CtlError::Unreachable(crate::pending::unreachable(deployment, "K", shard, &error));
     // Read the key first, for the report and the age check. Only its
     // state, paste id and creation time are used: the stored body, which
     // holds the delete token, is dropped unread.
-    let record = keys
-        .get(&key)
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
-    let now = keys
-        .pending_stats()
-        .await
-        .map_err(|e| unreachable(e.to_string()))?
-        .now;
+    let record = keys.get(&key).await.map_err(|e| unreachable(e.to_string()))?;
+    let now = keys.pending_stats().await.map_err(|e| unreachable(e.to_string()))?.now;
     let mut report = Report {
         key: key.canonical(),
         dry_run: args.dry_run,
         decision: "no_such_key",
         detail: String::new(),
         paste_id: record.as_ref().map(|r| r.paste_id.to_string()),
-        paste_shard: record
-            .as_ref()
-            .map(|r| deployment.slots.paste_shard_index(r.paste_id.slot())),
+        paste_shard: record.as_ref().map(|r| deployment.slots.paste_shard_index(r.paste_id.slot())),
         age_seconds: record.as_ref().map(|r| seconds_between(r.created_at, now)),
     };
     let young = record.as_ref().is_some_and(|r| {
-        r.state == KeyState::Pending
-            && report.age_seconds.unwrap_or(0.0) < RECOVERY_THRESHOLD.as_secs_f64()
+        r.state == KeyState::Pending && report.age_seconds.unwrap_or(0.0) < RECOVERY_THRESHOLD.as_secs_f64()
     });
     drop(record);
 
@@ -95,16 +83,8 @@ pub async fn run(
         );
         Exit::Failed
     } else {
-        let settings = SweeperSettings {
-            call_timeout: deployment.timeout,
-            ..SweeperSettings::default()
-        };
-        let sweeper = Sweeper::new(
-            deployment.slots.clone(),
-            Arc::new(NoObjectStore),
-            Arc::new(SystemClock),
-            settings,
-        );
+        let settings = SweeperSettings { call_timeout: deployment.timeout, ..SweeperSettings::default() };
+        let sweeper = Sweeper::new(deployment.slots.clone(), Arc::new(NoObjectStore), Arc::new(SystemClock), settings);
         let decision = sweeper.recover_key(&key, args.dry_run).await;
         let (name, detail, exit) = describe(&decision, args.dry_run);
         report.decision = name;
@@ -119,11 +99,7 @@ pub async fn run(
     };
 
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
     } else {
         let mut context = Vec::new();
         if let (Some(id), Some(p)) = (&report.paste_id, report.paste_shard) {
@@ -132,11 +108,7 @@ pub async fn run(
         if let Some(seconds) = report.age_seconds {
             context.push(format!("created {} ago", age(seconds)));
         }
-        let context = if context.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", context.join(", "))
-        };
+        let context = if context.is_empty() { String::new() } else { format!(" ({})", context.join(", ")) };
         writeln!(out, "key {}{}: {}", report.key, context, report.detail)?;
     }
     Ok(exit)
@@ -174,9 +146,11 @@ fn describe(decision: &Decision, dry_run: bool) -> (&'static str, String, Exit) 
         Decision::AlreadyResolved => {
             ("already_resolved", "nothing to do: another executor resolved it first".into(), Exit::Ok)
         }
-        Decision::LeftPending(reason) => {
-            ("left_pending", format!("left pending: {reason}. Never abort what cannot be seen; retry later"), Exit::Unreachable)
-        }
+        Decision::LeftPending(reason) => (
+            "left_pending",
+            format!("left pending: {reason}. Never abort what cannot be seen; retry later"),
+            Exit::Unreachable,
+        ),
         Decision::NoSuchKey => ("no_such_key", "no such key on its K shard".into(), Exit::Failed),
     }
 }

@@ -81,10 +81,7 @@ pub async fn run(
         };
         match deployment.keys(shard).pending_stats().await {
             Ok(stats) => {
-                let oldest = stats
-                    .oldest_created_at
-                    .map(|at| seconds_between(at, stats.now))
-                    .unwrap_or(0.0);
+                let oldest = stats.oldest_created_at.map(|at| seconds_between(at, stats.now)).unwrap_or(0.0);
                 row.reachable = true;
                 row.pending = Some(stats.pending);
                 row.older_than_2s = Some(stats.older_than_2s);
@@ -93,11 +90,7 @@ pub async fn run(
                 row.level = Some(alert_level(oldest, false));
             }
             Err(error) => {
-                writeln!(
-                    err,
-                    "warning: {}",
-                    unreachable(deployment, "K", shard, &error.to_string())
-                )?;
+                writeln!(err, "warning: {}", unreachable(deployment, "K", shard, &error.to_string()))?;
                 exit = Exit::Unreachable;
             }
         }
@@ -109,25 +102,14 @@ pub async fn run(
         let reachable = match deployment.pastes(shard).resolve_batch(&[]).await {
             Ok(_) => true,
             Err(error) => {
-                writeln!(
-                    err,
-                    "warning: {}",
-                    unreachable(deployment, "P", shard, &error.to_string())
-                )?;
+                writeln!(err, "warning: {}", unreachable(deployment, "P", shard, &error.to_string()))?;
                 exit = Exit::Unreachable;
                 false
             }
         };
-        paste_shards.push(PasteShardStats {
-            shard,
-            address: address.clone(),
-            reachable,
-        });
+        paste_shards.push(PasteShardStats { shard, address: address.clone(), reachable });
     }
-    let oldest = key_shards
-        .iter()
-        .filter_map(|s| s.oldest_pending_age_seconds)
-        .fold(0.0, f64::max);
+    let oldest = key_shards.iter().filter_map(|s| s.oldest_pending_age_seconds).fold(0.0, f64::max);
     let level = alert_level(oldest, false);
     let total = Total {
         pending: key_shards.iter().filter_map(|s| s.pending).sum(),
@@ -139,18 +121,10 @@ pub async fn run(
         key_shards_unreachable: key_shards.iter().filter(|s| !s.reachable).count(),
         paste_shards_unreachable: paste_shards.iter().filter(|s| !s.reachable).count(),
     };
-    let report = Report {
-        total,
-        key_shards,
-        paste_shards,
-    };
+    let report = Report { total, key_shards, paste_shards };
 
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
         return Ok(exit);
     }
     let dash = || "-".to_owned();
@@ -161,72 +135,34 @@ pub async fn run(
         .map(|s| {
             vec![
                 format!("K{}", s.shard),
-                if s.reachable {
-                    "yes".into()
-                } else {
-                    "NO".into()
-                },
+                if s.reachable { "yes".into() } else { "NO".into() },
                 number(s.pending),
                 number(s.older_than_2s),
                 number(s.older_than_60s),
                 s.oldest_pending_age_seconds.map(age).unwrap_or_else(dash),
-                s.level
-                    .map(|l| l.to_string())
-                    .unwrap_or_else(|| "unknown".into()),
+                s.level.map(|l| l.to_string()).unwrap_or_else(|| "unknown".into()),
             ]
         })
         .collect();
     let t = &report.total;
     rows.push(vec![
         "total".into(),
-        format!(
-            "{}/{}",
-            report.key_shards.len() - t.key_shards_unreachable,
-            report.key_shards.len()
-        ),
+        format!("{}/{}", report.key_shards.len() - t.key_shards_unreachable, report.key_shards.len()),
         t.pending.to_string(),
         t.older_than_2s.to_string(),
         t.older_than_60s.to_string(),
         age(t.oldest_pending_age_seconds),
         t.level.to_string(),
     ]);
-    out.write_all(
-        table(
-            &[
-                "SHARD",
-                "REACHABLE",
-                "PENDING",
-                ">2s",
-                ">60s",
-                "OLDEST",
-                "LEVEL",
-            ],
-            &rows,
-        )
-        .as_bytes(),
-    )?;
+    out.write_all(table(&["SHARD", "REACHABLE", "PENDING", ">2s", ">60s", "OLDEST", "LEVEL"], &rows).as_bytes())?;
     let pastes: Vec<String> = report
         .paste_shards
         .iter()
-        .map(|s| {
-            format!(
-                "P{} {}",
-                s.shard,
-                if s.reachable {
-                    "reachable"
-                } else {
-                    "UNREACHABLE"
-                }
-            )
-        })
+        .map(|s| format!("P{} {}", s.shard, if s.reachable { "reachable" } else { "UNREACHABLE" }))
         .collect();
     writeln!(out, "paste shards: {}", pastes.join(", "))?;
     let row = t.level.card_row();
-    writeln!(
-        out,
-        "level: {} ({}: {}). Action: {}",
-        t.level, row.signal, row.meaning, row.action
-    )?;
+    writeln!(out, "level: {} ({}: {}). Action: {}", t.level, row.signal, row.meaning, row.action)?;
     writeln!(out, "a climbing count (creates stuck: page, never mass-abort) shows on the dashboard and in the alerts")?;
     Ok(exit)
 }

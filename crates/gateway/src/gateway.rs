@@ -82,7 +82,12 @@ fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
 }
 
 impl Gateway {
-    pub fn new(slots: SlotMap, objects: Arc<dyn ObjectStore>, clock: Arc<dyn Clock>, settings: GatewaySettings) -> Self {
+    pub fn new(
+        slots: SlotMap,
+        objects: Arc<dyn ObjectStore>,
+        clock: Arc<dyn Clock>,
+        settings: GatewaySettings,
+    ) -> Self {
         Self { inner: Arc::new(Inner { slots, objects, clock, settings }) }
     }
 
@@ -99,7 +104,8 @@ impl Gateway {
         if command.content.len() > limit {
             return Err(ApiError::TooLarge { limit });
         }
-        let expiry = Expiry::from_seconds(command.expires_in_seconds).map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
+        let expiry =
+            Expiry::from_seconds(command.expires_in_seconds).map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
         let request_hash = CreateRequest {
             content: command.content.as_bytes(),
             expires_in_seconds: expiry.seconds(),

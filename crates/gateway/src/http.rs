@@ -19,9 +19,7 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use serde::Deserialize;
 
-use crate::{
-    error::RETRY_AFTER_SECONDS, gateway::CreateAnswer, pages, ApiError, CreateCommand, Gateway,
-};
+use crate::{error::RETRY_AFTER_SECONDS, gateway::CreateAnswer, pages, ApiError, CreateCommand, Gateway};
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -105,11 +103,7 @@ fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        })
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"))
 }
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
@@ -125,10 +119,8 @@ fn accept_quality(headers: &HeaderMap, media_type: &str) -> f32 {
             if !name.eq_ignore_ascii_case(media_type) {
                 return None;
             }
-            let q = parts
-                .filter_map(|p| p.trim().strip_prefix("q="))
-                .find_map(|q| q.parse::<f32>().ok())
-                .unwrap_or(1.0);
+            let q =
+                parts.filter_map(|p| p.trim().strip_prefix("q=")).find_map(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
             Some(q)
         })
         .fold(0.0, f32::max)
@@ -152,8 +144,7 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut received: usize = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {
-            let too_large = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<LengthLimitError>());
+            let too_large = std::error::Error::source(&error).is_some_and(|source| source.is::<LengthLimitError>());
             if too_large {
                 ApiError::TooLarge { limit }
             } else {
@@ -187,18 +178,18 @@ async fn create(
     // value is never silently ignored). It is passed on as an out-of-range
     // expiry so that step 1 reports it in its own order: key, size, expiry.
     let query_expiry = match query {
-        Ok(Query(CreateQuery {
-            expires_in_seconds: Some(seconds),
-        })) if pastebin_core::Expiry::from_seconds(Some(seconds)).is_err() => Err(()),
+        Ok(Query(CreateQuery { expires_in_seconds: Some(seconds) }))
+            if pastebin_core::Expiry::from_seconds(Some(seconds)).is_err() =>
+        {
+            Err(())
+        }
         Ok(Query(query)) => Ok(query.expires_in_seconds),
         Err(_) => Err(()),
     };
     let idempotency_key = headers
         .get(IDEMPOTENCY_KEY)
         .map(|v| {
-            v.to_str()
-                .map(str::to_owned)
-                .map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
+            v.to_str().map(str::to_owned).map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
         })
         .transpose()?;
     let limit = gateway.settings().max_content_bytes;
@@ -216,11 +207,7 @@ async fn create(
             Ok(from_query) => parsed.expires_in_seconds.or(from_query),
             Err(()) => Some(OUT_OF_RANGE_EXPIRY),
         };
-        CreateCommand {
-            idempotency_key,
-            content: parsed.content,
-            expires_in_seconds,
-        }
+        CreateCommand { idempotency_key, content: parsed.content, expires_in_seconds }
     } else {
         let raw = read_body(body, limit).await?;
         let content = String::from_utf8(raw.to_vec())
@@ -243,45 +230,25 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     } else {
         ("application/json", answer.body.expose().to_owned())
     };
-    let mut response = (
-        StatusCode::CREATED,
-        [(header::CONTENT_TYPE, content_type)],
-        body,
-    )
-        .into_response();
-    let location = format!(
-        "{}/api/v1/pastes/{}",
-        gateway.settings().public_url,
-        answer.created.id
-    );
+    let mut response = (StatusCode::CREATED, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    let location = format!("{}/api/v1/pastes/{}", gateway.settings().public_url, answer.created.id);
     if let Ok(location) = HeaderValue::from_str(&location) {
         response.headers_mut().insert(header::LOCATION, location);
     }
     if answer.replayed {
-        response
-            .headers_mut()
-            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     response
 }
 
-async fn get_json(
-    State(gateway): State<Gateway>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+async fn get_json(State(gateway): State<Gateway>, Path(id): Path<String>) -> Result<Response, ApiError> {
     Ok(Json(gateway.get(&id).await?).into_response())
 }
 
-async fn get_raw(
-    State(gateway): State<Gateway>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+async fn get_raw(State(gateway): State<Gateway>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let paste = gateway.get(&id).await?;
     Ok((
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
         paste.content,
     )
         .into_response())
@@ -309,18 +276,9 @@ async fn delete(
 fn html(status: StatusCode, page: String) -> Response {
     let mut response = (status, Html(page)).into_response();
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(pages::CSP),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(pages::CSP));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if status == StatusCode::SERVICE_UNAVAILABLE {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
@@ -332,20 +290,14 @@ fn html(status: StatusCode, page: String) -> Response {
 fn html_error(error: &ApiError) -> Response {
     match error {
         ApiError::NotFound => html(StatusCode::NOT_FOUND, pages::not_found()),
-        ApiError::Unavailable(_) => html(
-            StatusCode::SERVICE_UNAVAILABLE,
-            pages::unavailable(&error.to_string()),
-        ),
+        ApiError::Unavailable(_) => html(StatusCode::SERVICE_UNAVAILABLE, pages::unavailable(&error.to_string())),
         other => html(other.http_status(), pages::bad_request(&other.to_string())),
     }
 }
 
 async fn new_paste_page(State(gateway): State<Gateway>) -> Response {
     let settings = gateway.settings();
-    html(
-        StatusCode::OK,
-        pages::new_paste(&settings.public_url, settings.max_content_bytes),
-    )
+    html(StatusCode::OK, pages::new_paste(&settings.public_url, settings.max_content_bytes))
 }
 
 async fn get_page(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
@@ -377,19 +329,13 @@ async fn delete_from_form(
     form: Result<Form<DeleteFormFields>, FormRejection>,
 ) -> Response {
     let Ok(Form(fields)) = form else {
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::bad_request("the form must send a delete token"),
-        );
+        return html(StatusCode::BAD_REQUEST, pages::bad_request("the form must send a delete token"));
     };
     match gateway.delete(&id, fields.token.trim()).await {
         Ok(()) => html(StatusCode::OK, pages::deleted(&id)),
         Err(ApiError::WrongToken) => html(
             StatusCode::FORBIDDEN,
-            pages::delete_form(
-                &id,
-                Some("That token does not match this paste. Nothing was deleted."),
-            ),
+            pages::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
         ),
         Err(error) => html_error(&error),
     }
@@ -402,36 +348,22 @@ mod tests {
     /// The router serves exactly the paths the published document lists.
     #[test]
     fn every_route_is_documented_and_every_documented_path_is_routed() {
-        let document: serde_json::Value =
-            serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
-        let mut documented: Vec<&str> = document["paths"]
-            .as_object()
-            .expect("the document has paths")
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let document: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        let mut documented: Vec<&str> =
+            document["paths"].as_object().expect("the document has paths").keys().map(String::as_str).collect();
         let mut routed = ROUTES.to_vec();
         documented.sort_unstable();
         routed.sort_unstable();
         assert_eq!(routed, documented);
-        assert_eq!(
-            document["openapi"].as_str().map(|v| v.starts_with("3.1")),
-            Some(true)
-        );
+        assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
     }
 
     #[test]
     fn accept_prefers_the_higher_quality() {
         let mut headers = HeaderMap::new();
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json;q=0.5, text/plain"),
-        );
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json;q=0.5, text/plain"));
         assert!(wants_text(&headers));
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("text/plain;q=0.1, application/json"),
-        );
+        headers.insert(header::ACCEPT, HeaderValue::from_static("text/plain;q=0.1, application/json"));
         assert!(!wants_text(&headers));
     }
 }

@@ -9,8 +9,7 @@ use crate::PasteView;
 
 /// Sent with every HTML page. Scripts and styles only from this origin (the
 /// two assets below), `fetch` only to this origin, forms post only here.
-pub(crate) const CSP: &str =
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
      img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// `/assets/style.css`: the one stylesheet of every page.
@@ -39,11 +38,7 @@ pub(crate) fn escape(text: &str) -> String {
 /// The frame every page shares. `title` is escaped here; `main` is HTML the
 /// caller built (with its own escaping); `script` adds the app script.
 fn layout(title: &str, main: &str, script: bool) -> String {
-    let script = if script {
-        "<script src=\"/assets/app.js\" defer></script>"
-    } else {
-        ""
-    };
+    let script = if script { "<script src=\"/assets/app.js\" defer></script>" } else { "" };
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
@@ -58,13 +53,8 @@ fn layout(title: &str, main: &str, script: bool) -> String {
 }
 
 /// The expiry choices the new-paste page offers (all within SPEC §6's range).
-const EXPIRY_CHOICES: &[(u64, &str)] = &[
-    (3_600, "1 hour"),
-    (86_400, "1 day"),
-    (604_800, "1 week"),
-    (2_592_000, "30 days"),
-    (31_536_000, "1 year"),
-];
+const EXPIRY_CHOICES: &[(u64, &str)] =
+    &[(3_600, "1 hour"), (86_400, "1 day"), (604_800, "1 week"), (2_592_000, "30 days"), (31_536_000, "1 year")];
 
 /// `/`: the new-paste form. Saving needs the script (it owns the
 /// idempotency key); the `noscript` text says how to save without it.
@@ -72,11 +62,7 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
     let options: String = EXPIRY_CHOICES
         .iter()
         .map(|(seconds, label)| {
-            let selected = if *seconds == 2_592_000 {
-                " selected"
-            } else {
-                ""
-            };
+            let selected = if *seconds == 2_592_000 { " selected" } else { "" };
             format!("<option value=\"{seconds}\"{selected}>{label}</option>")
         })
         .collect();
@@ -113,15 +99,8 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
 pub(crate) fn paste(paste: &PasteView) -> String {
     let id = escape(&paste.id);
     let body = paste.content.strip_suffix('\n').unwrap_or(&paste.content);
-    let lines: String = body
-        .split('\n')
-        .map(|line| {
-            format!(
-                "<li>{}</li>",
-                escape(line.strip_suffix('\r').unwrap_or(line))
-            )
-        })
-        .collect();
+    let lines: String =
+        body.split('\n').map(|line| format!("<li>{}</li>", escape(line.strip_suffix('\r').unwrap_or(line)))).collect();
     let main = format!(
         "<h1>Paste <code>{id}</code></h1>\
          <p class=\"meta\">{size} bytes · created {created} · expires {expires} · \
@@ -138,9 +117,7 @@ pub(crate) fn paste(paste: &PasteView) -> String {
 /// `problem` is shown above it after a wrong token.
 pub(crate) fn delete_form(raw_id: &str, problem: Option<&str>) -> String {
     let id = escape(raw_id);
-    let problem = problem
-        .map(|p| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(p)))
-        .unwrap_or_default();
+    let problem = problem.map(|p| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(p))).unwrap_or_default();
     let main = format!(
         "<h1>Delete paste <code>{id}</code></h1>{problem}\
          <form method=\"post\" action=\"/{id}/delete\" class=\"delete\">\
@@ -162,29 +139,18 @@ pub(crate) fn deleted(id: &str) -> String {
 }
 
 pub(crate) fn not_found() -> String {
-    layout(
-        "Not found",
-        "<h1>Not found</h1><p>There is no paste here. It may have expired or been deleted.</p>",
-        false,
-    )
+    layout("Not found", "<h1>Not found</h1><p>There is no paste here. It may have expired or been deleted.</p>", false)
 }
 
 pub(crate) fn bad_request(message: &str) -> String {
-    layout(
-        "Bad request",
-        &format!("<h1>Bad request</h1><p>{}</p>", escape(message)),
-        false,
-    )
+    layout("Bad request", &format!("<h1>Bad request</h1><p>{}</p>", escape(message)), false)
 }
 
 /// A 503: the service could not answer now. Nothing was lost; try again.
 pub(crate) fn unavailable(message: &str) -> String {
     layout(
         "Try again shortly",
-        &format!(
-            "<h1>Try again shortly</h1><p>{}</p><p>Reload this page in a moment.</p>",
-            escape(message)
-        ),
+        &format!("<h1>Try again shortly</h1><p>{}</p><p>Reload this page in a moment.</p>", escape(message)),
         false,
     )
 }
@@ -207,44 +173,26 @@ mod tests {
     fn content_is_escaped() {
         let page = paste(&view("<script>alert('x')</script> & \"q\""));
         assert!(!page.contains("<script"), "{page}");
-        assert!(
-            page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
-        );
+        assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"));
     }
 
     #[test]
     fn one_list_item_per_line() {
         let page = paste(&view("a\r\n\nb\n"));
-        assert!(
-            page.contains("<ol class=\"code\"><li>a</li><li></li><li>b</li></ol>"),
-            "{page}"
-        );
+        assert!(page.contains("<ol class=\"code\"><li>a</li><li></li><li>b</li></ol>"), "{page}");
     }
 
     #[test]
     fn ids_and_messages_are_escaped_in_every_page() {
-        for page in [
-            delete_form("<i>", Some("<b>")),
-            deleted("<i>"),
-            bad_request("<i>"),
-            unavailable("<i>"),
-        ] {
+        for page in [delete_form("<i>", Some("<b>")), deleted("<i>"), bad_request("<i>"), unavailable("<i>")] {
             assert!(!page.contains("<i>") && !page.contains("<b>"), "{page}");
         }
     }
 
     #[test]
     fn pages_have_no_inline_script_or_style() {
-        for page in [
-            new_paste("http://x", 10),
-            paste(&view("x")),
-            delete_form("x", None),
-            not_found(),
-        ] {
-            assert!(
-                !page.contains("<script>") && !page.contains("<style") && !page.contains(" style="),
-                "{page}"
-            );
+        for page in [new_paste("http://x", 10), paste(&view("x")), delete_form("x", None), not_found()] {
+            assert!(!page.contains("<script>") && !page.contains("<style") && !page.contains(" style="), "{page}");
         }
     }
 }

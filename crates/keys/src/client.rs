@@ -124,7 +124,8 @@ impl KeyClient {
     }
 
     pub async fn pending_stats(&self) -> Result<PendingStats, CallError> {
-        let reply = self.inner.clone().pending_stats(self.deadline.request(pb::PendingStatsRequest {})).await?.into_inner();
+        let reply =
+            self.inner.clone().pending_stats(self.deadline.request(pb::PendingStatsRequest {})).await?.into_inner();
         Ok(PendingStats {
             pending: reply.pending,
             oldest_created_at: (reply.oldest_created_at_ms != 0).then(|| from_millis(reply.oldest_created_at_ms)),
@@ -135,6 +136,12 @@ impl KeyClient {
     }
 
     pub async fn purge_retired(&self, limit: u32) -> Result<u64, CallError> {
-        Ok(self.inner.clone().purge_retired(self.deadline.request(pb::PurgeRetiredRequest { limit })).await?.into_inner().deleted)
+        Ok(self
+            .inner
+            .clone()
+            .purge_retired(self.deadline.request(pb::PurgeRetiredRequest { limit }))
+            .await?
+            .into_inner()
+            .deleted)
     }
 }

@@ -50,9 +50,7 @@ fn response_body(raw: Vec<u8>) -> Result<ResponseBody, Status> {
     if raw.is_empty() || raw.len() > MAX_RESPONSE_BODY {
         return Err(Status::invalid_argument("response_body must be 1 to 16384 bytes"));
     }
-    String::from_utf8(raw)
-        .map(ResponseBody::new)
-        .map_err(|_| Status::invalid_argument("response_body must be UTF-8"))
+    String::from_utf8(raw).map(ResponseBody::new).map_err(|_| Status::invalid_argument("response_body must be UTF-8"))
 }
 
 fn state_to_pb(state: KeyState) -> pb::KeyState {

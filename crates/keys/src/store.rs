@@ -28,7 +28,6 @@ pub struct KeyStore {
     clock: Arc<dyn Clock>,
 }
 
-
 fn retention() -> chrono::Duration {
     // A constant of 25 h: always representable.
     chrono::Duration::from_std(KEY_RETENTION).unwrap_or(chrono::Duration::MAX)
@@ -88,9 +87,9 @@ impl KeyStore {
             "SELECT key, request_hash, paste_id, state, response_body, created_at, retain_until
                FROM idempotency_keys WHERE key = $1",
         )
-            .bind(key.canonical())
-            .fetch_optional(&self.pool)
-            .await?;
+        .bind(key.canonical())
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(record_from_row).transpose()
     }
 
@@ -114,14 +113,15 @@ impl KeyStore {
         to: KeyState,
     ) -> Result<bool, KeyStoreError> {
         debug_assert!(from.can_become(to));
-        let changed = sqlx::query("UPDATE idempotency_keys SET state = $1 WHERE key = $2 AND state = $3 AND paste_id = $4")
-            .bind(to.as_str())
-            .bind(key.canonical())
-            .bind(from.as_str())
-            .bind(paste_id.as_str())
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+        let changed =
+            sqlx::query("UPDATE idempotency_keys SET state = $1 WHERE key = $2 AND state = $3 AND paste_id = $4")
+                .bind(to.as_str())
+                .bind(key.canonical())
+                .bind(from.as_str())
+                .bind(paste_id.as_str())
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
         Ok(changed == 1)
     }
 
@@ -200,9 +200,8 @@ impl KeyStore {
         .bind(cutoff(60))
         .fetch_one(&self.pool)
         .await?;
-        let count = |name: &str| -> Result<u64, KeyStoreError> {
-            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
-        };
+        let count =
+            |name: &str| -> Result<u64, KeyStoreError> { Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0)) };
         Ok(PendingStats {
             pending: count("pending")?,
             oldest_created_at: row.try_get::<Option<i64>, _>("oldest")?.map(from_millis),

@@ -68,6 +68,5 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// One page of objects under `pastes/`, ordered by paste id (bytewise), starting strictly
     /// after `after`; at most `limit`. Page on with the last id returned; an empty page is
     /// the end (a short page is not: S3 may return fewer than asked).
-    async fn list(&self, after: Option<&str>, limit: usize)
-        -> Result<Vec<ObjectInfo>, ObjectError>;
+    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<ObjectInfo>, ObjectError>;
 }

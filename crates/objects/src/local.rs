@@ -33,8 +33,7 @@ impl LocalDirStore {
     /// Opens (creating if needed) `<dir>/pastes`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, ObjectError> {
         let objects = dir.into().join(PREFIX.trim_end_matches('/'));
-        fs::create_dir_all(&objects)
-            .map_err(|e| io_error(&format!("create {}", objects.display()), e))?;
+        fs::create_dir_all(&objects).map_err(|e| io_error(&format!("create {}", objects.display()), e))?;
         Ok(Self { objects })
     }
 
@@ -67,8 +66,7 @@ impl ObjectStore for LocalDirStore {
     async fn put(&self, paste_id: &str, content: Bytes) -> Result<PutOutcome, ObjectError> {
         let target = self.path_of(paste_id)?;
         let paste_id = paste_id.to_owned();
-        self.blocking(move |objects| put_create_only(objects, &paste_id, &target, &content))
-            .await
+        self.blocking(move |objects| put_create_only(objects, &paste_id, &target, &content)).await
     }
 
     async fn get(&self, paste_id: &str) -> Result<Option<Bytes>, ObjectError> {
@@ -92,42 +90,32 @@ impl ObjectStore for LocalDirStore {
             // The unlink is visible now; without the directory fsync it might not survive
             // a crash. Either way the name is gone or will be deleted again by the next
             // reaper round, so a failure here is "maybe", not "no".
-            sync_dir(objects).map_err(|e| {
-                ObjectError::Uncertain(format!("fsync {} after delete: {e}", objects.display()))
-            })
+            sync_dir(objects)
+                .map_err(|e| ObjectError::Uncertain(format!("fsync {} after delete: {e}", objects.display())))
         })
         .await
     }
 
-    async fn list(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ObjectInfo>, ObjectError> {
+    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<ObjectInfo>, ObjectError> {
         let after = after.map(str::to_owned);
-        self.blocking(move |objects| list_page(objects, after.as_deref(), limit))
-            .await
+        self.blocking(move |objects| list_page(objects, after.as_deref(), limit)).await
     }
 }
 
 /// temp file → write → fsync → link to the final name → remove temp → fsync the directory.
-fn put_create_only(
-    objects: &Path,
-    paste_id: &str,
-    target: &Path,
-    content: &[u8],
-) -> Result<PutOutcome, ObjectError> {
+fn put_create_only(objects: &Path, paste_id: &str, target: &Path, content: &[u8]) -> Result<PutOutcome, ObjectError> {
     let temp = objects.join(format!(
         "{TEMP_PREFIX}{paste_id}-{}-{}",
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let linked = write_temp(&temp, content)
-        .map_err(|e| io_error(&format!("write {}", temp.display()), e))
-        .and_then(|()| match fs::hard_link(&temp, target) {
-            Ok(()) => Ok(PutOutcome::Created),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(PutOutcome::AlreadyExists),
-            Err(e) => Err(io_error(&format!("link {}", target.display()), e)),
+    let linked =
+        write_temp(&temp, content).map_err(|e| io_error(&format!("write {}", temp.display()), e)).and_then(|()| {
+            match fs::hard_link(&temp, target) {
+                Ok(()) => Ok(PutOutcome::Created),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(PutOutcome::AlreadyExists),
+                Err(e) => Err(io_error(&format!("link {}", target.display()), e)),
+            }
         });
     // Best effort: a leftover temp file is invisible to get/list and only costs space.
     if let Err(e) = fs::remove_file(&temp) {
@@ -139,9 +127,7 @@ fn put_create_only(
     // Fsync the directory on AlreadyExists too: the winner of a concurrent put may not
     // have made its link durable yet, and we are about to report the object as stored.
     // The name is already visible, so a failure here leaves durability unknown.
-    sync_dir(objects).map_err(|e| {
-        ObjectError::Uncertain(format!("fsync {} after put: {e}", objects.display()))
-    })?;
+    sync_dir(objects).map_err(|e| ObjectError::Uncertain(format!("fsync {} after put: {e}", objects.display())))?;
     Ok(outcome)
 }
 
@@ -157,11 +143,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// Reads the whole directory for each page: fine for the reaper's slow cadence and the
 /// embedded default's size; a store with millions of objects belongs on S3.
-fn list_page(
-    objects: &Path,
-    after: Option<&str>,
-    limit: usize,
-) -> Result<Vec<ObjectInfo>, ObjectError> {
+fn list_page(objects: &Path, after: Option<&str>, limit: usize) -> Result<Vec<ObjectInfo>, ObjectError> {
     let read_err = |e| io_error(&format!("list {}", objects.display()), e);
     let mut ids: Vec<String> = Vec::new();
     for entry in fs::read_dir(objects).map_err(read_err)? {
@@ -188,21 +170,14 @@ fn list_page(
         };
         // mtime is set by the write to the temp file, and the link shares its inode, so
         // it is the moment the bytes were written: what the reaper's age floor needs.
-        let modified = metadata
-            .modified()
-            .map_err(|e| io_error(&format!("mtime {paste_id}"), e))?;
-        page.push(ObjectInfo {
-            paste_id,
-            created_at: modified.into(),
-            size: metadata.len(),
-        });
+        let modified = metadata.modified().map_err(|e| io_error(&format!("mtime {paste_id}"), e))?;
+        page.push(ObjectInfo { paste_id, created_at: modified.into(), size: metadata.len() });
     }
     Ok(page)
 }
 
 fn is_valid_id(paste_id: &str) -> bool {
-    (1..=MAX_ID_LEN).contains(&paste_id.len())
-        && paste_id.bytes().all(|b| b.is_ascii_alphanumeric())
+    (1..=MAX_ID_LEN).contains(&paste_id.len()) && paste_id.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
 /// NotFound is handled by each call (it means different things to each). Of the rest,
@@ -242,33 +217,18 @@ mod tests {
     #[tokio::test]
     async fn put_then_get_returns_the_bytes() {
         let (_dir, store) = store();
-        let outcome = store
-            .put("abc123", Bytes::from_static(b"hello"))
-            .await
-            .unwrap();
+        let outcome = store.put("abc123", Bytes::from_static(b"hello")).await.unwrap();
         assert_eq!(outcome, PutOutcome::Created);
-        assert_eq!(
-            store.get("abc123").await.unwrap(),
-            Some(Bytes::from_static(b"hello"))
-        );
+        assert_eq!(store.get("abc123").await.unwrap(), Some(Bytes::from_static(b"hello")));
     }
 
     #[tokio::test]
     async fn second_put_is_already_exists_and_keeps_the_first_bytes() {
         let (_dir, store) = store();
-        store
-            .put("abc123", Bytes::from_static(b"first"))
-            .await
-            .unwrap();
-        let outcome = store
-            .put("abc123", Bytes::from_static(b"second"))
-            .await
-            .unwrap();
+        store.put("abc123", Bytes::from_static(b"first")).await.unwrap();
+        let outcome = store.put("abc123", Bytes::from_static(b"second")).await.unwrap();
         assert_eq!(outcome, PutOutcome::AlreadyExists);
-        assert_eq!(
-            store.get("abc123").await.unwrap(),
-            Some(Bytes::from_static(b"first"))
-        );
+        assert_eq!(store.get("abc123").await.unwrap(), Some(Bytes::from_static(b"first")));
     }
 
     #[tokio::test]
@@ -302,10 +262,7 @@ mod tests {
     #[tokio::test]
     async fn empty_object_is_stored() {
         let (_dir, store) = store();
-        assert_eq!(
-            store.put("empty", Bytes::new()).await.unwrap(),
-            PutOutcome::Created
-        );
+        assert_eq!(store.put("empty", Bytes::new()).await.unwrap(), PutOutcome::Created);
         assert_eq!(store.get("empty").await.unwrap(), Some(Bytes::new()));
     }
 
@@ -323,10 +280,7 @@ mod tests {
         assert_eq!(ids, ["Z", "a"]);
         assert_eq!(first[0].size, 3);
         let age = before - first[0].created_at;
-        assert!(
-            age >= chrono::Duration::zero() && age < chrono::Duration::seconds(60),
-            "{age}"
-        );
+        assert!(age >= chrono::Duration::zero() && age < chrono::Duration::seconds(60), "{age}");
 
         let second = store.list(Some("a"), 2).await.unwrap();
         let ids: Vec<_> = second.iter().map(|o| o.paste_id.as_str()).collect();
@@ -346,13 +300,7 @@ mod tests {
         store.put("real", Bytes::from_static(b"x")).await.unwrap();
         fs::write(dir.path().join("pastes").join(".tmp-leftover-1-2"), b"x").unwrap();
         fs::write(dir.path().join("pastes").join("not-an-id"), b"x").unwrap();
-        let ids: Vec<_> = store
-            .list(None, 10)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|o| o.paste_id)
-            .collect();
+        let ids: Vec<_> = store.list(None, 10).await.unwrap().into_iter().map(|o| o.paste_id).collect();
         assert_eq!(ids, ["real"]);
     }
 
@@ -361,37 +309,16 @@ mod tests {
         let (dir, store) = store();
         fs::write(dir.path().join("secret"), b"s").unwrap();
         let too_long = "a".repeat(MAX_ID_LEN + 1);
-        for bad in [
-            "",
-            "../secret",
-            "a/b",
-            ".",
-            "..",
-            "a b",
-            "é",
-            too_long.as_str(),
-        ] {
+        for bad in ["", "../secret", "a/b", ".", "..", "a b", "é", too_long.as_str()] {
             let put = store.put(bad, Bytes::from_static(b"x")).await;
-            assert!(
-                matches!(put, Err(ObjectError::Refused(_))),
-                "put {bad:?}: {put:?}"
-            );
+            assert!(matches!(put, Err(ObjectError::Refused(_))), "put {bad:?}: {put:?}");
             let get = store.get(bad).await;
-            assert!(
-                matches!(get, Err(ObjectError::Refused(_))),
-                "get {bad:?}: {get:?}"
-            );
+            assert!(matches!(get, Err(ObjectError::Refused(_))), "get {bad:?}: {get:?}");
             let delete = store.delete(bad).await;
-            assert!(
-                matches!(delete, Err(ObjectError::Refused(_))),
-                "delete {bad:?}: {delete:?}"
-            );
+            assert!(matches!(delete, Err(ObjectError::Refused(_))), "delete {bad:?}: {delete:?}");
         }
         assert!(dir.path().join("secret").exists());
-        assert!(store
-            .put(&"a".repeat(MAX_ID_LEN), Bytes::new())
-            .await
-            .is_ok());
+        assert!(store.put(&"a".repeat(MAX_ID_LEN), Bytes::new()).await.is_ok());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -401,9 +328,7 @@ mod tests {
         let puts: Vec<_> = (0..16)
             .map(|i| {
                 let store = Arc::clone(&store);
-                tokio::spawn(
-                    async move { store.put("race", Bytes::from(format!("writer {i}"))).await },
-                )
+                tokio::spawn(async move { store.put("race", Bytes::from(format!("writer {i}"))).await })
             })
             .collect();
         let mut created = Vec::new();
@@ -427,9 +352,6 @@ mod tests {
         // A regular file where the directory should be: nothing can be created there.
         let file = dir.path().join("file");
         fs::write(&file, b"").unwrap();
-        assert!(matches!(
-            LocalDirStore::open(&file),
-            Err(ObjectError::Refused(_))
-        ));
+        assert!(matches!(LocalDirStore::open(&file), Err(ObjectError::Refused(_))));
     }
 }

@@ -59,23 +59,14 @@ impl S3Store {
         let shared = aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new(settings.region.clone()))
             .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .build(),
-            )
+            .timeout_config(TimeoutConfig::builder().connect_timeout(CONNECT_TIMEOUT).build())
             .load()
             .await;
-        let mut config =
-            aws_sdk_s3::config::Builder::from(&shared).force_path_style(settings.force_path_style);
+        let mut config = aws_sdk_s3::config::Builder::from(&shared).force_path_style(settings.force_path_style);
         if let Some(endpoint) = settings.endpoint {
             config = config.endpoint_url(endpoint);
         }
-        Ok(Self {
-            client: Client::from_conf(config.build()),
-            bucket: settings.bucket,
-            region: settings.region,
-        })
+        Ok(Self { client: Client::from_conf(config.build()), bucket: settings.bucket, region: settings.region })
     }
 
     /// For dev/tests and the operator: create the bucket if absent.
@@ -84,9 +75,7 @@ impl S3Store {
         if self.region != DEFAULT_REGION {
             let location = BucketLocationConstraint::from(self.region.as_str());
             request = request.create_bucket_configuration(
-                CreateBucketConfiguration::builder()
-                    .location_constraint(location)
-                    .build(),
+                CreateBucketConfiguration::builder().location_constraint(location).build(),
             );
         }
         match request.send().await {
@@ -116,9 +105,7 @@ impl ObjectStore for S3Store {
         match sent {
             Ok(_) => Ok(PutOutcome::Created),
             Err(e) => match S3Failure::classify("put", &key, e) {
-                failure if failure.meaning == Meaning::PreconditionFailed => {
-                    Ok(PutOutcome::AlreadyExists)
-                }
+                failure if failure.meaning == Meaning::PreconditionFailed => Ok(PutOutcome::AlreadyExists),
                 failure => Err(failure.into()),
             },
         }
@@ -126,14 +113,7 @@ impl ObjectStore for S3Store {
 
     async fn get(&self, paste_id: &str) -> Result<Option<Bytes>, ObjectError> {
         let key = object_key(paste_id);
-        let response = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(&key)
-            .send()
-            .await
-        {
+        let response = match self.client.get_object().bucket(&self.bucket).key(&key).send().await {
             Ok(response) => response,
             Err(e) => match S3Failure::classify("get", &key, e) {
                 failure if failure.meaning == Meaning::NoSuchKey => return Ok(None),
@@ -141,12 +121,10 @@ impl ObjectStore for S3Store {
             },
         };
         // The headers arrived but the body can still be cut off mid-stream.
-        let body = response.body.collect().await.map_err(|e| {
-            ObjectError::Uncertain(format!(
-                "get {key}: reading the body: {}",
-                DisplayErrorContext(&e)
-            ))
-        })?;
+        let body =
+            response.body.collect().await.map_err(|e| {
+                ObjectError::Uncertain(format!("get {key}: reading the body: {}", DisplayErrorContext(&e)))
+            })?;
         Ok(Some(body.into_bytes()))
     }
 
@@ -154,14 +132,7 @@ impl ObjectStore for S3Store {
     async fn delete(&self, paste_id: &str) -> Result<(), ObjectError> {
         let key = object_key(paste_id);
         // S3 answers 204 for an absent key already; some compatible servers answer 404.
-        match self
-            .client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(&key)
-            .send()
-            .await
-        {
+        match self.client.delete_object().bucket(&self.bucket).key(&key).send().await {
             Ok(_) => Ok(()),
             Err(e) => match S3Failure::classify("delete", &key, e) {
                 failure if failure.meaning == Meaning::NoSuchKey => Ok(()),
@@ -170,28 +141,16 @@ impl ObjectStore for S3Store {
         }
     }
 
-    async fn list(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ObjectInfo>, ObjectError> {
+    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<ObjectInfo>, ObjectError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let max_keys = limit.min(MAX_LIST_PAGE) as i32; // ≤ 1000, cannot truncate
-        let mut request = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(PREFIX)
-            .max_keys(max_keys);
+        let mut request = self.client.list_objects_v2().bucket(&self.bucket).prefix(PREFIX).max_keys(max_keys);
         if let Some(after) = after {
             request = request.start_after(object_key(after));
         }
-        let page = request
-            .send()
-            .await
-            .map_err(|e| ObjectError::from(S3Failure::classify("list", PREFIX, e)))?;
+        let page = request.send().await.map_err(|e| ObjectError::from(S3Failure::classify("list", PREFIX, e)))?;
         Ok(page
             .contents()
             .iter()
@@ -199,19 +158,9 @@ impl ObjectStore for S3Store {
                 let paste_id = object.key()?.strip_prefix(PREFIX)?.to_owned();
                 // A listing without LastModified is a broken server; counting the object
                 // as brand new keeps the reaper away from it, the safe direction.
-                let created_at = object
-                    .last_modified()
-                    .and_then(to_chrono)
-                    .unwrap_or_else(chrono::Utc::now);
-                let size = object
-                    .size()
-                    .and_then(|s| u64::try_from(s).ok())
-                    .unwrap_or(0);
-                Some(ObjectInfo {
-                    paste_id,
-                    created_at,
-                    size,
-                })
+                let created_at = object.last_modified().and_then(to_chrono).unwrap_or_else(chrono::Utc::now);
+                let size = object.size().and_then(|s| u64::try_from(s).ok()).unwrap_or(0);
+                Some(ObjectInfo { paste_id, created_at, size })
             })
             .collect())
     }
@@ -259,16 +208,14 @@ impl S3Failure {
         let code = err.code().map(str::to_owned);
         let message = format!("{op} {target}: {}", DisplayErrorContext(&err));
         let meaning = match &err {
-            SdkError::ServiceError(service) => {
-                match (service.raw().status().as_u16(), code.as_deref()) {
-                    (404, Some("NoSuchKey")) => Meaning::NoSuchKey,
-                    (412, _) => Meaning::PreconditionFailed,
-                    (409, Some("BucketAlreadyOwnedByYou")) => Meaning::BucketAlreadyOwned,
-                    (409, Some("ConditionalRequestConflict")) => Meaning::Uncertain,
-                    (400..=499, _) => Meaning::Refused,
-                    _ => Meaning::Uncertain,
-                }
-            }
+            SdkError::ServiceError(service) => match (service.raw().status().as_u16(), code.as_deref()) {
+                (404, Some("NoSuchKey")) => Meaning::NoSuchKey,
+                (412, _) => Meaning::PreconditionFailed,
+                (409, Some("BucketAlreadyOwnedByYou")) => Meaning::BucketAlreadyOwned,
+                (409, Some("ConditionalRequestConflict")) => Meaning::Uncertain,
+                (400..=499, _) => Meaning::Refused,
+                _ => Meaning::Uncertain,
+            },
             SdkError::ConstructionFailure(_) => Meaning::Refused,
             // TimeoutError, DispatchFailure, ResponseError, and any kind added later.
             _ => Meaning::Uncertain,

@@ -72,7 +72,11 @@ impl PasteClient {
     }
 
     pub async fn tombstone_unless_live(&self, id: &PasteId) -> Result<IdFate, CallError> {
-        let reply = self.inner.clone().tombstone_unless_live(self.deadline.request(pb::TombstoneRequest { id: id.to_string() })).await?;
+        let reply = self
+            .inner
+            .clone()
+            .tombstone_unless_live(self.deadline.request(pb::TombstoneRequest { id: id.to_string() }))
+            .await?;
         fate(reply.into_inner().fate)
     }
 
@@ -97,7 +101,12 @@ impl PasteClient {
     }
 
     pub async fn purge_expired(&self, limit: u32) -> Result<Vec<PasteId>, CallError> {
-        let reply = self.inner.clone().purge_expired(self.deadline.request(pb::PurgeExpiredRequest { limit })).await?.into_inner();
+        let reply = self
+            .inner
+            .clone()
+            .purge_expired(self.deadline.request(pb::PurgeExpiredRequest { limit }))
+            .await?
+            .into_inner();
         reply.ids.iter().map(|id| PasteId::parse(id).map_err(|_| bad_reply("id"))).collect()
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::{
-    any::{AnyPoolOptions, install_default_drivers},
+    any::{install_default_drivers, AnyPoolOptions},
     migrate::Migrator,
     AnyPool,
 };
@@ -45,9 +45,7 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         }
         _ => url.to_owned(),
     };
-    let options = AnyPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5));
+    let options = AnyPoolOptions::new().max_connections(max_connections).acquire_timeout(Duration::from_secs(5));
     let options = match backend {
         Backend::Sqlite => options.after_connect(|conn, _meta| {
             Box::pin(async move {

@@ -34,7 +34,9 @@ pub async fn serve(
 /// tonic refuses a message over the decoding limit with OUT_OF_RANGE before
 /// any handler runs; the contract (SPEC §7) calls a too-large request
 /// RESOURCE_EXHAUSTED, so that one status is renamed on its way out.
-fn oversized_is_resource_exhausted(mut response: http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+fn oversized_is_resource_exhausted(
+    mut response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
     let headers = response.headers_mut();
     let out_of_range = headers.get("grpc-status").is_some_and(|s| s == "11");
     let too_large = headers

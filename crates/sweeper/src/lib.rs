@@ -67,7 +67,12 @@ pub struct RoundReport {
 }
 
 impl Sweeper {
-    pub fn new(slots: SlotMap, objects: Arc<dyn ObjectStore>, clock: Arc<dyn Clock>, settings: SweeperSettings) -> Self {
+    pub fn new(
+        slots: SlotMap,
+        objects: Arc<dyn ObjectStore>,
+        clock: Arc<dyn Clock>,
+        settings: SweeperSettings,
+    ) -> Self {
         Self { slots, objects, clock, settings }
     }
 

@@ -49,8 +49,11 @@ impl Sweeper {
         }
         for (shard, pastes) in self.slots.paste_shards().iter().enumerate() {
             let reachable = pastes.with_deadline(self.deadline()).resolve_batch(&[]).await.is_ok();
-            metrics::gauge!(names::PASTE_SHARD_REACHABLE, "shard" => shard.to_string())
-                .set(if reachable { 1.0 } else { 0.0 });
+            metrics::gauge!(names::PASTE_SHARD_REACHABLE, "shard" => shard.to_string()).set(if reachable {
+                1.0
+            } else {
+                0.0
+            });
             observation.paste_shards_reachable.push(reachable);
         }
         observation

@@ -67,7 +67,9 @@ mod tests {
 
     /// The inverse of `canonical_encoding`: if every encoding decodes back to
     /// the request it came from, the encoding is injective (unambiguous).
-    fn decode(mut raw: &[u8]) -> Option<(Vec<u8>, u64, Option<String>, Option<String>)> {
+    type Decoded = (Vec<u8>, u64, Option<String>, Option<String>);
+
+    fn decode(mut raw: &[u8]) -> Option<Decoded> {
         raw = raw.strip_prefix(ENCODING_VERSION)?;
         fn field(raw: &mut &[u8]) -> Option<Option<Vec<u8>>> {
             let (&tag, rest) = raw.split_first()?;

@@ -58,11 +58,8 @@ mod armed {
         match armed().get(name) {
             None => {}
             Some(Action::Crash) => crash(name),
-            Some(Action::Chance(p)) => {
-                if rand::random::<f64>() < *p {
-                    crash(name);
-                }
-            }
+            Some(Action::Chance(p)) if rand::random::<f64>() < *p => crash(name),
+            Some(Action::Chance(_)) => {}
             Some(Action::Sleep(pause)) => {
                 tracing::warn!(failpoint = name, ?pause, "failpoint: holding the saga");
                 tokio::time::sleep(*pause).await;

@@ -4,6 +4,7 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
+mod config_file;
 mod flags;
 mod up;
 
@@ -83,6 +84,7 @@ pub struct ShardArgs {
 
 /// Parses the process's arguments and runs: all `main` does.
 pub fn main_from_args() -> anyhow::Result<()> {
+    config_file::load_from_env()?;
     run(Cli::parse())
 }
 

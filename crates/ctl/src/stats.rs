@@ -162,7 +162,16 @@ pub async fn run(
         .collect();
     writeln!(out, "paste shards: {}", pastes.join(", "))?;
     let row = t.level.card_row();
-    writeln!(out, "level: {} ({}: {}). Action: {}", t.level, row.signal, row.meaning, row.action)?;
+    // A shard that did not answer may hold the oldest pending: never call that healthy.
+    let qualifier = if t.key_shards_unreachable > 0 { "at least " } else { "" };
+    writeln!(out, "level: {qualifier}{} ({}: {}). Action: {}", t.level, row.signal, row.meaning, row.action)?;
+    if t.key_shards_unreachable > 0 {
+        writeln!(
+            out,
+            "{} key shard(s) unreachable: their pending keys are not counted above",
+            t.key_shards_unreachable
+        )?;
+    }
     writeln!(out, "a climbing count (creates stuck: page, never mass-abort) shows on the dashboard and in the alerts")?;
     Ok(exit)
 }

@@ -36,6 +36,8 @@ pub enum Command {
     /// Run everything in one process on the embedded default: SQLite shards,
     /// a local object directory, the gateway. K and P still speak gRPC on loopback.
     Up(up::UpArgs),
+    /// Load generator and benchmark harnesses (see BENCHMARKS.md).
+    Bench(pastebin_bench::BenchArgs),
     /// Operator tools: stale pendings, recover one key, reconcile, stats.
     Ctl(pastebin_ctl::CtlArgs),
     /// Paste, list and delete your pastes: a client that never double-creates.
@@ -99,6 +101,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Gateway(args) => run_gateway(args).await,
             Command::Sweeper(args) => run_sweeper(args).await,
             Command::Up(args) => up::run(args).await,
+            Command::Bench(args) => pastebin_bench::run(args).await,
             Command::Ctl(args) => match pastebin_ctl::run(args).await? {
                 0 => Ok(()),
                 code => std::process::exit(code),

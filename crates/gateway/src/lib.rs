@@ -33,6 +33,13 @@ pub async fn serve_http(
     gateway: Gateway,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    use axum::serve::ListenerExt;
+    // No Nagle delay on small answers (a 201 is a few hundred bytes).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, http::router(gateway)).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }

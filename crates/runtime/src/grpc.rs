@@ -1,7 +1,6 @@
 use std::future::Future;
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::Routes;
 use tonic_health::ServingStatus;
 
@@ -26,9 +25,16 @@ pub async fn serve(
     tonic::transport::Server::builder()
         .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
         .add_routes(routes.add_service(health).add_service(reflection))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;
     Ok(())
+}
+
+/// Accepted connections with `TCP_NODELAY`: without it a small reply can
+/// wait for the peer's delayed ACK (~40 ms), which a lone create pays on
+/// every K and P call (BENCHMARKS.md, figure 2).
+fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
 /// tonic refuses a message over the decoding limit with OUT_OF_RANGE before

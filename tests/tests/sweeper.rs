@@ -313,3 +313,29 @@ async fn expired_pastes_are_purged_with_their_objects() {
     assert_eq!(get(&cluster.http, keep.json()["id"].as_str().unwrap()).await.status, StatusCode::OK);
     assert_eq!(cluster.live_pastes().await, 1);
 }
+
+#[tokio::test]
+async fn the_running_sweeper_recovers_on_its_own_and_stops_on_shutdown() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    seed_pendings(&cluster, 10).await;
+    let settings = pastebin_sweeper::SweeperSettings {
+        interval: Duration::from_millis(50),
+        reap_interval: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let sweeper = pastebin_sweeper::Sweeper::new(
+        cluster.slot_map(),
+        cluster.object_store().await,
+        std::sync::Arc::new(clock_ahead(MINUTE_AND_A_BIT)),
+        settings,
+    );
+    let mut reports = Vec::new();
+    let shutdown = tokio::time::sleep(Duration::from_millis(1500));
+    tokio::time::timeout(Duration::from_secs(10), sweeper.run_with(shutdown, |report| reports.push(*report)))
+        .await
+        .expect("run_with returns once shutdown resolves");
+    let resolved: u64 = reports.iter().map(|r| r.recovery.marked_done + r.recovery.aborted).sum();
+    assert_eq!(resolved, 10, "every stale pending resolved exactly once across rounds");
+    assert!(reports.len() > 2, "rounds and reaper passes both report: {}", reports.len());
+    assert_eq!(cluster.key_client(0).pending_stats().await.unwrap().pending, 0);
+}

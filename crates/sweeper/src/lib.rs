@@ -108,21 +108,41 @@ impl Sweeper {
 
     /// [`Self::run`], handing each round's report to `on_round` (the
     /// dashboard's list of recent decisions).
-    pub async fn run_with(self, shutdown: impl Future<Output = ()>, mut on_round: impl FnMut(&RoundReport)) {
-        let mut ticker = tokio::time::interval(self.settings.interval);
+    pub async fn run_with(self, shutdown: impl Future<Output = ()>, on_round: impl FnMut(&RoundReport)) {
+        // The object reaper lists the whole store, which can take minutes; it
+        // runs in its own loop so recovery and retention never wait for it.
+        let on_round = std::cell::RefCell::new(on_round);
+        let report = |report: RoundReport| (on_round.borrow_mut())(&report);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let rounds = self.every(self.settings.interval, stopped.clone(), || async {
+            report(self.round(false).await);
+        });
+        let reaper = self.every(self.settings.reap_interval, stopped, || async {
+            let reap = self.reap_orphan_objects().await;
+            let round = RoundReport { reap, ..RoundReport::default() };
+            observe::record(&round);
+            report(round);
+        });
+        let trigger = async {
+            shutdown.await;
+            let _ = stop.send(true);
+        };
+        tokio::join!(rounds, reaper, trigger);
+    }
+
+    /// Runs `job` now and then every `period` until `stopped` flips.
+    async fn every<F: Future<Output = ()>>(
+        &self,
+        period: Duration,
+        mut stopped: tokio::sync::watch::Receiver<bool>,
+        mut job: impl FnMut() -> F,
+    ) {
+        let mut ticker = tokio::time::interval(period.max(Duration::from_millis(10)));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_reap: Option<tokio::time::Instant> = None;
-        tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                _ = ticker.tick() => {
-                    let reap = last_reap.is_none_or(|at| at.elapsed() >= self.settings.reap_interval);
-                    on_round(&self.round(reap).await);
-                    if reap {
-                        last_reap = Some(tokio::time::Instant::now());
-                    }
-                }
-                () = &mut shutdown => break,
+                _ = ticker.tick() => job().await,
+                _ = stopped.changed() => break,
             }
         }
     }

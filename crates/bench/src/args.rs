@@ -240,7 +240,8 @@ mod tests {
 
     #[test]
     fn workload_flags() {
-        let BenchCommand::RetryStorm(a) = parse(&["retry-storm", "--repeat", "8", "--prime-keys", "500", "-c", "4"]).unwrap()
+        let BenchCommand::RetryStorm(a) =
+            parse(&["retry-storm", "--repeat", "8", "--prime-keys", "500", "-c", "4"]).unwrap()
         else {
             panic!("not retry-storm")
         };

@@ -34,7 +34,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchCommand::Get(a) => load::run(load::Workload::Get { pastes: a.pastes.max(1) }, a.load).await,
         BenchCommand::Mixed(a) => {
-            let workload = load::Workload::Mixed { pastes: a.pastes.max(1), create_ratio: a.create_ratio.clamp(0.0, 1.0) };
+            let workload =
+                load::Workload::Mixed { pastes: a.pastes.max(1), create_ratio: a.create_ratio.clamp(0.0, 1.0) };
             load::run(workload, a.load).await
         }
         BenchCommand::Steps(a) => steps::run(a).await,

@@ -61,10 +61,8 @@ fn created(body: String, id: &str, public_url: &str, replayed: bool) -> Response
 }
 
 async fn create(State(app): State<OneCommit>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(key) = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| IdempotencyKey::parse(v).ok())
+    let Some(key) =
+        headers.get("idempotency-key").and_then(|v| v.to_str().ok()).and_then(|v| IdempotencyKey::parse(v).ok())
     else {
         return error(StatusCode::BAD_REQUEST, "invalid_idempotency_key");
     };
@@ -156,10 +154,8 @@ impl OneCommit {
 /// Creates both tables (the product's own migrations) unless they exist.
 async fn ensure_schema(pool: &AnyPool) -> anyhow::Result<()> {
     use sqlx::Executor;
-    let exists: Option<String> = sqlx::query("SELECT CAST(to_regclass('idempotency_keys') AS TEXT) AS t")
-        .fetch_one(pool)
-        .await?
-        .try_get("t")?;
+    let exists: Option<String> =
+        sqlx::query("SELECT CAST(to_regclass('idempotency_keys') AS TEXT) AS t").fetch_one(pool).await?.try_get("t")?;
     if exists.is_none() {
         pool.execute(KEYS_SCHEMA).await.context("cannot create idempotency_keys")?;
         pool.execute(PASTES_SCHEMA).await.context("cannot create pastes")?;

@@ -9,7 +9,7 @@ use crate::Sweeper;
 
 /// Batches per shard per round, so one round stays short and never holds
 /// the databases for long; the rest waits for the next round.
-const MAX_BATCHES_PER_ROUND: usize = 20;
+const MAX_BATCHES_PER_ROUND: usize = 100;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReapReport {

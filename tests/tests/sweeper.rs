@@ -194,7 +194,16 @@ async fn gateway_and_sweeper_race(failpoint: &str, expected: KeyState) {
         async move { create(&http, Some(&key), "raced").await.unwrap() }
     });
     let keys = cluster.key_client(0);
-    while key_state(&keys, &key).await.is_none() {
+    // Wait until the gateway is parked at the failpoint: the key is begun,
+    // and, when it is held before done, its paste row has landed on P.
+    let pastes = cluster.paste_client(0);
+    loop {
+        if let Some((_, paste_id)) = key_state(&keys, &key).await {
+            let landed = pastes.get(&paste_id).await.unwrap().is_some();
+            if expected == KeyState::Aborted || landed {
+                break;
+            }
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let decided = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;

@@ -151,8 +151,26 @@ impl Process {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Listen flags and the name each part logs its address under.
+const LISTEN_FLAGS: &[(&str, &str)] = &[
+    ("--http", "gateway-http"),
+    ("--grpc", "gateway-grpc"),
+    ("--admin", "admin"),
+    ("--listen", "key-service"),
+    ("--listen", "paste-service"),
+];
+
+/// Every part starts on port 0 and logs the port the OS chose; picking free
+/// ports in the test instead races (two picks can return the same port).
+/// Once started, the flags are rewritten to the chosen ports, so a restart
+/// comes back where clients already point.
+fn pin_ports(process: &mut Process) {
+    for (flag, what) in LISTEN_FLAGS {
+        let Some(address) = process.addresses.get(*what).cloned() else { continue };
+        if let Some(at) = process.args.iter().position(|a| a == flag) {
+            process.args[at + 1] = address;
+        }
+    }
 }
 
 /// How many shards of each kind, and which failpoints the first gateway arms.
@@ -186,13 +204,13 @@ pub struct Cluster {
 }
 
 async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
-    let port = free_port();
-    let process = Process::start(
-        vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), format!("127.0.0.1:{port}")],
+    let mut process = Process::start(
+        vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()],
         vec![],
         &[kind],
     )
     .await;
+    pin_ports(&mut process);
     let address = format!("http://{}", process.address(kind));
     (process, address)
 }
@@ -219,13 +237,12 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let (http_port, grpc_port, admin_port) = (free_port(), free_port(), free_port());
         let args = vec![
             "gateway".to_string(),
             "--http".into(),
-            format!("127.0.0.1:{http_port}"),
+            "127.0.0.1:0".into(),
             "--grpc".into(),
-            format!("127.0.0.1:{grpc_port}"),
+            "127.0.0.1:0".into(),
             "--key-shards".into(),
             key_addresses.join(","),
             "--paste-shards".into(),
@@ -236,7 +253,7 @@ impl Cluster {
             s3.endpoint.clone().unwrap_or_default(),
             "--s3-path-style".into(),
             "--admin".into(),
-            format!("127.0.0.1:{admin_port}"),
+            "127.0.0.1:0".into(),
         ];
         let mut env = vec![
             ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
@@ -246,7 +263,8 @@ impl Cluster {
         if let Some(failpoints) = &options.failpoints {
             env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
         }
-        let gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
+        let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
+        pin_ports(&mut gateway);
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("http://{}", gateway.address("gateway-grpc"));
         Cluster {

@@ -199,3 +199,36 @@ pastebin_tests::both_backends! {
         assert_eq!(rest, lasting.iter().map(|p| p.id.clone()).collect());
     }
 }
+
+pastebin_tests::both_backends! {
+    async fn tombstones_are_purged_only_after_their_retention(backend: Backend) {
+        let (store, clock) = store_at_t0(backend).await;
+        let (aborted, deleted) = (unknown_id(), live(&store, minutes(60 * 24 * 30)).await);
+        assert_eq!(store.tombstone_unless_live(&aborted).await.unwrap(), IdFate::Tombstoned);
+        assert_eq!(store.delete(&deleted.0.id, &deleted.1).await.unwrap(), DeleteOutcome::Deleted);
+        let (kept, _) = live(&store, minutes(60 * 24 * 30)).await;
+        let week = Duration::from_secs(7 * 24 * 3600);
+
+        // Six days later: younger than the retention, nothing goes.
+        clock.advance(Duration::from_secs(6 * 24 * 3600));
+        assert_eq!(store.purge_tombstones(week, 100).await.unwrap(), 0);
+        // A requested retention below the 26 h floor is raised to it.
+        clock.advance(Duration::from_secs(2 * 24 * 3600));
+        assert_eq!(store.purge_tombstones(Duration::from_secs(60), 1).await.unwrap(), 1, "bounded by the limit");
+        assert_eq!(store.purge_tombstones(week, 100).await.unwrap(), 1);
+        assert_eq!(store.purge_tombstones(week, 100).await.unwrap(), 0);
+        // Live rows are never purged.
+        assert_eq!(store.tombstone_unless_live(&kept.id).await.unwrap(), IdFate::Live);
+    }
+}
+
+pastebin_tests::both_backends! {
+    async fn a_tombstone_younger_than_26_hours_is_never_purged(backend: Backend) {
+        let (store, clock) = store_at_t0(backend).await;
+        assert_eq!(store.tombstone_unless_live(&unknown_id()).await.unwrap(), IdFate::Tombstoned);
+        clock.advance(Duration::from_secs(25 * 3600));
+        assert_eq!(store.purge_tombstones(Duration::ZERO, 100).await.unwrap(), 0);
+        clock.advance(Duration::from_secs(3600 + 1));
+        assert_eq!(store.purge_tombstones(Duration::ZERO, 100).await.unwrap(), 1);
+    }
+}

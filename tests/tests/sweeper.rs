@@ -348,3 +348,33 @@ async fn the_running_sweeper_recovers_on_its_own_and_stops_on_shutdown() {
     assert!(reports.len() > 2, "rounds and reaper passes both report: {}", reports.len());
     assert_eq!(cluster.key_client(0).pending_stats().await.unwrap().pending, 0);
 }
+
+#[tokio::test]
+async fn old_tombstones_are_purged_by_the_sweeper_and_p_refuses_a_short_retention() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let orphan_key = crash_create(&mut cluster, "after_put", "aborted, then forgotten").await;
+    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    sweeper.recover_stale().await;
+    let (_, dead_id) = key_state(&cluster.key_client(0), &orphan_key).await.unwrap();
+    let live = create(&cluster.http, Some(&new_key()), "stays").await.unwrap();
+    let tombstones = "SELECT COUNT(*) FROM pastes WHERE state = 'tombstoned'";
+    assert_eq!(pastebin_tests::cluster::scalar(&cluster.paste_database_urls[0], tombstones).await, 1);
+
+    // Fresh tombstones stay: P keeps its own clock and the 7-day default.
+    assert_eq!(sweeper.purge_tombstones().await, 0);
+    // Eight days pass for the rows on P.
+    let days = 8 * 24 * 3600 * 1000;
+    execute(
+        &cluster.paste_database_urls[0],
+        &format!("UPDATE pastes SET tombstoned_at = tombstoned_at - {days} WHERE state = 'tombstoned' AND id = $1"),
+        dead_id.as_str(),
+    )
+    .await;
+    assert_eq!(sweeper.purge_tombstones().await, 1);
+    assert_eq!(pastebin_tests::cluster::scalar(&cluster.paste_database_urls[0], tombstones).await, 0);
+    assert_eq!(get(&cluster.http, live.json()["id"].as_str().unwrap()).await.status, StatusCode::OK);
+
+    // P refuses to purge anything younger than 26 h, whatever a caller asks.
+    let refused = cluster.paste_client(0).purge_tombstones(Duration::from_secs(3600), 10).await;
+    assert!(matches!(refused, Err(pastebin_runtime::grpc::CallError::Refused(_))), "{refused:?}");
+}

@@ -147,6 +147,9 @@ pub struct SweeperArgs {
     /// Seconds between object-reaper scans (each lists the whole store).
     #[arg(long, env = "PASTEBIN_REAP_INTERVAL_SECS", default_value_t = 600)]
     pub reap_interval_secs: u64,
+    /// Seconds a tombstone is kept on P before it is purged (at least 93600, 26 h).
+    #[arg(long, env = "PASTEBIN_TOMBSTONE_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
+    pub tombstone_retention_secs: u64,
 }
 
 impl SweeperArgs {
@@ -158,6 +161,7 @@ impl SweeperArgs {
             batch_size: self.sweep_batch.clamp(1, 1000),
             object_age_floor: Duration::from_secs(self.object_age_floor_secs),
             reap_interval: Duration::from_secs(self.reap_interval_secs),
+            tombstone_retention: Duration::from_secs(self.tombstone_retention_secs).max(pastebin_pastes::MIN_TOMBSTONE_AGE),
             ..Default::default()
         };
         pastebin_sweeper::Sweeper::new(slots, objects, Arc::new(SystemClock), settings)

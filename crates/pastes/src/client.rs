@@ -109,4 +109,9 @@ impl PasteClient {
             .into_inner();
         reply.ids.iter().map(|id| PasteId::parse(id).map_err(|_| bad_reply("id"))).collect()
     }
+
+    pub async fn purge_tombstones(&self, min_age: std::time::Duration, limit: u32) -> Result<u64, CallError> {
+        let request = pb::PurgeTombstonesRequest { min_age_seconds: min_age.as_secs(), limit };
+        Ok(self.inner.clone().purge_tombstones(self.deadline.request(request)).await?.into_inner().deleted)
+    }
 }

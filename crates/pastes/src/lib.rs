@@ -15,7 +15,7 @@ mod store;
 pub use client::PasteClient;
 pub use record::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 pub use service::PasteServiceImpl;
-pub use store::{PasteStore, PasteStoreError};
+pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";

@@ -146,4 +146,20 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let ids = self.store.purge_expired(limit).await?;
         Ok(Response::new(pb::PurgeExpiredResponse { ids: ids.iter().map(ToString::to_string).collect() }))
     }
+
+    async fn purge_tombstones(
+        &self,
+        request: Request<pb::PurgeTombstonesRequest>,
+    ) -> Result<Response<pb::PurgeTombstonesResponse>, Status> {
+        let request = request.into_inner();
+        if request.limit == 0 || request.limit > MAX_PAGE {
+            return Err(Status::invalid_argument("limit must be 1 to 10000"));
+        }
+        let min_age = std::time::Duration::from_secs(request.min_age_seconds);
+        if min_age < crate::MIN_TOMBSTONE_AGE {
+            return Err(Status::invalid_argument("min_age_seconds must be at least 93600 (26 h)"));
+        }
+        let deleted = self.store.purge_tombstones(min_age, request.limit).await?;
+        Ok(Response::new(pb::PurgeTombstonesResponse { deleted }))
+    }
 }

@@ -178,6 +178,32 @@ impl PasteStore {
     }
 }
 
+impl PasteStore {
+    /// Deletes up to `limit` tombstones older than `min_age`. A tombstone only
+    /// has to outlive every create that could still carry its id: the key
+    /// that minted it is retired after 25 h, and no gateway call outlives its
+    /// 2 s budget, so the callers keep [`MIN_TOMBSTONE_AGE`] or more.
+    pub async fn purge_tombstones(&self, min_age: std::time::Duration, limit: u32) -> Result<u64, PasteStoreError> {
+        let min_age = chrono::Duration::from_std(min_age.max(MIN_TOMBSTONE_AGE)).unwrap_or(chrono::Duration::MAX);
+        let before = to_millis(self.clock.now() - min_age);
+        let deleted = sqlx::query(
+            "DELETE FROM pastes
+              WHERE state = 'tombstoned' AND tombstoned_at < $1 AND id IN (
+                    SELECT id FROM pastes WHERE state = 'tombstoned' AND tombstoned_at < $1 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(deleted)
+    }
+}
+
+/// The youngest a tombstone may be when purged: the 25 h key retention plus
+/// an hour of margin.
+pub const MIN_TOMBSTONE_AGE: std::time::Duration = std::time::Duration::from_secs(26 * 3600);
+
 fn paste_from_row(row: &AnyRow) -> Result<PasteRow, PasteStoreError> {
     let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
     let mut content_sha256 = [0u8; 32];

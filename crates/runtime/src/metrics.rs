@@ -28,6 +28,8 @@ pub const RETIRED_KEYS: &str = "pastebin_retired_keys_total";
 pub const EXPIRED_PASTES: &str = "pastebin_expired_pastes_total";
 /// Orphan objects deleted by the reaper.
 pub const REAPED_OBJECTS: &str = "pastebin_reaped_objects_total";
+/// Tombstones purged from P after their retention.
+pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
@@ -42,6 +44,7 @@ pub const ALL: &[&str] = &[
     RETIRED_KEYS,
     EXPIRED_PASTES,
     REAPED_OBJECTS,
+    PURGED_TOMBSTONES,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

@@ -2,8 +2,8 @@
 //!
 //! [`recovery`] finishes or aborts pending keys older than the recovery
 //! threshold (60 s), always after reading shard P, never blind. [`reapers`]
-//! deletes retired keys (25 h), purges expired pastes and reaps orphan
-//! objects behind a tombstone. All state lives in K and P: a sweeper can be
+//! deletes retired keys (25 h), purges expired pastes, reaps orphan
+//! objects behind a tombstone and, much later, purges the tombstones. All state lives in K and P: a sweeper can be
 //! killed at any point and restarted, and several can run at once, because
 //! every change it makes is a guarded update.
 
@@ -36,6 +36,9 @@ pub struct SweeperSettings {
     pub object_age_floor: Duration,
     /// Time between object-reaper scans (they list the whole bucket).
     pub reap_interval: Duration,
+    /// How long a tombstone is kept on P before it is purged (at least
+    /// `pastebin_pastes::MIN_TOMBSTONE_AGE`, 26 h).
+    pub tombstone_retention: Duration,
 }
 
 impl Default for SweeperSettings {
@@ -47,6 +50,7 @@ impl Default for SweeperSettings {
             call_timeout: Duration::from_secs(5),
             object_age_floor: Duration::from_secs(3600),
             reap_interval: Duration::from_secs(600),
+            tombstone_retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -86,6 +90,7 @@ impl Sweeper {
         let recovery = self.recover_stale().await;
         let mut reap = ReapReport { retired_keys: self.retire_keys().await, ..ReapReport::default() };
         reap.expired_pastes = self.purge_expired_pastes().await;
+        reap.purged_tombstones = self.purge_tombstones().await;
         if reap_objects {
             let objects = self.reap_orphan_objects().await;
             reap.reaped_objects = objects.reaped_objects;

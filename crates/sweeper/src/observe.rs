@@ -74,6 +74,7 @@ pub(crate) fn record(report: &RoundReport) {
     metrics::counter!(names::RETIRED_KEYS).increment(report.reap.retired_keys);
     metrics::counter!(names::EXPIRED_PASTES).increment(report.reap.expired_pastes);
     metrics::counter!(names::REAPED_OBJECTS).increment(report.reap.reaped_objects);
+    metrics::counter!(names::PURGED_TOMBSTONES).increment(report.reap.purged_tombstones);
     if recovery.key_shards_unreachable == 0 && recovery.skipped_unreachable == 0 && report.reap.errors == 0 {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         metrics::gauge!(names::SWEEPER_LAST_SUCCESS).set(now.as_secs_f64());

@@ -16,6 +16,7 @@ pub struct ReapReport {
     pub retired_keys: u64,
     pub expired_pastes: u64,
     pub reaped_objects: u64,
+    pub purged_tombstones: u64,
     pub errors: u64,
 }
 
@@ -41,6 +42,32 @@ impl Sweeper {
             }
         }
         retired
+    }
+
+    /// Deletes tombstones older than the tombstone retention, in batches, so
+    /// P does not keep a row for every id ever used. P refuses a retention
+    /// shorter than 26 h: a tombstone must outlive every create that could
+    /// still carry its id.
+    pub async fn purge_tombstones(&self) -> u64 {
+        let mut purged = 0;
+        for pastes in self.slots.paste_shards() {
+            for _ in 0..MAX_BATCHES_PER_ROUND {
+                let batch = pastes.with_deadline(self.deadline());
+                match batch.purge_tombstones(self.settings.tombstone_retention, self.settings.batch_size).await {
+                    Ok(deleted) => {
+                        purged += deleted;
+                        if deleted < u64::from(self.settings.batch_size) {
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "tombstone purge failed on a shard; next round");
+                        break;
+                    }
+                }
+            }
+        }
+        purged
     }
 
     /// Tombstones expired paste rows in batches, then deletes their objects.

@@ -161,7 +161,8 @@ impl SweeperArgs {
             batch_size: self.sweep_batch.clamp(1, 1000),
             object_age_floor: Duration::from_secs(self.object_age_floor_secs),
             reap_interval: Duration::from_secs(self.reap_interval_secs),
-            tombstone_retention: Duration::from_secs(self.tombstone_retention_secs).max(pastebin_pastes::MIN_TOMBSTONE_AGE),
+            tombstone_retention: Duration::from_secs(self.tombstone_retention_secs)
+                .max(pastebin_pastes::MIN_TOMBSTONE_AGE),
             ..Default::default()
         };
         pastebin_sweeper::Sweeper::new(slots, objects, Arc::new(SystemClock), settings)

@@ -10,7 +10,6 @@ use chrono::Utc;
 use pastebin_core::{IdempotencyKey, KeyState, ManualClock, PasteId, RequestHash, ResponseBody};
 use pastebin_ctl::{execute, parse_from, Exit};
 use pastebin_keys::NewKey;
-use pastebin_pastes::NewPaste;
 use pastebin_tests::{
     api::{create, new_key},
     cluster::{execute as sql, Cluster, ClusterOptions},
@@ -62,15 +61,9 @@ async fn seed(cluster: &Cluster, paste: bool) -> (IdempotencyKey, PasteId) {
     };
     cluster.slot_map().key_shard(key.slot()).begin(&new).await.unwrap();
     if paste {
-        let now = Utc::now();
-        let row = NewPaste {
-            id: paste_id.clone(),
-            delete_token_hash: pastebin_core::DeleteToken::generate().hash(),
-            created_at: now,
-            expires_at: now + chrono::Duration::days(1),
-            size: 1,
-            content_sha256: [1; 32],
-        };
+        // A day-long paste row under the key's paste id.
+        let (mut row, _token) = pastebin_tests::shards::new_paste(Utc::now(), chrono::Duration::days(1));
+        row.id = paste_id.clone();
         cluster.slot_map().paste_shard(paste_id.slot()).insert(&row).await.unwrap();
     }
     (key, paste_id)

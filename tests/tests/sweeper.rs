@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::Utc;
 use pastebin_core::{IdempotencyKey, KeyState, ManualClock, PasteId, RequestHash, ResponseBody};
 use pastebin_keys::{KeyClient, NewKey};
-use pastebin_pastes::{IdFate, NewPaste};
+use pastebin_pastes::IdFate;
 use pastebin_tests::{
     api::{create, get, new_key},
     cluster::{execute, Cluster, ClusterOptions},
@@ -106,15 +106,9 @@ async fn seed_one(
     };
     keys.begin(&new).await.unwrap();
     if with_paste {
-        let now = Utc::now();
-        let paste = NewPaste {
-            id: paste_id.clone(),
-            delete_token_hash: pastebin_core::DeleteToken::generate().hash(),
-            created_at: now,
-            expires_at: now + chrono::Duration::days(1),
-            size: 1,
-            content_sha256: [1; 32],
-        };
+        // A day-long paste row under the key's paste id.
+        let (mut paste, _token) = pastebin_tests::shards::new_paste(Utc::now(), chrono::Duration::days(1));
+        paste.id = paste_id.clone();
         pastes.insert(&paste).await.unwrap();
     }
     (key, paste_id, with_paste)

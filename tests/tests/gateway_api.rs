@@ -786,3 +786,45 @@ async fn far_oversized_uploads_still_get_their_413() {
     assert!(failures.is_empty(), "3 MiB text uploads that never saw their 413:\n{}", failures.join("\n"));
     assert_eq!(cluster.key_rows().await, 0);
 }
+
+#[tokio::test]
+async fn ids_that_are_not_even_utf8_are_missing_pastes() {
+    let cluster = start(1, 1).await;
+    let client = Client::new();
+    let missing = get(&client, format!("{}/api/v1/pastes/00000000000000", cluster.http)).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let missing_body = missing.text().await.unwrap();
+    for path in ["/api/v1/pastes/%FF", "/raw/%FF%FE"] {
+        let response = get(&client, format!("{}{path}", cluster.http)).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(response.text().await.unwrap(), missing_body, "{path}");
+    }
+    let page = get(&client, format!("{}/%FF", cluster.http)).await;
+    assert_eq!(page.status(), StatusCode::NOT_FOUND);
+    assert!(page.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    let deleted = client.delete(format!("{}/api/v1/pastes/%FF", cluster.http)).send().await.unwrap();
+    assert_eq!(deleted.status(), StatusCode::NOT_FOUND);
+}
+
+/// `CreatePasteRequest` with `content` as raw bytes, to send a string that is not UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawCreatePasteRequest {
+    #[prost(string, tag = "1")]
+    request_id: String,
+    #[prost(bytes = "vec", tag = "2")]
+    content: Vec<u8>,
+}
+
+#[tokio::test]
+async fn grpc_content_that_is_not_utf8_is_invalid_argument_and_stores_nothing() {
+    let cluster = start(1, 1).await;
+    let channel = tonic::transport::Endpoint::from_shared(cluster.grpc.clone()).unwrap().connect().await.unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let request = RawCreatePasteRequest { request_id: new_key(), content: vec![0xff, 0xfe, 0x41] };
+    let codec = tonic_prost::ProstCodec::<RawCreatePasteRequest, pb::CreatePasteResponse>::default();
+    let path = http::uri::PathAndQuery::from_static("/pastebin.v1.PasteApi/CreatePaste");
+    let status = grpc.unary(tonic::Request::new(request), path, codec).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(cluster.key_rows().await, 0);
+}

@@ -241,11 +241,11 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     response
 }
 
-async fn get_json(State(gateway): State<Gateway>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_json(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
     Ok(Json(gateway.get(&id).await?).into_response())
 }
 
-async fn get_raw(State(gateway): State<Gateway>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_raw(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
     let paste = gateway.get(&id).await?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
@@ -256,7 +256,7 @@ async fn get_raw(State(gateway): State<Gateway>, Path(id): Path<String>) -> Resu
 
 async fn delete(
     State(gateway): State<Gateway>,
-    Path(id): Path<String>,
+    PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let token = headers
@@ -300,7 +300,7 @@ async fn new_paste_page(State(gateway): State<Gateway>) -> Response {
     html(StatusCode::OK, pages::new_paste(&settings.public_url, settings.max_content_bytes))
 }
 
-async fn get_page(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
+async fn get_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
     match gateway.get(&id).await {
         Ok(paste) => html(StatusCode::OK, pages::paste(&paste)),
         Err(error) => html_error(&error),
@@ -309,7 +309,7 @@ async fn get_page(State(gateway): State<Gateway>, Path(id): Path<String>) -> Res
 
 /// The delete form, for a paste that exists (so a mistyped link says so
 /// before anyone hunts for a token).
-async fn delete_form(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
+async fn delete_form(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
     match gateway.get(&id).await {
         Ok(paste) => html(StatusCode::OK, pages::delete_form(&paste.id, None)),
         Err(error) => html_error(&error),
@@ -325,7 +325,7 @@ struct DeleteFormFields {
 /// answered with a page, so deleting works with JavaScript off.
 async fn delete_from_form(
     State(gateway): State<Gateway>,
-    Path(id): Path<String>,
+    PasteIdParam(id): PasteIdParam,
     form: Result<Form<DeleteFormFields>, FormRejection>,
 ) -> Response {
     let Ok(Form(fields)) = form else {
@@ -338,6 +338,21 @@ async fn delete_from_form(
             pages::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
         ),
         Err(error) => html_error(&error),
+    }
+}
+
+
+/// The `{id}` of a paste route. A segment that is not even UTF-8 is just
+/// another malformed id: it becomes "" and so the same 404 as any missing
+/// paste, never axum's 400 for a bad path.
+struct PasteIdParam(String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PasteIdParam {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let id = Path::<String>::from_request_parts(parts, state).await.map(|Path(id)| id).unwrap_or_default();
+        Ok(Self(id))
     }
 }
 

@@ -23,7 +23,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     tonic::transport::Server::builder()
-        .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
+        .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
         .add_routes(routes.add_service(health).add_service(reflection))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;
@@ -37,20 +37,23 @@ fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
-/// tonic refuses a message over the decoding limit with OUT_OF_RANGE before
-/// any handler runs; the contract (SPEC §7) calls a too-large request
-/// RESOURCE_EXHAUSTED, so that one status is renamed on its way out.
-fn oversized_is_resource_exhausted(
+/// Two refusals tonic makes before any handler runs, renamed to what the
+/// contract (SPEC §7) calls them: a message over the decoding limit is
+/// OUT_OF_RANGE in tonic and RESOURCE_EXHAUSTED here, and a message that does
+/// not decode (e.g. a string that is not UTF-8) is INTERNAL in tonic and
+/// INVALID_ARGUMENT here: it is the caller's input, not our fault.
+fn client_errors_named_by_the_contract(
     mut response: http::Response<tonic::body::Body>,
 ) -> http::Response<tonic::body::Body> {
     let headers = response.headers_mut();
-    let out_of_range = headers.get("grpc-status").is_some_and(|s| s == "11");
-    let too_large = headers
-        .get("grpc-message")
-        .and_then(|m| m.to_str().ok())
-        .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
-    if out_of_range && too_large {
-        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    let message = headers.get("grpc-message").and_then(|m| m.to_str().ok()).unwrap_or("").replace("%20", " ");
+    let renamed = match headers.get("grpc-status").and_then(|s| s.to_str().ok()) {
+        Some("11") if message.contains("message length too large") => Some("8"),
+        Some("13") if message.starts_with("failed to decode Protobuf message") => Some("3"),
+        _ => None,
+    };
+    if let Some(status) = renamed {
+        headers.insert("grpc-status", http::HeaderValue::from_static(status));
     }
     response
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use pastebin_core::PasteId;
+use pastebin_objects::ObjectError;
 use pastebin_pastes::IdFate;
 
 use crate::Sweeper;
@@ -21,6 +22,17 @@ pub struct ReapReport {
 }
 
 impl Sweeper {
+    /// An object-store call bounded by the call timeout: a store that accepts
+    /// a connection and then hangs must not stall the sweeper's rounds.
+    async fn object_call<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, ObjectError>>,
+    ) -> Result<T, ObjectError> {
+        tokio::time::timeout(self.settings.call_timeout, call)
+            .await
+            .unwrap_or_else(|_| Err(ObjectError::Uncertain("object store call timed out".into())))
+    }
+
     /// Deletes done and aborted keys past their 25 h window, in batches. K
     /// itself never deletes a pending key.
     pub async fn retire_keys(&self) -> u64 {
@@ -85,7 +97,7 @@ impl Sweeper {
                 };
                 purged += ids.len() as u64;
                 for id in &ids {
-                    if let Err(error) = self.objects.delete(id.as_str()).await {
+                    if let Err(error) = self.object_call(self.objects.delete(id.as_str())).await {
                         tracing::warn!(%error, paste_id = %id, "object delete failed; the reaper will retry");
                     }
                 }
@@ -107,7 +119,7 @@ impl Sweeper {
         let old_before = self.clock.now() - floor;
         let mut after: Option<String> = None;
         loop {
-            let page = match self.objects.list(after.as_deref(), self.settings.batch_size as usize).await {
+            let page = match self.object_call(self.objects.list(after.as_deref(), self.settings.batch_size as usize)).await {
                 Ok(page) => page,
                 Err(error) => {
                     tracing::warn!(%error, "cannot list objects; reaper stops for this round");
@@ -138,7 +150,7 @@ impl Sweeper {
                     if fate != IdFate::Tombstoned {
                         continue;
                     }
-                    match self.objects.delete(id.as_str()).await {
+                    match self.object_call(self.objects.delete(id.as_str())).await {
                         Ok(()) => report.reaped_objects += 1,
                         Err(error) => {
                             tracing::warn!(%error, paste_id = %id, "object reap failed; next scan");

@@ -341,7 +341,6 @@ async fn delete_from_form(
     }
 }
 
-
 /// The `{id}` of a paste route. A segment that is not even UTF-8 is just
 /// another malformed id: it becomes "" and so the same 404 as any missing
 /// paste, never axum's 400 for a bad path.

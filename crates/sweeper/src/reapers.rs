@@ -119,14 +119,15 @@ impl Sweeper {
         let old_before = self.clock.now() - floor;
         let mut after: Option<String> = None;
         loop {
-            let page = match self.object_call(self.objects.list(after.as_deref(), self.settings.batch_size as usize)).await {
-                Ok(page) => page,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot list objects; reaper stops for this round");
-                    report.errors += 1;
-                    return report;
-                }
-            };
+            let page =
+                match self.object_call(self.objects.list(after.as_deref(), self.settings.batch_size as usize)).await {
+                    Ok(page) => page,
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot list objects; reaper stops for this round");
+                        report.errors += 1;
+                        return report;
+                    }
+                };
             let Some(last) = page.last() else { return report };
             after = Some(last.paste_id.clone());
             let mut by_shard: BTreeMap<usize, Vec<PasteId>> = BTreeMap::new();

@@ -372,3 +372,25 @@ async fn old_tombstones_are_purged_by_the_sweeper_and_p_refuses_a_short_retentio
     let refused = cluster.paste_client(0).purge_tombstones(Duration::from_secs(3600), 10).await;
     assert!(matches!(refused, Err(pastebin_runtime::grpc::CallError::Refused(_))), "{refused:?}");
 }
+
+#[tokio::test]
+async fn a_dry_run_recover_predicts_the_real_one_and_writes_nothing() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let seeded = seed_pendings(&cluster, 2).await;
+    let (with_paste, without_paste) = (&seeded[0], &seeded[1]);
+    assert!(with_paste.2 && !without_paste.2);
+    // The paste has expired but is not purged yet: the fence still sees it live.
+    execute(&cluster.paste_database_urls[0], "UPDATE pastes SET expires_at = 0 WHERE id = $1", with_paste.1.as_str())
+        .await;
+    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    let pastes = cluster.paste_client(0);
+
+    assert_eq!(sweeper.recover_key(&with_paste.0, true).await, pastebin_sweeper::Decision::MarkedDone);
+    assert_eq!(sweeper.recover_key(&without_paste.0, true).await, pastebin_sweeper::Decision::Aborted);
+    assert_eq!(pastes.peek_fate(&without_paste.1).await.unwrap(), None, "a dry run writes no tombstone");
+    assert_eq!(cluster.key_client(0).pending_stats().await.unwrap().pending, 2, "and changes no key");
+
+    assert_eq!(sweeper.recover_key(&with_paste.0, false).await, pastebin_sweeper::Decision::MarkedDone);
+    assert_eq!(sweeper.recover_key(&without_paste.0, false).await, pastebin_sweeper::Decision::Aborted);
+    assert_eq!(pastes.peek_fate(&without_paste.1).await.unwrap(), Some(IdFate::Tombstoned));
+}

@@ -80,6 +80,16 @@ impl PasteClient {
         fate(reply.into_inner().fate)
     }
 
+    /// What the fence would answer for `id`, without writing anything;
+    /// `None` when P has never seen the id.
+    pub async fn peek_fate(&self, id: &PasteId) -> Result<Option<IdFate>, CallError> {
+        let reply = self.inner.clone().fate(self.deadline.request(pb::TombstoneRequest { id: id.to_string() })).await?;
+        match reply.into_inner().fate {
+            0 => Ok(None),
+            raw => fate(raw).map(Some),
+        }
+    }
+
     pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, CallError> {
         let request = pb::ResolveBatchRequest { ids: ids.iter().map(ToString::to_string).collect() };
         let reply = self.inner.clone().resolve_batch(self.deadline.request(request)).await?.into_inner();

@@ -107,6 +107,12 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         Ok(Response::new(pb::TombstoneResponse { fate: fate_to_pb(fate) }))
     }
 
+    async fn fate(&self, request: Request<pb::TombstoneRequest>) -> Result<Response<pb::TombstoneResponse>, Status> {
+        let id = id_argument(&request.into_inner().id)?;
+        let fate = self.store.peek_fate(&id).await?.map(fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into());
+        Ok(Response::new(pb::TombstoneResponse { fate }))
+    }
+
     async fn resolve_batch(
         &self,
         request: Request<pb::ResolveBatchRequest>,

@@ -115,14 +115,22 @@ impl PasteStore {
     }
 
     async fn fate(&self, id: &PasteId) -> Result<IdFate, PasteStoreError> {
-        let state: String = sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1")
+        self.peek_fate(id).await?.ok_or_else(|| PasteStoreError::Corrupt(format!("{id} vanished after a conflict")))
+    }
+
+    /// What the fence would answer for `id`, read-only: `None` when P has
+    /// never seen it (the fence would tombstone it). An expired but not yet
+    /// purged row is `Live`, exactly as the fence sees it.
+    pub async fn peek_fate(&self, id: &PasteId) -> Result<Option<IdFate>, PasteStoreError> {
+        let state: Option<String> = sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1")
             .bind(id.as_str())
-            .fetch_one(&self.pool)
+            .fetch_optional(&self.pool)
             .await?;
-        match state.as_str() {
-            "live" => Ok(IdFate::Live),
-            "tombstoned" => Ok(IdFate::Tombstoned),
-            other => Err(PasteStoreError::Corrupt(format!("state {other:?}"))),
+        match state.as_deref() {
+            None => Ok(None),
+            Some("live") => Ok(Some(IdFate::Live)),
+            Some("tombstoned") => Ok(Some(IdFate::Tombstoned)),
+            Some(other) => Err(PasteStoreError::Corrupt(format!("state {other:?}"))),
         }
     }
 

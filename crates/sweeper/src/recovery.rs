@@ -139,9 +139,11 @@ impl Sweeper {
         }
         let pastes = self.slots.paste_shard(record.paste_id.slot()).with_deadline(self.deadline());
         if dry_run {
-            return match pastes.get(&record.paste_id).await {
-                Ok(Some(_)) => Decision::MarkedDone,
-                Ok(None) => Decision::Aborted,
+            // The fence's answer, read without writing: an id P never saw
+            // would be tombstoned, so the key would be aborted.
+            return match pastes.peek_fate(&record.paste_id).await {
+                Ok(Some(IdFate::Live)) => Decision::MarkedDone,
+                Ok(Some(IdFate::Tombstoned) | None) => Decision::Aborted,
                 Err(error) => Decision::LeftPending(format!("paste shard unreachable: {error}")),
             };
         }

@@ -121,26 +121,36 @@ pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpL
     Ok(listener)
 }
 
-async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    let pool = db::connect(&args.database_url, args.db_connections, &db::KEY_MIGRATIONS).await?;
-    let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
-    let listener = bind(args.listen, "key-service").await?;
-    tokio::try_join!(
-        pastebin_keys::serve(listener, store, shutdown_signal()),
-        args.admin.serve(AdminState::metrics_only()),
-    )?;
+/// Runs one shard service: open its database (running `migrations`), listen,
+/// and serve with the admin listener beside it.
+async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
+    args: ShardArgs,
+    migrations: &sqlx::migrate::Migrator,
+    what: &str,
+    serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
+) -> anyhow::Result<()> {
+    let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
+    let listener = bind(args.listen, what).await?;
+    tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
 
+async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
+    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener| {
+        pastebin_keys::serve(listener, pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)), shutdown_signal())
+    })
+    .await
+}
+
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    let pool = db::connect(&args.database_url, args.db_connections, &db::PASTE_MIGRATIONS).await?;
-    let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
-    let listener = bind(args.listen, "paste-service").await?;
-    tokio::try_join!(
-        pastebin_pastes::serve(listener, store, shutdown_signal()),
-        args.admin.serve(AdminState::metrics_only()),
-    )?;
-    Ok(())
+    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener| {
+        pastebin_pastes::serve(
+            listener,
+            pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock)),
+            shutdown_signal(),
+        )
+    })
+    .await
 }
 
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {

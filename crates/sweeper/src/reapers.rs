@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use pastebin_core::PasteId;
 use pastebin_objects::ObjectError;
 use pastebin_pastes::IdFate;
+use pastebin_runtime::grpc::CallError;
 
 use crate::Sweeper;
 
@@ -33,25 +34,42 @@ impl Sweeper {
             .unwrap_or_else(|_| Err(ObjectError::Uncertain("object store call timed out".into())))
     }
 
+    /// Runs one shard's batched delete until a batch comes back short,
+    /// at most [`MAX_BATCHES_PER_ROUND`] times; a failure waits for the next round.
+    async fn drain<F: std::future::Future<Output = Result<u64, CallError>>>(
+        &self,
+        what: &str,
+        mut batch: impl FnMut() -> F,
+    ) -> u64 {
+        let mut deleted = 0;
+        for _ in 0..MAX_BATCHES_PER_ROUND {
+            match batch().await {
+                Ok(count) => {
+                    deleted += count;
+                    if count < u64::from(self.settings.batch_size) {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "{what} failed on a shard; next round");
+                    break;
+                }
+            }
+        }
+        deleted
+    }
+
     /// Deletes done and aborted keys past their 25 h window, in batches. K
     /// itself never deletes a pending key.
     pub async fn retire_keys(&self) -> u64 {
         let mut retired = 0;
         for keys in self.slots.key_shards() {
-            for _ in 0..MAX_BATCHES_PER_ROUND {
-                match keys.with_deadline(self.deadline()).purge_retired(self.settings.batch_size).await {
-                    Ok(deleted) => {
-                        retired += deleted;
-                        if deleted < u64::from(self.settings.batch_size) {
-                            break;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "key retention failed on a shard; next round");
-                        break;
-                    }
-                }
-            }
+            retired += self
+                .drain("key retention", || {
+                    let keys = keys.with_deadline(self.deadline());
+                    async move { keys.purge_retired(self.settings.batch_size).await }
+                })
+                .await;
         }
         retired
     }
@@ -61,23 +79,15 @@ impl Sweeper {
     /// shorter than 26 h: a tombstone must outlive every create that could
     /// still carry its id.
     pub async fn purge_tombstones(&self) -> u64 {
+        let (retention, limit) = (self.settings.tombstone_retention, self.settings.batch_size);
         let mut purged = 0;
         for pastes in self.slots.paste_shards() {
-            for _ in 0..MAX_BATCHES_PER_ROUND {
-                let batch = pastes.with_deadline(self.deadline());
-                match batch.purge_tombstones(self.settings.tombstone_retention, self.settings.batch_size).await {
-                    Ok(deleted) => {
-                        purged += deleted;
-                        if deleted < u64::from(self.settings.batch_size) {
-                            break;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "tombstone purge failed on a shard; next round");
-                        break;
-                    }
-                }
-            }
+            purged += self
+                .drain("tombstone purge", || {
+                    let pastes = pastes.with_deadline(self.deadline());
+                    async move { pastes.purge_tombstones(retention, limit).await }
+                })
+                .await;
         }
         purged
     }

@@ -127,7 +127,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
+    serve: impl FnOnce(db::Database, TcpListener) -> F,
 ) -> anyhow::Result<()> {
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
     let listener = bind(args.listen, what).await?;

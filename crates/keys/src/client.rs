@@ -81,6 +81,23 @@ impl KeyClient {
         Ok(self.inner.clone().abort(self.deadline.request(update)).await?.into_inner().changed)
     }
 
+    /// [`crate::KeyStore::apply_verdicts`] over gRPC: the keys that changed.
+    pub async fn apply_verdicts(
+        &self,
+        to: pastebin_core::KeyState,
+        keys: &[(IdempotencyKey, PasteId)],
+    ) -> Result<Vec<IdempotencyKey>, CallError> {
+        let request = pb::ApplyVerdictsRequest {
+            to: crate::service::state_to_pb(to).into(),
+            keys: keys
+                .iter()
+                .map(|(key, paste_id)| pb::GuardedUpdate { key: key.canonical(), paste_id: paste_id.to_string() })
+                .collect(),
+        };
+        let reply = self.inner.clone().apply_verdicts(self.deadline.request(request)).await?.into_inner();
+        reply.changed.iter().map(|key| IdempotencyKey::parse(key).map_err(|_| bad_reply("key"))).collect()
+    }
+
     pub async fn restart(
         &self,
         key: &IdempotencyKey,

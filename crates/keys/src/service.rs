@@ -53,7 +53,7 @@ fn response_body(raw: Vec<u8>) -> Result<ResponseBody, Status> {
     String::from_utf8(raw).map(ResponseBody::new).map_err(|_| Status::invalid_argument("response_body must be UTF-8"))
 }
 
-fn state_to_pb(state: KeyState) -> pb::KeyState {
+pub(crate) fn state_to_pb(state: KeyState) -> pb::KeyState {
     match state {
         KeyState::Pending => pb::KeyState::Pending,
         KeyState::Done => pb::KeyState::Done,
@@ -117,6 +117,28 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         let changed = self.store.abort(&key(&request.key)?, &paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
+    }
+
+    async fn apply_verdicts(
+        &self,
+        request: Request<pb::ApplyVerdictsRequest>,
+    ) -> Result<Response<pb::ApplyVerdictsResponse>, Status> {
+        let request = request.into_inner();
+        let to = match pb::KeyState::try_from(request.to) {
+            Ok(pb::KeyState::Done) => KeyState::Done,
+            Ok(pb::KeyState::Aborted) => KeyState::Aborted,
+            _ => return Err(Status::invalid_argument("to must be DONE or ABORTED")),
+        };
+        if request.keys.len() > MAX_PAGE as usize {
+            return Err(Status::invalid_argument("at most 10000 keys per call"));
+        }
+        let keys = request
+            .keys
+            .iter()
+            .map(|update| Ok((key(&update.key)?, paste_id(&update.paste_id)?)))
+            .collect::<Result<Vec<_>, Status>>()?;
+        let changed = self.store.apply_verdicts(to, &keys).await?;
+        Ok(Response::new(pb::ApplyVerdictsResponse { changed: changed.iter().map(IdempotencyKey::canonical).collect() }))
     }
 
     async fn restart(&self, request: Request<pb::RestartRequest>) -> Result<Response<pb::UpdateResult>, Status> {

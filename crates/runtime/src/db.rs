@@ -8,8 +8,13 @@ use anyhow::Context;
 use sqlx::{
     any::{install_default_drivers, AnyPoolOptions},
     migrate::Migrator,
-    AnyPool,
+    any::AnyArguments,
+    query::Query,
+    Any, AnyConnection, AnyPool, Connection, Executor,
 };
+
+use crate::group_commit::GroupCommit;
+pub use crate::group_commit::Statement;
 
 /// Which migrations a shard runs at start-up.
 pub static KEY_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/keys");
@@ -33,10 +38,70 @@ impl Backend {
     }
 }
 
-/// Opens a pool and runs `migrations`. SQLite files are created if missing and
-/// put in WAL mode with `synchronous=FULL`: a commit the saga relies on must
-/// survive a crash of the process and of the machine.
-pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> anyhow::Result<AnyPool> {
+/// What a SQLite connection is set to: WAL (readers never wait for the
+/// writer) and `synchronous=FULL` (a commit the saga relies on must survive a
+/// crash of the process and of the machine).
+const SQLITE_SETTINGS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
+
+/// A shard's database: a pool for reads and, on SQLite, one group-commit
+/// writer for every write ([`crate::group_commit`]). On PostgreSQL writes
+/// take a pooled connection each: the server already shares one WAL flush
+/// among the commits that arrive together.
+#[derive(Clone)]
+pub struct Database {
+    pool: AnyPool,
+    writer: Option<GroupCommit>,
+}
+
+impl Database {
+    /// The pool: reads, and anything that needs a plain connection.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Runs `statement` (one or more SQL statements) as one write, committed
+    /// before this returns: in its own transaction (PostgreSQL), or in the
+    /// writer's next group, inside its own savepoint (SQLite). A write that
+    /// fails changes nothing and fails nothing else.
+    pub async fn write<T, F>(&self, statement: F) -> Result<T, sqlx::Error>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut AnyConnection) -> Statement<'c, T> + Send + 'static,
+    {
+        match &self.writer {
+            Some(writer) => writer.write(statement).await,
+            None => {
+                let mut transaction = self.pool.begin().await?;
+                let outcome = statement(&mut *transaction).await?;
+                transaction.commit().await?;
+                Ok(outcome)
+            }
+        }
+    }
+
+    /// One statement with its arguments bound, as a write: the rows it
+    /// changed. On PostgreSQL it runs in autocommit (one statement is atomic
+    /// on its own, and a transaction around it would cost two round trips).
+    pub async fn execute(&self, statement: Query<'static, Any, AnyArguments>) -> Result<u64, sqlx::Error> {
+        match &self.writer {
+            Some(writer) => {
+                writer.write(move |conn| Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) })).await
+            }
+            None => Ok(statement.execute(&self.pool).await?.rows_affected()),
+        }
+    }
+}
+
+/// `count` comma-separated SQL fragments for a statement over many rows,
+/// `fragment` getting each row's index: e.g. `placeholders(2, |i| format!("(${})", i + 3))`
+/// is `($3), ($4)`. Numbered parameters work the same on PostgreSQL and SQLite.
+pub fn placeholders(count: usize, fragment: impl Fn(usize) -> String) -> String {
+    (0..count).map(fragment).collect::<Vec<_>>().join(", ")
+}
+
+/// Opens a shard's database and runs `migrations`. SQLite files are created
+/// if missing and get their own writer connection beside the pool.
+pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> anyhow::Result<Database> {
     install_default_drivers();
     let backend = Backend::of_url(url)?;
     let url = match backend {
@@ -49,9 +114,7 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
     let options = match backend {
         Backend::Sqlite => options.after_connect(|conn, _meta| {
             Box::pin(async move {
-                use sqlx::Executor;
-                conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;")
-                    .await?;
+                conn.execute(SQLITE_SETTINGS).await?;
                 Ok(())
             })
         }),
@@ -59,5 +122,13 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
     };
     let pool = options.connect(&url).await.context("cannot connect to the database")?;
     migrations.run(&pool).await.context("cannot run database migrations")?;
-    Ok(pool)
+    let writer = match backend {
+        Backend::Sqlite => {
+            let mut conn = AnyConnection::connect(&url).await.context("cannot open the SQLite writer")?;
+            conn.execute(SQLITE_SETTINGS).await.context("cannot set up the SQLite writer")?;
+            Some(GroupCommit::start(conn))
+        }
+        Backend::Postgres => None,
+    };
+    Ok(Database { pool, writer })
 }

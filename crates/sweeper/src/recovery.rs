@@ -10,15 +10,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use futures::StreamExt;
 use pastebin_core::{IdempotencyKey, KeyState, PasteId};
 use pastebin_keys::{KeyClient, PendingKey};
 use pastebin_pastes::IdFate;
 
 use crate::Sweeper;
-
-/// Guarded updates on K in flight at once while applying one batch.
-const APPLY_CONCURRENCY: usize = 16;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -91,8 +87,14 @@ impl Sweeper {
     }
 
     /// Reads (and fences) a batch of ids on one P shard in one round trip,
-    /// then applies each verdict to its key with a guarded update.
-    async fn resolve_batch(&self, keys: &KeyClient, shard: usize, batch: &[PendingKey], report: &mut RecoveryReport) {
+    /// then applies the verdicts to K, one guarded statement per kind.
+    async fn resolve_batch(
+        &self,
+        keys_client: &KeyClient,
+        shard: usize,
+        batch: &[PendingKey],
+        report: &mut RecoveryReport,
+    ) {
         let pastes = self.slots.paste_shards()[shard].with_deadline(self.deadline());
         let ids: Vec<PasteId> = batch.iter().map(|p| p.paste_id.clone()).collect();
         let fates: HashMap<PasteId, IdFate> = match pastes.resolve_batch(&ids).await {
@@ -103,23 +105,31 @@ impl Sweeper {
                 return;
             }
         };
-        let verdicts: Vec<(&PendingKey, IdFate)> =
-            batch.iter().filter_map(|pending| Some((pending, *fates.get(&pending.paste_id)?))).collect();
-        report.skipped_unreachable += (batch.len() - verdicts.len()) as u64;
-        // Each verdict is its own guarded update on K; they are independent,
-        // so a batch is applied several at a time instead of one commit after
-        // another (BENCHMARKS.md, figure 6).
-        let decisions: Vec<Decision> = futures::stream::iter(verdicts)
-            .map(|(pending, fate)| apply(keys, &pending.key, &pending.paste_id, fate))
-            .buffer_unordered(APPLY_CONCURRENCY)
-            .collect()
-            .await;
-        for decision in decisions {
-            match decision {
-                Decision::MarkedDone => report.marked_done += 1,
-                Decision::Aborted => report.aborted += 1,
-                Decision::AlreadyResolved => report.already_resolved += 1,
-                _ => report.skipped_unreachable += 1,
+        report.skipped_unreachable += batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).count() as u64;
+        // One guarded statement on K per verdict kind (BENCHMARKS.md, figure
+        // 6): each row still changes only if it is pending with that paste id.
+        for fate in [IdFate::Live, IdFate::Tombstoned] {
+            let keys: Vec<(IdempotencyKey, PasteId)> = batch
+                .iter()
+                .filter(|pending| fates.get(&pending.paste_id) == Some(&fate))
+                .map(|pending| (pending.key, pending.paste_id.clone()))
+                .collect();
+            if keys.is_empty() {
+                continue;
+            }
+            match keys_apply(keys_client, fate, &keys).await {
+                Ok(changed) => {
+                    let changed = changed as u64;
+                    match fate {
+                        IdFate::Live => report.marked_done += changed,
+                        IdFate::Tombstoned => report.aborted += changed,
+                    }
+                    report.already_resolved += keys.len() as u64 - changed;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, keys = keys.len(), "key shard refused the verdicts; next round");
+                    report.skipped_unreachable += keys.len() as u64;
+                }
             }
         }
     }
@@ -152,6 +162,19 @@ impl Sweeper {
             Err(error) => Decision::LeftPending(format!("paste shard unreachable: {error}")),
         }
     }
+}
+
+/// A batch of P's verdicts of one kind applied to K: how many keys changed.
+async fn keys_apply(
+    keys: &KeyClient,
+    fate: IdFate,
+    verdicts: &[(IdempotencyKey, PasteId)],
+) -> Result<usize, pastebin_runtime::grpc::CallError> {
+    let to = match fate {
+        IdFate::Live => KeyState::Done,
+        IdFate::Tombstoned => KeyState::Aborted,
+    };
+    Ok(keys.apply_verdicts(to, verdicts).await?.len())
 }
 
 /// The verdict of P applied to K, guarded by state and paste id so that a

@@ -281,6 +281,19 @@ impl Cluster {
         }
     }
 
+    /// One more gateway on the same shards and bucket, on fresh ports and
+    /// without failpoints: what another gateway sees (its own read cache).
+    pub async fn another_gateway(&self) -> Process {
+        let mut args = self.gateway.args.clone();
+        for (flag, _) in LISTEN_FLAGS {
+            if let Some(at) = args.iter().position(|a| a == flag) {
+                args[at + 1] = "127.0.0.1:0".into();
+            }
+        }
+        let env = self.gateway.env.iter().filter(|(name, _)| name != "PASTEBIN_FAILPOINTS").cloned().collect();
+        Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await
+    }
+
     /// The gateway's admin listener (`/metrics`).
     pub fn gateway_admin(&self) -> String {
         format!("http://{}", self.gateway.address("admin"))

@@ -24,6 +24,12 @@ pub struct GatewayArgs {
     /// The largest paste, in bytes.
     #[arg(long, env = "PASTEBIN_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024)]
     pub max_content_bytes: usize,
+    /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
+    #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub read_cache_bytes: u64,
+    /// Creates in flight at once per key shard; past it creates get 503 + Retry-After at once.
+    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD", default_value_t = 64)]
+    pub creates_in_flight_per_shard: usize,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -101,6 +107,8 @@ impl GatewayArgs {
         let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
+        settings.read_cache_bytes = self.read_cache_bytes;
+        settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard;
         Gateway::new(slots, objects, Arc::new(SystemClock), settings)
     }
 }

@@ -5,9 +5,19 @@ use pastebin_core::{Clock, CreateRequest, DeleteToken, Expiry, IdempotencyKey, P
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::DeleteOutcome;
 use pastebin_runtime::metrics as names;
-use tokio::time::Instant;
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
 
-use crate::{saga::within, ApiError, Created, SlotMap};
+use crate::{
+    cache::{Lookup, ReadCache},
+    saga::within,
+    ApiError, Created, SlotMap,
+};
+
+/// Why a shed create was refused (its 503 message).
+const SHED: &str = "too many creates in flight on this shard";
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]
@@ -18,6 +28,11 @@ pub struct GatewaySettings {
     pub max_content_bytes: usize,
     /// The whole create's budget, propagated as a deadline to every call (SPEC: 2 s).
     pub request_budget: Duration,
+    /// Bytes of pastes the read cache holds (0: no cache).
+    pub read_cache_bytes: u64,
+    /// Creates in flight at once per K shard; past it a create is shed at
+    /// once with 503 + `Retry-After` instead of queueing into its budget.
+    pub creates_in_flight_per_shard: usize,
 }
 
 impl GatewaySettings {
@@ -26,6 +41,8 @@ impl GatewaySettings {
             public_url: public_url.into().trim_end_matches('/').to_owned(),
             max_content_bytes: 1024 * 1024,
             request_budget: pastebin_core::CREATE_BUDGET,
+            read_cache_bytes: 64 * 1024 * 1024,
+            creates_in_flight_per_shard: 64,
         }
     }
 }
@@ -41,6 +58,9 @@ pub(crate) struct Inner {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
+    pub(crate) reads: ReadCache,
+    /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
+    pub(crate) creates_in_flight: Vec<Arc<Semaphore>>,
 }
 
 /// A create as a client sent it, before validation.
@@ -88,7 +108,11 @@ impl Gateway {
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
-        Self { inner: Arc::new(Inner { slots, objects, clock, settings }) }
+        let reads = ReadCache::new(settings.read_cache_bytes);
+        let creates_in_flight = (0..slots.key_shards().len())
+            .map(|_| Arc::new(Semaphore::new(settings.creates_in_flight_per_shard.max(1))))
+            .collect();
+        Self { inner: Arc::new(Inner { slots, objects, clock, settings, reads, creates_in_flight }) }
     }
 
     pub fn settings(&self) -> &GatewaySettings {
@@ -122,16 +146,21 @@ impl Gateway {
     pub async fn create(&self, command: CreateCommand) -> Result<CreateAnswer, ApiError> {
         let started = std::time::Instant::now();
         let gateway = self.clone();
-        let result = match self.validate(command) {
-            Ok(request) => tokio::spawn(async move { gateway.run_create(request).await })
-                .await
-                .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
+        let result = match self.validate(command).and_then(|request| Ok((self.admit(&request)?, request))) {
+            Ok((admitted, request)) => tokio::spawn(async move {
+                let answer = gateway.run_create(request).await;
+                drop(admitted);
+                answer
+            })
+            .await
+            .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
             Err(error) => Err(error),
         };
         let outcome = match &result {
             Ok(answer) if answer.replayed => "replayed",
             Ok(_) => "created",
             Err(ApiError::KeyConflict) => "conflict",
+            Err(ApiError::Unavailable(SHED)) => "shed",
             Err(ApiError::Unavailable(_)) => "unavailable",
             Err(ApiError::TooLarge { .. }) => "too_large",
             Err(_) => "invalid",
@@ -141,14 +170,38 @@ impl Gateway {
         result
     }
 
+    /// A live paste, from the read cache when P confirmed it recently
+    /// (docs/design.md#caching), else from P and the object store.
+    /// Load shedding: a place among its K shard's creates in flight, or a
+    /// 503 now. Nothing has been written for a shed create, and answering at
+    /// once beats letting it wait out its budget behind the others.
+    fn admit(&self, request: &ValidCreate) -> Result<OwnedSemaphorePermit, ApiError> {
+        let shard = self.inner.slots.key_shard_index(request.key.slot());
+        self.inner.creates_in_flight[shard].clone().try_acquire_owned().map_err(|_| ApiError::Unavailable(SHED))
+    }
+
     pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
+        let cached = match self.inner.reads.lookup(&id, self.inner.clock.now()) {
+            Lookup::Fresh(view) => return Ok(view),
+            Lookup::Unconfirmed(paste) => Some(paste),
+            Lookup::Miss => None,
+        };
         let deadline = Instant::now() + self.inner.settings.request_budget;
+        let read_started = std::time::Instant::now();
         let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
         let row = within(deadline, pastes.get(&id))
             .await
-            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
-            .ok_or(ApiError::NotFound)?;
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        let Some(row) = row else {
+            self.inner.reads.forget(&id);
+            return Err(ApiError::NotFound);
+        };
+        if let Some(paste) = cached {
+            // Content never changes under an id: only liveness needed P.
+            self.inner.reads.keep(paste.view.clone(), paste.expires_at, read_started);
+            return Ok(paste.view.clone());
+        }
         let bytes = within(deadline, self.inner.objects.get(id.as_str()))
             .await
             .map_err(|_| ApiError::Unavailable("the object store is unavailable"))?
@@ -161,13 +214,15 @@ impl Gateway {
             tracing::error!(paste_id = %id, "stored object is not UTF-8");
             ApiError::NotFound
         })?;
-        Ok(PasteView {
+        let view = PasteView {
             id: id.to_string(),
             content,
             created_at: rfc3339(row.created_at),
             expires_at: rfc3339(row.expires_at),
             size: row.size,
-        })
+        };
+        self.inner.reads.keep(view.clone(), row.expires_at, read_started);
+        Ok(view)
     }
 
     /// Deletes the row (it becomes a tombstone), then the object. If the
@@ -179,6 +234,10 @@ impl Gateway {
         let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        if outcome != DeleteOutcome::WrongToken {
+            // Before answering: the delete takes effect at once here.
+            self.inner.reads.forget(&id);
+        }
         match outcome {
             DeleteOutcome::NotFound => Err(ApiError::NotFound),
             DeleteOutcome::WrongToken => Err(ApiError::WrongToken),

@@ -241,17 +241,57 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     response
 }
 
-async fn get_json(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
-    Ok(Json(gateway.get(&id).await?).into_response())
+async fn get_json(
+    State(gateway): State<Gateway>,
+    PasteIdParam(id): PasteIdParam,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let paste = gateway.get(&id).await?;
+    let tag = entity_tag(&paste.id, "json");
+    Ok(unless_matched(&headers, tag, || Json(paste).into_response()))
 }
 
-async fn get_raw(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
+async fn get_raw(
+    State(gateway): State<Gateway>,
+    PasteIdParam(id): PasteIdParam,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let paste = gateway.get(&id).await?;
-    Ok((
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
-        paste.content,
-    )
-        .into_response())
+    let tag = entity_tag(&paste.id, "raw");
+    Ok(unless_matched(&headers, tag, || {
+        (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+            paste.content,
+        )
+            .into_response()
+    }))
+}
+
+/// A paste's entity tag per representation. The content under an id never
+/// changes (docs/design.md#caching), so the id names the bytes.
+fn entity_tag(id: &str, representation: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{id}.{representation}\"")).expect("a paste id is base62: a valid header value")
+}
+
+/// Whether `If-None-Match` names `tag` (or is `*`). Weak tags compare equal
+/// to strong ones, as RFC 9110 asks for `If-None-Match`.
+fn matches_tag(headers: &HeaderMap, tag: &HeaderValue) -> bool {
+    let Ok(tag) = tag.to_str() else { return false };
+    headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|value| value.to_str().ok()).any(|value| {
+        value.split(',').map(str::trim).any(|candidate| candidate == "*" || candidate.trim_start_matches("W/") == tag)
+    })
+}
+
+/// 304 with the tag when the client already holds this representation (the
+/// paste was just found live, so a deleted paste is a 404, never a 304);
+/// otherwise `full` with the tag. Either way clients must revalidate
+/// (`no-cache`): a paste can be deleted.
+fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> Response) -> Response {
+    let mut response =
+        if matches_tag(headers, &tag) { StatusCode::NOT_MODIFIED.into_response() } else { full() };
+    response.headers_mut().insert(header::ETAG, tag);
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
 
 async fn delete(
@@ -370,6 +410,18 @@ mod tests {
         routed.sort_unstable();
         assert_eq!(routed, documented);
         assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
+    }
+
+    #[test]
+    fn if_none_match_matches_the_tag_in_a_list_weak_or_star() {
+        let tag = entity_tag("4Zk3bY0c9QpLmN", "raw");
+        let mut headers = HeaderMap::new();
+        assert!(!matches_tag(&headers, &tag));
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"other\", W/\"4Zk3bY0c9QpLmN.raw\""));
+        assert!(matches_tag(&headers, &tag));
+        assert!(!matches_tag(&headers, &entity_tag("4Zk3bY0c9QpLmN", "json")));
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
+        assert!(matches_tag(&headers, &tag));
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! translators onto [`Gateway`]. A create runs [`saga`]: K begin → object PUT
 //! → P insert → K done → 201, with the compensations of SPEC §4. The
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
-//! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
+//! its P shard. Reads are served from a bounded [`cache`] while P keeps
+//! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
 //! compiled in only with the `failpoints` feature.
 
+mod cache;
 mod created;
 mod error;
 pub mod failpoints;

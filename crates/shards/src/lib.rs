@@ -39,6 +39,10 @@ impl SlotMap {
         &self.paste_shards[shard_of(slot, self.paste_shards.len())]
     }
 
+    pub fn key_shard_index(&self, slot: Slot) -> usize {
+        shard_of(slot, self.key_shards.len())
+    }
+
     pub fn paste_shard_index(&self, slot: Slot) -> usize {
         shard_of(slot, self.paste_shards.len())
     }

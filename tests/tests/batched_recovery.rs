@@ -64,7 +64,7 @@ pastebin_tests::both_backends! {
         let mut aborted = Vec::new();
         for i in 0..60 {
             let verdict = seed([&batched, &per_key], &new_key("{\"id\":\"x\"}"), SEEDS[i % SEEDS.len()]).await;
-            if (i / SEEDS.len()) % 2 == 0 { done.push(verdict) } else { aborted.push(verdict) }
+            if (i / SEEDS.len()).is_multiple_of(2) { done.push(verdict) } else { aborted.push(verdict) }
         }
         // A verdict repeated in the same batch decides once.
         done.push(done[0].clone());

@@ -18,6 +18,9 @@ use pastebin_tests::{
 use reqwest::StatusCode;
 use sqlx::Row;
 
+/// A create as a client sent it: key, content, and its answer if one came.
+type Sent = (String, String, Option<Answer>);
+
 const WORKERS: usize = 16;
 const CREATES_PER_WORKER: usize = 40;
 
@@ -39,7 +42,7 @@ async fn a_crash_in_the_middle_of_a_group_commit_never_loses_an_answered_create(
     let mut up = Process::start(up_args(dir.path()), failpoint, &["gateway-http"]).await;
     let http = format!("http://{}", up.address("gateway-http"));
 
-    let answers: Arc<Mutex<Vec<(String, String, Option<Answer>)>>> = Arc::default();
+    let answers: Arc<Mutex<Vec<Sent>>> = Arc::default();
     let workers = (0..WORKERS).map(|worker| {
         let (http, answers) = (http.clone(), answers.clone());
         tokio::spawn(async move {

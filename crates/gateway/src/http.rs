@@ -287,8 +287,7 @@ fn matches_tag(headers: &HeaderMap, tag: &HeaderValue) -> bool {
 /// otherwise `full` with the tag. Either way clients must revalidate
 /// (`no-cache`): a paste can be deleted.
 fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> Response) -> Response {
-    let mut response =
-        if matches_tag(headers, &tag) { StatusCode::NOT_MODIFIED.into_response() } else { full() };
+    let mut response = if matches_tag(headers, &tag) { StatusCode::NOT_MODIFIED.into_response() } else { full() };
     response.headers_mut().insert(header::ETAG, tag);
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response

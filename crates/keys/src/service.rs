@@ -138,7 +138,9 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
             .map(|update| Ok((key(&update.key)?, paste_id(&update.paste_id)?)))
             .collect::<Result<Vec<_>, Status>>()?;
         let changed = self.store.apply_verdicts(to, &keys).await?;
-        Ok(Response::new(pb::ApplyVerdictsResponse { changed: changed.iter().map(IdempotencyKey::canonical).collect() }))
+        Ok(Response::new(pb::ApplyVerdictsResponse {
+            changed: changed.iter().map(IdempotencyKey::canonical).collect(),
+        }))
     }
 
     async fn restart(&self, request: Request<pb::RestartRequest>) -> Result<Response<pb::UpdateResult>, Status> {

@@ -181,18 +181,22 @@ impl KeyStore {
         response_body: &ResponseBody,
     ) -> Result<bool, KeyStoreError> {
         let now = self.clock.now();
-        let changed = self.db.execute(sqlx::query(
-            "UPDATE idempotency_keys
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE idempotency_keys
                 SET state = 'pending', paste_id = $1, response_body = $2, created_at = $3, retain_until = $4
               WHERE key = $5 AND state = 'aborted' AND paste_id = $6",
-        )
-        .bind(paste_id.to_string())
-        .bind(response_body.expose().to_owned())
-        .bind(to_millis(now))
-        .bind(to_millis(now + retention()))
-        .bind(key.canonical())
-        .bind(aborted_paste_id.to_string()))
-        .await?;
+                )
+                .bind(paste_id.to_string())
+                .bind(response_body.expose().to_owned())
+                .bind(to_millis(now))
+                .bind(to_millis(now + retention()))
+                .bind(key.canonical())
+                .bind(aborted_paste_id.to_string()),
+            )
+            .await?;
         Ok(changed == 1)
     }
 
@@ -260,15 +264,19 @@ impl KeyStore {
     /// is re-checked (PostgreSQL re-evaluates them on the new row version).
     pub async fn purge_retired(&self, limit: u32) -> Result<u64, KeyStoreError> {
         let now = to_millis(self.clock.now());
-        let deleted = self.db.execute(sqlx::query(
-            "DELETE FROM idempotency_keys
+        let deleted = self
+            .db
+            .execute(
+                sqlx::query(
+                    "DELETE FROM idempotency_keys
               WHERE state <> 'pending' AND retain_until <= $1 AND key IN (
                     SELECT key FROM idempotency_keys
                      WHERE state <> 'pending' AND retain_until <= $1 LIMIT $2)",
-        )
-        .bind(now)
-        .bind(i64::from(limit)))
-        .await?;
+                )
+                .bind(now)
+                .bind(i64::from(limit)),
+            )
+            .await?;
         Ok(deleted)
     }
 }

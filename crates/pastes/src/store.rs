@@ -127,12 +127,16 @@ impl PasteStore {
             "INSERT INTO pastes (id, state, created_at, tombstoned_at, tombstone_reason) VALUES {} ON CONFLICT (id) DO NOTHING",
             placeholders(raw.len(), |i| format!("(${}, 'tombstoned', $1, $1, $2)", i + 3))
         );
-        let fates = format!("SELECT id, state FROM pastes WHERE id IN ({})", placeholders(raw.len(), |i| format!("${}", i + 1)));
+        let fates = format!(
+            "SELECT id, state FROM pastes WHERE id IN ({})",
+            placeholders(raw.len(), |i| format!("${}", i + 1))
+        );
         let states: Vec<(String, String)> = self
             .db
             .write(move |conn| {
                 Box::pin(async move {
-                    let mut insert = sqlx::query(AssertSqlSafe(tombstones)).bind(now).bind(TombstoneReason::Aborted.as_str());
+                    let mut insert =
+                        sqlx::query(AssertSqlSafe(tombstones)).bind(now).bind(TombstoneReason::Aborted.as_str());
                     for id in &raw {
                         insert = insert.bind(id.clone());
                     }
@@ -149,7 +153,8 @@ impl PasteStore {
         ids.iter()
             .map(|id| {
                 let state = states.get(id.as_str()).map(String::as_str);
-                let fate = fate_of(state)?.ok_or_else(|| PasteStoreError::Corrupt(format!("{id} vanished after a conflict")))?;
+                let fate = fate_of(state)?
+                    .ok_or_else(|| PasteStoreError::Corrupt(format!("{id} vanished after a conflict")))?;
                 Ok((id.clone(), fate))
             })
             .collect()

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::{
+    any::AnyArguments,
     any::{install_default_drivers, AnyPoolOptions},
     migrate::Migrator,
-    any::AnyArguments,
     query::Query,
     Any, AnyConnection, AnyPool, Connection, Executor,
 };
@@ -72,7 +72,7 @@ impl Database {
             Some(writer) => writer.write(statement).await,
             None => {
                 let mut transaction = self.pool.begin().await?;
-                let outcome = statement(&mut *transaction).await?;
+                let outcome = statement(&mut transaction).await?;
                 transaction.commit().await?;
                 Ok(outcome)
             }
@@ -85,7 +85,9 @@ impl Database {
     pub async fn execute(&self, statement: Query<'static, Any, AnyArguments>) -> Result<u64, sqlx::Error> {
         match &self.writer {
             Some(writer) => {
-                writer.write(move |conn| Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) })).await
+                writer
+                    .write(move |conn| Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) }))
+                    .await
             }
             None => Ok(statement.execute(&self.pool).await?.rows_affected()),
         }

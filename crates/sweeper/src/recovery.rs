@@ -105,7 +105,8 @@ impl Sweeper {
                 return;
             }
         };
-        report.skipped_unreachable += batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).count() as u64;
+        report.skipped_unreachable +=
+            batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).count() as u64;
         // One guarded statement on K per verdict kind (BENCHMARKS.md, figure
         // 6): each row still changes only if it is pending with that paste id.
         for fate in [IdFate::Live, IdFate::Tombstoned] {

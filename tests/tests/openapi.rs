@@ -330,7 +330,11 @@ async fn every_documented_status_is_what_the_server_answers() {
         ("/{id}/delete", format!("/{id}/delete"), format!("/{missing}/delete")),
     ] {
         let ok = probe.request("GET", &concrete_ok);
-        probe.expect("GET", template, ok, 200).await;
+        let ok = probe.expect("GET", template, ok, 200).await;
+        if let Some(tag) = ok.headers.get(header::ETAG) {
+            let unchanged = probe.request("GET", &concrete_ok).header(header::IF_NONE_MATCH, tag);
+            probe.expect("GET", template, unchanged, 304).await;
+        }
         let gone = probe.request("GET", &concrete_missing);
         probe.expect("GET", template, gone, 404).await;
     }

@@ -59,8 +59,8 @@ impl Process {
         let mut command = Command::new(testbed_binary());
         command
             .args(&args)
-            .envs(env.iter().cloned())
             .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -27,7 +27,9 @@ async fn shard(kind: &str, dir: &Path, tls: &TlsFiles) -> (Process, String) {
     let mut args: Vec<String> =
         [kind, "--database-url", &database, "--listen", "127.0.0.1:0"].map(String::from).to_vec();
     args.extend(tls.flags());
-    let process = Process::start(args, vec![], &[kind]).await;
+    // What an operator's log shows by default, refused handshakes included.
+    let env = vec![("RUST_LOG".to_owned(), pastebin_runtime::telemetry::DEFAULT_FILTER.to_owned())];
+    let process = Process::start(args, env, &[kind]).await;
     let address = process.address(kind).to_owned();
     (process, address)
 }
@@ -55,7 +57,9 @@ fn intruders(address: &str, ca: &Path, foreign: &MutualTls) -> Vec<(&'static str
 async fn shards_refuse_plaintext_certificateless_and_foreign_clients_and_serve_signed_ones() {
     let temp = tempfile::tempdir().unwrap();
     let certs = ctl_certs(&temp.path().join("certs"));
-    let foreign = ctl_certs(&temp.path().join("other-ca")).client.load();
+    // Trusts the servers' CA, but its own certificate was signed by another.
+    let other_ca = ctl_certs(&temp.path().join("other-ca"));
+    let foreign = TlsFiles { ca: certs.client.ca.clone(), ..other_ca.client }.load();
     let (keys_process, keys) = shard("key-service", temp.path(), &certs.key_service).await;
     let (pastes_process, pastes) = shard("paste-service", temp.path(), &certs.paste_service).await;
     let signed = certs.client.load();
@@ -80,8 +84,13 @@ async fn shards_refuse_plaintext_certificateless_and_foreign_clients_and_serve_s
     keys.begin(&record).await.expect("a signed client is served by K");
     pastes.insert(&paste).await.expect("a signed client is served by P");
     assert!(pastes.get(&paste.id).await.unwrap().is_some());
+    // The operator sees each refusal, with rustls's reason (docs/operations.md, "Certificates").
     for process in [&keys_process, &pastes_process] {
-        assert!(process.logs().contains("serving mutual TLS only"), "{}", process.logs());
+        let logs = process.logs();
+        assert!(logs.contains("serving mutual TLS only"), "{logs}");
+        for reason in ["InvalidContentType", "peer sent no certificates", "UnknownIssuer"] {
+            assert!(logs.contains("tls accept error error=") && logs.contains(reason), "{reason}:\n{logs}");
+        }
     }
 }
 
@@ -166,4 +175,27 @@ async fn the_public_grpc_listener_serves_tls_and_asks_for_certificates_only_when
     let anonymous = public_get(without_certificate(&address, &tls.client.ca), &id).await;
     assert!(anonymous.is_err(), "required client auth served a client without a certificate");
     assert_eq!(public_get(channel(&address, Some(&signed)).unwrap(), &id).await.unwrap(), "public over TLS");
+}
+
+#[tokio::test]
+async fn a_ca_bundle_lets_old_and_new_certificates_meet_during_a_ca_roll() {
+    let temp = tempfile::tempdir().unwrap();
+    let (old, new) = (ctl_certs(&temp.path().join("old")), ctl_certs(&temp.path().join("new")));
+    // Roll step 1: every part trusts both CAs; K still presents its old certificate.
+    let bundle = temp.path().join("bundle.pem");
+    let pems = [&old.client.ca, &new.client.ca].map(|ca| std::fs::read_to_string(ca).unwrap());
+    std::fs::write(&bundle, pems.concat()).unwrap();
+    let trusting_both = |files: &TlsFiles| TlsFiles { ca: bundle.clone(), ..files.clone() };
+    let (_keys, address) = shard("key-service", temp.path(), &trusting_both(&old.key_service)).await;
+
+    // Step 2 has begun for some clients: old and new certificates are both served.
+    for (which, client) in [("old", &old.client), ("new", &new.client)] {
+        let keys = KeyClient::new(channel(&address, Some(&trusting_both(client).load())).unwrap());
+        let stats = keys.pending_stats().await;
+        assert!(stats.is_ok(), "a client with the {which} certificate was refused: {stats:?}");
+    }
+    // A client that already dropped the old CA cannot verify K's old certificate:
+    // why the bundle must reach every part before any leaf changes.
+    let too_early = KeyClient::new(channel(&address, Some(&new.client.load())).unwrap());
+    assert!(too_early.pending_stats().await.is_err());
 }

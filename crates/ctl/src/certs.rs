@@ -85,12 +85,15 @@ fn issue(args: &CertsArgs) -> Result<Vec<(String, String)>, CtlError> {
     }
 
     let today = Utc::now().date_naive();
+    let ca_key = KeyPair::generate().map_err(failed)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
-    ca.distinguished_name.push(DnType::CommonName, "pastebin development CA");
+    // A name of its own: during a CA roll the old and the new CA sit in one
+    // bundle, and a verifier picks an issuer by name before the signature.
+    let fingerprint: String = ca.key_identifier(&ca_key)[..4].iter().map(|b| format!("{b:02x}")).collect();
+    ca.distinguished_name.push(DnType::CommonName, format!("pastebin development CA {fingerprint}"));
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     set_validity(&mut ca, today, CA_DAYS);
-    let ca_key = KeyPair::generate().map_err(failed)?;
     let ca_cert = ca.self_signed(&ca_key).map_err(failed)?;
     let mut files = vec![("ca.pem".to_owned(), ca_cert.pem()), ("ca-key.pem".to_owned(), ca_key.serialize_pem())];
     let issuer = Issuer::new(ca, ca_key);

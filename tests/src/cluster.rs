@@ -11,11 +11,11 @@ use std::{
     time::Duration,
 };
 
+use crate::tls::{ClusterTls, TlsFiles};
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
 use pastebin_runtime::{grpc::channel, tls::MutualTls};
-use crate::tls::{ClusterTls, TlsFiles};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},

@@ -33,7 +33,11 @@ impl TlsFiles {
 
     /// The identity loaded as a client of K and P loads it.
     pub fn load(&self) -> MutualTls {
-        let args = TlsArgs { tls_cert: Some(self.cert.clone()), tls_key: Some(self.key.clone()), tls_ca: Some(self.ca.clone()) };
+        let args = TlsArgs {
+            tls_cert: Some(self.cert.clone()),
+            tls_key: Some(self.key.clone()),
+            tls_ca: Some(self.ca.clone()),
+        };
         args.load().expect("the test's TLS files load").expect("all three files are given")
     }
 }
@@ -90,12 +94,28 @@ pub fn openssl_certs(dir: &Path) -> ClusterTls {
         let (key, csr, ext, cert) =
             (format!("{name}-key.pem"), format!("{name}.csr"), format!("{name}.ext"), format!("{name}.pem"));
         std::fs::write(dir.join(&ext), extensions).expect("write the extensions file");
-        openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")]);
+        openssl(
+            dir,
+            &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")],
+        );
         openssl(
             dir,
             &[
-                "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-days", "2",
-                "-out", &cert, "-extfile", &ext,
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &cert,
+                "-extfile",
+                &ext,
             ],
         );
     }

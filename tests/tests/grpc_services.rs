@@ -12,10 +12,10 @@ use pastebin_proto::{
     keys::v1::{self as kpb, key_service_client::KeyServiceClient},
     pastes::v1::{self as ppb, paste_service_client::PasteServiceClient},
 };
+use pastebin_runtime::grpc::ServerOptions;
 use pastebin_tests::shards::{
     key_store, new_key, new_paste, paste_store, spawn_key_service, spawn_paste_service, Backend,
 };
-use pastebin_runtime::grpc::ServerOptions;
 use tonic::{transport::Channel, Code};
 use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
 use tonic_reflection::pb::v1::{

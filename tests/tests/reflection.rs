@@ -16,8 +16,10 @@ use tonic_reflection::pb::{v1, v1alpha};
 /// Service names a server lists over `grpc.reflection.v1`, sorted.
 async fn list_v1(channel: Channel) -> Result<Vec<String>, Status> {
     use v1::{server_reflection_request::MessageRequest, server_reflection_response::MessageResponse};
-    let request =
-        v1::ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices("".into())) };
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices("".into())),
+    };
     let mut replies = v1::server_reflection_client::ServerReflectionClient::new(channel)
         .server_reflection_info(futures::stream::iter([request]))
         .await?
@@ -139,7 +141,8 @@ async fn the_gateway_reflects_only_the_public_api_over_v1_and_v1alpha() {
     let expected = ["grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "pastebin.v1.PasteApi"];
     assert_eq!(list_v1alpha(channel.clone()).await.unwrap(), expected);
     assert!(describes(channel.clone(), "pastebin.v1.PasteApi").await);
-    for internal in ["pastebin.keys.v1.KeyService", "pastebin.pastes.v1.PasteService", "pastebin.keys.v1.BeginRequest"] {
+    for internal in ["pastebin.keys.v1.KeyService", "pastebin.pastes.v1.PasteService", "pastebin.keys.v1.BeginRequest"]
+    {
         assert!(!describes(channel.clone(), internal).await, "the public reflection describes {internal}");
     }
 }

@@ -58,7 +58,8 @@ pub struct ObjectStoreArgs {
 impl ShardAddresses {
     /// Clients of every shard, over mutual TLS when `tls` is given.
     pub fn slot_map(&self, tls: Option<&MutualTls>) -> anyhow::Result<SlotMap> {
-        let keys = self.key_shards.iter().map(|a| Ok(KeyClient::new(channel(a, tls)?))).collect::<anyhow::Result<_>>()?;
+        let keys =
+            self.key_shards.iter().map(|a| Ok(KeyClient::new(channel(a, tls)?))).collect::<anyhow::Result<_>>()?;
         let pastes =
             self.paste_shards.iter().map(|a| Ok(PasteClient::new(channel(a, tls)?))).collect::<anyhow::Result<_>>()?;
         SlotMap::new(keys, pastes)

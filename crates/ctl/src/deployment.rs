@@ -106,7 +106,8 @@ impl Deployment {
             }
         };
         let tls = args.tls.load().map_err(|error| CtlError::Usage(error.to_string()))?;
-        let url = |address: &String| shard_url(address, tls.is_some()).map_err(|error| CtlError::Usage(error.to_string()));
+        let url =
+            |address: &String| shard_url(address, tls.is_some()).map_err(|error| CtlError::Usage(error.to_string()));
         let key_addresses: Vec<String> = pick(&args.key_shards, endpoints.as_ref().map(|e| &e.key_shards))
             .iter()
             .map(url)
@@ -123,7 +124,8 @@ impl Deployment {
             ));
         }
         let connect = |address: &String| {
-            channel(address, tls.as_ref()).map_err(|error| CtlError::Usage(format!("bad shard address {address}: {error}")))
+            channel(address, tls.as_ref())
+                .map_err(|error| CtlError::Usage(format!("bad shard address {address}: {error}")))
         };
         let keys = key_addresses.iter().map(|a| Ok(KeyClient::new(connect(a)?))).collect::<Result<_, CtlError>>()?;
         let pastes =

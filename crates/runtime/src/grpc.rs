@@ -56,7 +56,9 @@ pub async fn serve(
     }
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = options.tls {
-        server = server.tls_config(tls).context("cannot configure TLS with --tls-cert and --tls-key")?;
+        server = server
+            .tls_config(tls)
+            .context("cannot serve TLS with --tls-cert and --tls-key (is the key the certificate's?)")?;
     }
     server
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
@@ -142,7 +144,9 @@ pub fn shard_url(address: &str, tls: bool) -> anyhow::Result<String> {
             anyhow::bail!("{address}: https:// needs this part's --tls-cert, --tls-key and --tls-ca")
         }
         (Some(("http", _)), true) => {
-            anyhow::bail!("{address}: http:// would be plaintext although --tls-cert is set; write https:// or host:port")
+            anyhow::bail!(
+                "{address}: http:// would be plaintext although --tls-cert is set; write https:// or host:port"
+            )
         }
         (Some((scheme, _)), _) => anyhow::bail!("{address}: unknown scheme {scheme}:// (use host:port or https://)"),
     }
@@ -156,7 +160,9 @@ pub fn channel(address: &str, tls: Option<&MutualTls>) -> anyhow::Result<Channel
         .connect_timeout(std::time::Duration::from_secs(1))
         .tcp_nodelay(true);
     let endpoint = match tls {
-        Some(tls) => endpoint.tls_config(tls.client()).context("cannot configure TLS with --tls-cert and --tls-key")?,
+        Some(tls) => endpoint
+            .tls_config(tls.client())
+            .context("cannot use --tls-cert and --tls-key (is the key the certificate's?)")?,
         None => endpoint,
     };
     Ok(endpoint.connect_lazy())

@@ -53,8 +53,8 @@ pub enum ClientAuth {
 pub enum TlsError {
     #[error("--tls-cert, --tls-key and --tls-ca go together: {0} is missing")]
     Incomplete(&'static str),
-    #[error("cannot read {flag} {}: {source}", path.display())]
-    Unreadable { flag: &'static str, path: PathBuf, source: io::Error },
+    #[error("cannot read {flag} {}: {error}", path.display())]
+    Unreadable { flag: &'static str, path: PathBuf, error: io::Error },
     #[error("{flag} {} holds no PEM {what}", path.display())]
     NotPem { flag: &'static str, path: PathBuf, what: &'static str },
 }
@@ -101,12 +101,15 @@ impl MutualTls {
     /// A client that presents this identity and trusts only the CA. The
     /// server name checked is the host of the address it connects to.
     pub fn client(&self) -> ClientTlsConfig {
-        ClientTlsConfig::new().identity(self.identity.clone()).ca_certificate(self.ca.clone()).timeout(HANDSHAKE_TIMEOUT)
+        ClientTlsConfig::new()
+            .identity(self.identity.clone())
+            .ca_certificate(self.ca.clone())
+            .timeout(HANDSHAKE_TIMEOUT)
     }
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Unreadable { flag, path: path.to_owned(), source })
+    std::fs::read(path).map_err(|error| TlsError::Unreadable { flag, path: path.to_owned(), error })
 }
 
 /// The file's bytes, once at least one certificate in it parses.

@@ -21,14 +21,32 @@ use pastebin_tests::{
 use reqwest::StatusCode;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+/// How a part is given its TLS files.
+#[derive(Clone, Copy)]
+enum Given {
+    Flags,
+    /// `PASTEBIN_TLS_*` lines in a `PASTEBIN_CONFIG` file, as an operator would deploy them.
+    ConfigFile,
+}
+
 /// A K or P process on a SQLite file in `dir`, serving mutual TLS with `tls`.
-async fn shard(kind: &str, dir: &Path, tls: &TlsFiles) -> (Process, String) {
+async fn shard(kind: &str, dir: &Path, tls: &TlsFiles, given: Given) -> (Process, String) {
     let database = format!("sqlite://{}", dir.join(format!("{kind}.db")).display());
     let mut args: Vec<String> =
         [kind, "--database-url", &database, "--listen", "127.0.0.1:0"].map(String::from).to_vec();
-    args.extend(tls.flags());
     // What an operator's log shows by default, refused handshakes included.
-    let env = vec![("RUST_LOG".to_owned(), pastebin_runtime::telemetry::DEFAULT_FILTER.to_owned())];
+    let mut env = vec![("RUST_LOG".to_owned(), pastebin_runtime::telemetry::DEFAULT_FILTER.to_owned())];
+    match given {
+        Given::Flags => args.extend(tls.flags()),
+        Given::ConfigFile => {
+            let config = dir.join(format!("{kind}.env"));
+            let lines =
+                [("PASTEBIN_TLS_CERT", &tls.cert), ("PASTEBIN_TLS_KEY", &tls.key), ("PASTEBIN_TLS_CA", &tls.ca)]
+                    .map(|(name, path)| format!("{name}={}\n", path.display()));
+            std::fs::write(&config, lines.concat()).unwrap();
+            env.push(("PASTEBIN_CONFIG".to_owned(), config.to_str().unwrap().to_owned()));
+        }
+    }
     let process = Process::start(args, env, &[kind]).await;
     let address = process.address(kind).to_owned();
     (process, address)
@@ -60,8 +78,8 @@ async fn shards_refuse_plaintext_certificateless_and_foreign_clients_and_serve_s
     // Trusts the servers' CA, but its own certificate was signed by another.
     let other_ca = ctl_certs(&temp.path().join("other-ca"));
     let foreign = TlsFiles { ca: certs.client.ca.clone(), ..other_ca.client }.load();
-    let (keys_process, keys) = shard("key-service", temp.path(), &certs.key_service).await;
-    let (pastes_process, pastes) = shard("paste-service", temp.path(), &certs.paste_service).await;
+    let (keys_process, keys) = shard("key-service", temp.path(), &certs.key_service, Given::Flags).await;
+    let (pastes_process, pastes) = shard("paste-service", temp.path(), &certs.paste_service, Given::ConfigFile).await;
     let signed = certs.client.load();
 
     let record = new_record("{}");
@@ -186,7 +204,7 @@ async fn a_ca_bundle_lets_old_and_new_certificates_meet_during_a_ca_roll() {
     let pems = [&old.client.ca, &new.client.ca].map(|ca| std::fs::read_to_string(ca).unwrap());
     std::fs::write(&bundle, pems.concat()).unwrap();
     let trusting_both = |files: &TlsFiles| TlsFiles { ca: bundle.clone(), ..files.clone() };
-    let (_keys, address) = shard("key-service", temp.path(), &trusting_both(&old.key_service)).await;
+    let (_keys, address) = shard("key-service", temp.path(), &trusting_both(&old.key_service), Given::Flags).await;
 
     // Step 2 has begun for some clients: old and new certificates are both served.
     for (which, client) in [("old", &old.client), ("new", &new.client)] {

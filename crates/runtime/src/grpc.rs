@@ -76,7 +76,7 @@ fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
 }
 
 /// Two refusals tonic makes before any handler runs, renamed to what the
-/// contract (SPEC §7) calls them: a message over the decoding limit is
+/// contract calls them (docs/design.md#status-codes): a message over the decoding limit is
 /// OUT_OF_RANGE in tonic and RESOURCE_EXHAUSTED here, and a message that does
 /// not decode (e.g. a string that is not UTF-8) is INTERNAL in tonic and
 /// INVALID_ARGUMENT here: it is the caller's input, not our fault.

@@ -31,9 +31,12 @@ enum Given {
 
 /// A K or P process on a SQLite file in `dir`, serving mutual TLS with `tls`.
 async fn shard(kind: &str, dir: &Path, tls: &TlsFiles, given: Given) -> (Process, String) {
+    shard_on(kind, "127.0.0.1:0", dir, tls, given).await
+}
+
+async fn shard_on(kind: &str, listen: &str, dir: &Path, tls: &TlsFiles, given: Given) -> (Process, String) {
     let database = format!("sqlite://{}", dir.join(format!("{kind}.db")).display());
-    let mut args: Vec<String> =
-        [kind, "--database-url", &database, "--listen", "127.0.0.1:0"].map(String::from).to_vec();
+    let mut args: Vec<String> = [kind, "--database-url", &database, "--listen", listen].map(String::from).to_vec();
     // What an operator's log shows by default, refused handshakes included.
     let mut env = vec![("RUST_LOG".to_owned(), pastebin_runtime::telemetry::DEFAULT_FILTER.to_owned())];
     match given {
@@ -110,6 +113,17 @@ async fn shards_refuse_plaintext_certificateless_and_foreign_clients_and_serve_s
             assert!(logs.contains("tls accept error error=") && logs.contains(reason), "{reason}:\n{logs}");
         }
     }
+}
+
+#[tokio::test]
+async fn the_name_checked_is_the_host_of_the_address() {
+    let temp = tempfile::tempdir().unwrap();
+    let certs = ctl_certs(&temp.path().join("certs"));
+    // Reachable at 127.0.0.2, but its certificate names only localhost and 127.0.0.1.
+    let (_keys, address) = shard_on("key-service", "127.0.0.2:0", temp.path(), &certs.key_service, Given::Flags).await;
+    let keys = KeyClient::new(channel(&address, Some(&certs.client.load())).unwrap());
+    let refused = keys.pending_stats().await.expect_err("a certificate for other names is refused");
+    assert!(refused.to_string().contains("not valid for name"), "{refused}");
 }
 
 /// Polls K (as the test's own signed client) until `key` is no longer pending.

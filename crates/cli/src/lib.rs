@@ -222,3 +222,16 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     )?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {
+        let error = public_grpc_options(None, ClientAuth::Required).unwrap_err();
+        assert_eq!(error.to_string(), "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca");
+        let plaintext = public_grpc_options(None, ClientAuth::Off).unwrap();
+        assert!(plaintext.tls.is_none() && plaintext.reflection, "the public API is reflected, over plaintext");
+    }
+}

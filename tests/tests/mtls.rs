@@ -8,6 +8,7 @@
 use std::{path::Path, time::Duration};
 
 use pastebin_core::{IdempotencyKey, KeyState};
+use pastebin_ctl::Exit;
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
 use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, GetPasteRequest};
@@ -168,6 +169,26 @@ async fn whole_saga_and_recovery_over_mutual_tls(tls: ClusterTls) {
     assert_eq!(retry.body, stored.response_body.expose(), "the original 201, same id and delete token");
     let recovered_id = retry.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(get(&cluster.http, &recovered_id).await.status, StatusCode::OK);
+
+    // The operator's ctl reaches the shards with its own certificate, and only with it.
+    let client = cluster.tls.as_ref().unwrap().client.clone();
+    assert_eq!(ctl_stats(&cluster, Some(&client)).await, Exit::Ok);
+    assert_eq!(ctl_stats(&cluster, None).await, Exit::Unreachable);
+}
+
+/// `pastebin ctl stats` against the cluster's shards, written as bare `host:port`.
+async fn ctl_stats(cluster: &Cluster, tls: Option<&TlsFiles>) -> Exit {
+    let bare = |addresses: &[String]| addresses.iter().map(|a| a.replace("https://", "")).collect::<Vec<_>>().join(",");
+    let mut argv = vec!["pastebin ctl".to_owned(), "stats".into()];
+    argv.extend([
+        "--key-shards".into(),
+        bare(&cluster.key_addresses),
+        "--paste-shards".into(),
+        bare(&cluster.paste_addresses),
+    ]);
+    argv.extend(tls.map(TlsFiles::flags).unwrap_or_default());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    pastebin_ctl::execute(pastebin_ctl::parse_from(&argv).unwrap(), &mut out, &mut err).await
 }
 
 #[tokio::test]

@@ -11,10 +11,11 @@ use std::{
     time::Duration,
 };
 
+use crate::tls::{ClusterTls, TlsFiles};
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::grpc::channel;
+use pastebin_runtime::{grpc::channel, tls::MutualTls};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
@@ -58,8 +59,8 @@ impl Process {
         let mut command = Command::new(testbed_binary());
         command
             .args(&args)
-            .envs(env.iter().cloned())
             .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -181,11 +182,13 @@ pub struct ClusterOptions {
     pub failpoints: Option<String>,
     /// Overrides the S3 endpoint (e.g. a port where nothing listens).
     pub s3_endpoint: Option<String>,
+    /// Every part speaks mutual TLS with these files (K and P require client certificates).
+    pub tls: Option<ClusterTls>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None }
+        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None, tls: None }
     }
 }
 
@@ -200,18 +203,55 @@ pub struct Cluster {
     pub s3: S3Settings,
     /// e.g. `http://127.0.0.1:PORT`
     pub http: String,
+    /// `https://` when the cluster speaks TLS.
     pub grpc: String,
+    pub tls: Option<ClusterTls>,
 }
 
-async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
-    let mut process = Process::start(
-        vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()],
-        vec![],
-        &[kind],
-    )
-    .await;
+/// `https` when a part has TLS files, else `http`.
+fn scheme(tls: Option<&TlsFiles>) -> &'static str {
+    if tls.is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// A part's command line: `args`, then its TLS flags if it has files.
+fn with_tls(mut args: Vec<String>, tls: Option<&TlsFiles>) -> Vec<String> {
+    args.extend(tls.map(TlsFiles::flags).unwrap_or_default());
+    args
+}
+
+/// What the gateway and a sweeper share: the shards, the bucket, an admin listener.
+fn backend_flags(key_addresses: &[String], paste_addresses: &[String], s3: &S3Settings) -> Vec<String> {
+    vec![
+        "--key-shards".into(),
+        key_addresses.join(","),
+        "--paste-shards".into(),
+        paste_addresses.join(","),
+        "--s3-bucket".into(),
+        s3.bucket.clone(),
+        "--s3-endpoint".into(),
+        s3.endpoint.clone().unwrap_or_default(),
+        "--s3-path-style".into(),
+        "--admin".into(),
+        "127.0.0.1:0".into(),
+    ]
+}
+
+/// moto accepts any credentials; the AWS SDK insists on having some.
+fn s3_credentials() -> Vec<(String, String)> {
+    [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .to_vec()
+}
+
+async fn start_shard(kind: &str, database_url: &str, tls: Option<&TlsFiles>) -> (Process, String) {
+    let args = vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()];
+    let mut process = Process::start(with_tls(args, tls), vec![], &[kind]).await;
     pin_ports(&mut process);
-    let address = format!("http://{}", process.address(kind));
+    let address = format!("{}://{}", scheme(tls), process.address(kind));
     (process, address)
 }
 
@@ -220,7 +260,8 @@ impl Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("key-service", &url).await;
+            let tls = options.tls.as_ref().map(|tls| &tls.key_service);
+            let (process, address) = start_shard("key-service", &url, tls).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
@@ -228,7 +269,8 @@ impl Cluster {
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("paste-service", &url).await;
+            let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
+            let (process, address) = start_shard("paste-service", &url, tls).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -237,36 +279,19 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let args = vec![
-            "gateway".to_string(),
-            "--http".into(),
-            "127.0.0.1:0".into(),
-            "--grpc".into(),
-            "127.0.0.1:0".into(),
-            "--key-shards".into(),
-            key_addresses.join(","),
-            "--paste-shards".into(),
-            paste_addresses.join(","),
-            "--s3-bucket".into(),
-            s3.bucket.clone(),
-            "--s3-endpoint".into(),
-            s3.endpoint.clone().unwrap_or_default(),
-            "--s3-path-style".into(),
-            "--admin".into(),
-            "127.0.0.1:0".into(),
-        ];
-        let mut env = vec![
-            ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
-            ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-        ];
+        let mut args: Vec<String> =
+            ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
+        args.extend(backend_flags(&key_addresses, &paste_addresses, &s3));
+        let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
+        let args = with_tls(args, gateway_tls);
+        let mut env = s3_credentials();
         if let Some(failpoints) = &options.failpoints {
             env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
         }
         let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
         pin_ports(&mut gateway);
         let http = format!("http://{}", gateway.address("gateway-http"));
-        let grpc = format!("http://{}", gateway.address("gateway-grpc"));
+        let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
         Cluster {
             keys,
             pastes,
@@ -278,6 +303,7 @@ impl Cluster {
             s3,
             http,
             grpc,
+            tls: options.tls,
         }
     }
 
@@ -304,12 +330,26 @@ impl Cluster {
         self.gateway.restart(&[("PASTEBIN_FAILPOINTS", failpoints)], &["gateway-http", "gateway-grpc", "admin"]).await;
     }
 
+    /// The test's own identity towards K and P, when the cluster speaks TLS.
+    fn client_tls(&self) -> Option<MutualTls> {
+        self.tls.as_ref().map(|tls| tls.client.load())
+    }
+
     pub fn key_client(&self, shard: usize) -> KeyClient {
-        KeyClient::new(channel(&self.key_addresses[shard]).unwrap())
+        KeyClient::new(channel(&self.key_addresses[shard], self.client_tls().as_ref()).unwrap())
     }
 
     pub fn paste_client(&self, shard: usize) -> PasteClient {
-        PasteClient::new(channel(&self.paste_addresses[shard]).unwrap())
+        PasteClient::new(channel(&self.paste_addresses[shard], self.client_tls().as_ref()).unwrap())
+    }
+
+    /// A `pastebin sweeper` process over this cluster's shards and bucket
+    /// (with the sweeper's TLS files when the cluster has them), plus `extra` flags.
+    pub async fn start_sweeper(&self, extra: &[&str]) -> Process {
+        let mut args = vec!["sweeper".to_string()];
+        args.extend(backend_flags(&self.key_addresses, &self.paste_addresses, &self.s3));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Process::start(with_tls(args, self.tls.as_ref().map(|tls| &tls.sweeper)), s3_credentials(), &["admin"]).await
     }
 
     /// The cluster's slot map, as a gateway or sweeper would build it.

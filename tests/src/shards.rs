@@ -4,7 +4,7 @@
 //!   PostgreSQL through [`crate::postgres::fresh_database_url`], SQLite as a new file in one
 //!   process-wide temporary directory.
 //! * [`spawn_key_service`] / [`spawn_paste_service`] serve a store over real gRPC (with
-//!   health and reflection) on `127.0.0.1:0` in the current tokio runtime and hand back
+//!   health, and reflection or TLS as the options say) on `127.0.0.1:0` in the current tokio runtime and hand back
 //!   its address and a typed client. The server lives until the test's runtime is dropped.
 //! * [`both_backends!`](crate::both_backends) runs one async test body as two
 //!   `#[tokio::test]`s, `<name>::postgres` and `<name>::sqlite`.
@@ -25,7 +25,10 @@ use chrono::{DateTime, Utc};
 use pastebin_core::{Clock, DeleteToken, IdempotencyKey, PasteId, RequestHash, ResponseBody};
 use pastebin_keys::{KeyClient, KeyStore, NewKey};
 use pastebin_pastes::{NewPaste, PasteClient, PasteStore};
-use pastebin_runtime::db::{self, Database};
+use pastebin_runtime::{
+    db::{self, Database},
+    grpc::ServerOptions,
+};
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
 
@@ -112,26 +115,26 @@ async fn local_listener() -> (TcpListener, String) {
 
 /// Serves `store` as a key service on a free port until the runtime ends. The listener is
 /// bound before this returns, so the client can be used at once.
-pub async fn spawn_key_service(store: KeyStore) -> (String, KeyClient) {
+pub async fn spawn_key_service(store: KeyStore, options: ServerOptions) -> (String, KeyClient) {
     let (listener, address) = local_listener().await;
     tokio::spawn(async move {
-        if let Err(e) = pastebin_keys::serve(listener, store, pending()).await {
+        if let Err(e) = pastebin_keys::serve(listener, store, options, pending()).await {
             panic!("key service stopped: {e:#}");
         }
     });
-    let channel = pastebin_runtime::grpc::channel(&address).expect("channel to the key service");
+    let channel = pastebin_runtime::grpc::channel(&address, None).expect("channel to the key service");
     (address, KeyClient::new(channel))
 }
 
 /// Serves `store` as a paste service on a free port until the runtime ends.
-pub async fn spawn_paste_service(store: PasteStore) -> (String, PasteClient) {
+pub async fn spawn_paste_service(store: PasteStore, options: ServerOptions) -> (String, PasteClient) {
     let (listener, address) = local_listener().await;
     tokio::spawn(async move {
-        if let Err(e) = pastebin_pastes::serve(listener, store, pending()).await {
+        if let Err(e) = pastebin_pastes::serve(listener, store, options, pending()).await {
             panic!("paste service stopped: {e:#}");
         }
     });
-    let channel = pastebin_runtime::grpc::channel(&address).expect("channel to the paste service");
+    let channel = pastebin_runtime::grpc::channel(&address, None).expect("channel to the paste service");
     (address, PasteClient::new(channel))
 }
 

@@ -12,6 +12,7 @@ use pastebin_proto::{
     keys::v1::{self as kpb, key_service_client::KeyServiceClient},
     pastes::v1::{self as ppb, paste_service_client::PasteServiceClient},
 };
+use pastebin_runtime::grpc::ServerOptions;
 use pastebin_tests::shards::{
     key_store, new_key, new_paste, paste_store, spawn_key_service, spawn_paste_service, Backend,
 };
@@ -30,11 +31,16 @@ fn clock() -> Arc<dyn Clock> {
     Arc::new(ManualClock::starting_at(t0()))
 }
 
+/// As `--reflection`: the reflection test below looks inside these servers.
+fn with_reflection() -> ServerOptions {
+    ServerOptions { reflection: true, ..ServerOptions::default() }
+}
+
 /// A key service on `backend` with the store (for checking what was written), its
 /// address, and a raw client.
 async fn key_service(backend: Backend) -> (KeyStore, String, KeyServiceClient<Channel>, pastebin_keys::KeyClient) {
     let store = key_store(backend, clock()).await;
-    let (address, client) = spawn_key_service(store.clone()).await;
+    let (address, client) = spawn_key_service(store.clone(), with_reflection()).await;
     let raw = KeyServiceClient::connect(address.clone()).await.expect("connect to the key service");
     (store, address, raw, client)
 }
@@ -43,7 +49,7 @@ async fn paste_service(
     backend: Backend,
 ) -> (PasteStore, String, PasteServiceClient<Channel>, pastebin_pastes::PasteClient) {
     let store = paste_store(backend, clock()).await;
-    let (address, client) = spawn_paste_service(store.clone()).await;
+    let (address, client) = spawn_paste_service(store.clone(), with_reflection()).await;
     let raw = PasteServiceClient::connect(address.clone()).await.expect("connect to the paste service");
     (store, address, raw, client)
 }
@@ -327,8 +333,8 @@ async fn health_status(channel: Channel, service: &str) -> Result<ServingStatus,
 async fn both_services_report_serving_on_grpc_health() {
     let (_keys, key_address, _, _) = key_service(Backend::Sqlite).await;
     let (_pastes, paste_address, _, _) = paste_service(Backend::Sqlite).await;
-    let key_channel = pastebin_runtime::grpc::channel(&key_address).unwrap();
-    let paste_channel = pastebin_runtime::grpc::channel(&paste_address).unwrap();
+    let key_channel = pastebin_runtime::grpc::channel(&key_address, None).unwrap();
+    let paste_channel = pastebin_runtime::grpc::channel(&paste_address, None).unwrap();
 
     assert_eq!(health_status(key_channel.clone(), "").await.unwrap(), ServingStatus::Serving);
     assert_eq!(health_status(key_channel.clone(), pastebin_keys::SERVICE_NAME).await.unwrap(), ServingStatus::Serving);
@@ -368,7 +374,7 @@ async fn reflection_lists_and_describes_the_services() {
     for (address, own) in
         [(key_address, "pastebin.keys.v1.KeyService"), (paste_address, "pastebin.pastes.v1.PasteService")]
     {
-        let channel = pastebin_runtime::grpc::channel(&address).unwrap();
+        let channel = pastebin_runtime::grpc::channel(&address, None).unwrap();
         let services = match reflect(channel.clone(), MessageRequest::ListServices(String::new())).await {
             MessageResponse::ListServicesResponse(list) => list.service.into_iter().map(|s| s.name).collect::<Vec<_>>(),
             other => panic!("expected a service list, got {other:?}"),

@@ -271,7 +271,7 @@ pastebin_tests::both_backends! {
         let new = new_key(&format!("{{\"id\":\"x\",\"delete_token\":\"{secret}\"}}"));
         begin_inserted(&store, &new).await;
         clock.advance(Duration::from_secs(120));
-        let (address, client) = spawn_key_service(store).await;
+        let (address, client) = spawn_key_service(store, Default::default()).await;
 
         let mut raw = pb::key_service_client::KeyServiceClient::connect(address).await.unwrap();
         let reply = raw

@@ -19,8 +19,8 @@ const NOWHERE: &str = "http://127.0.0.1:9";
 
 fn unreachable_sweeper(objects: &tempfile::TempDir) -> Sweeper {
     let slots = pastebin_shards::SlotMap::new(
-        vec![KeyClient::new(channel(NOWHERE).unwrap())],
-        vec![PasteClient::new(channel(NOWHERE).unwrap())],
+        vec![KeyClient::new(channel(NOWHERE, None).unwrap())],
+        vec![PasteClient::new(channel(NOWHERE, None).unwrap())],
     )
     .unwrap();
     let objects = Arc::new(pastebin_objects::LocalDirStore::open(objects.path()).unwrap());

@@ -146,6 +146,9 @@ pub struct StepsArgs {
     /// Paste service (shard P) gRPC address.
     #[arg(long)]
     pub paste_service: String,
+    /// The harness's identity towards K and P (mutual TLS).
+    #[command(flatten)]
+    pub tls: pastebin_runtime::tls::TlsArgs,
     #[command(flatten)]
     pub objects: ObjectFlags,
     /// K's database: also time K begin's INSERT straight on it, without gRPC.

@@ -46,14 +46,6 @@ impl ObjectFlags {
     }
 }
 
-fn address(raw: &str) -> String {
-    if raw.contains("://") {
-        raw.to_owned()
-    } else {
-        format!("http://{raw}")
-    }
-}
-
 struct Harness {
     keys: KeyClient,
     pastes: PasteClient,
@@ -176,7 +168,8 @@ impl Harness {
 }
 
 pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
-    let key_channel = channel(&address(&args.key_service))?;
+    let tls = args.tls.load()?;
+    let key_channel = channel(&args.key_service, tls.as_ref())?;
     let key_db = match &args.key_database_url {
         Some(url) => Some(
             pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_runtime::db::KEY_MIGRATIONS)
@@ -189,7 +182,7 @@ pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
     };
     let harness = Arc::new(Harness {
         keys: KeyClient::new(key_channel.clone()),
-        pastes: PasteClient::new(channel(&address(&args.paste_service))?),
+        pastes: PasteClient::new(channel(&args.paste_service, tls.as_ref())?),
         objects: args.objects.open().await?,
         health: tonic_health::pb::health_client::HealthClient::new(key_channel),
         key_db,

@@ -7,7 +7,7 @@ use pastebin_gateway::{Gateway, GatewaySettings};
 use pastebin_keys::KeyClient;
 use pastebin_objects::{LocalDirStore, ObjectStore, S3Settings, S3Store};
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::grpc::channel;
+use pastebin_runtime::{grpc::channel, tls::MutualTls};
 use pastebin_shards::SlotMap;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -34,7 +34,8 @@ pub struct GatewayArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShardAddresses {
-    /// Key service (shard K) addresses, comma-separated, in slot-map order.
+    /// Key service (shard K) addresses, comma-separated, in slot-map order:
+    /// `host:port` (TLS exactly when --tls-cert is set) or `https://host:port`.
     #[arg(long, env = "PASTEBIN_KEY_SHARDS", value_delimiter = ',', required = true)]
     pub key_shards: Vec<String>,
     /// Paste service (shard P) addresses, comma-separated, in slot-map order.
@@ -61,25 +62,12 @@ pub struct ObjectStoreArgs {
 }
 
 impl ShardAddresses {
-    fn normalized(address: &str) -> String {
-        if address.contains("://") {
-            address.to_owned()
-        } else {
-            format!("http://{address}")
-        }
-    }
-
-    pub fn slot_map(&self) -> anyhow::Result<SlotMap> {
-        let keys = self
-            .key_shards
-            .iter()
-            .map(|a| Ok(KeyClient::new(channel(&Self::normalized(a))?)))
-            .collect::<anyhow::Result<_>>()?;
-        let pastes = self
-            .paste_shards
-            .iter()
-            .map(|a| Ok(PasteClient::new(channel(&Self::normalized(a))?)))
-            .collect::<anyhow::Result<_>>()?;
+    /// Clients of every shard, over mutual TLS when `tls` is given.
+    pub fn slot_map(&self, tls: Option<&MutualTls>) -> anyhow::Result<SlotMap> {
+        let keys =
+            self.key_shards.iter().map(|a| Ok(KeyClient::new(channel(a, tls)?))).collect::<anyhow::Result<_>>()?;
+        let pastes =
+            self.paste_shards.iter().map(|a| Ok(PasteClient::new(channel(a, tls)?))).collect::<anyhow::Result<_>>()?;
         SlotMap::new(keys, pastes)
     }
 }

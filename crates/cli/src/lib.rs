@@ -12,7 +12,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use pastebin_admin::AdminState;
 use pastebin_core::SystemClock;
-use pastebin_runtime::{db, shutdown_signal, telemetry};
+use pastebin_runtime::{
+    db,
+    grpc::ServerOptions,
+    shutdown_signal, telemetry,
+    tls::{ClientAuth, MutualTls, TlsArgs},
+};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -49,6 +54,9 @@ pub enum Command {
 pub struct SweeperCommand {
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+    /// The sweeper's identity towards K and P.
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub sweeper: flags::SweeperArgs,
     #[command(flatten)]
@@ -61,6 +69,13 @@ pub struct SweeperCommand {
 pub struct GatewayCommand {
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+    /// The gateway's identity towards K and P, and its public gRPC listener's certificate.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Whether the public gRPC listener asks its clients for a certificate
+    /// signed by --tls-ca (needs the --tls-* flags).
+    #[arg(long, env = "PASTEBIN_TLS_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off)]
+    pub tls_client_auth: ClientAuth,
     #[command(flatten)]
     pub gateway: flags::GatewayArgs,
     #[command(flatten)]
@@ -82,6 +97,12 @@ pub struct ShardArgs {
     pub db_connections: u32,
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+    /// Serve TLS only, to clients with a certificate signed by --tls-ca.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Answer gRPC reflection (off by default: the service is internal).
+    #[arg(long, env = "PASTEBIN_REFLECTION")]
+    pub reflection: bool,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -122,46 +143,64 @@ pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpL
 }
 
 /// Runs one shard service: open its database (running `migrations`), listen,
-/// and serve with the admin listener beside it.
+/// and serve with the admin listener beside it. With TLS files the shard
+/// serves mutual TLS only: every client must present a certificate signed
+/// by --tls-ca (docs/design.md#mtls).
 async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(db::Database, TcpListener) -> F,
+    serve: impl FnOnce(db::Database, TcpListener, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
+    let tls = args.tls.load()?;
+    let options = ServerOptions { tls: tls.map(|tls| tls.server(ClientAuth::Required)), reflection: args.reflection };
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
     let listener = bind(args.listen, what).await?;
-    tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
+    if options.tls.is_some() {
+        tracing::info!(%what, "serving mutual TLS only: clients need a certificate signed by --tls-ca");
+    }
+    tokio::try_join!(serve(pool, listener, options), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener| {
-        pastebin_keys::serve(listener, pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)), shutdown_signal())
+    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener, options| {
+        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
+        pastebin_keys::serve(listener, store, options, shutdown_signal())
     })
     .await
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener| {
-        pastebin_pastes::serve(
-            listener,
-            pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock)),
-            shutdown_signal(),
-        )
+    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener, options| {
+        let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
+        pastebin_pastes::serve(listener, store, options, shutdown_signal())
     })
     .await
 }
 
+/// The public gRPC listener's options: TLS with the gateway's own
+/// certificate when it has one, asking clients for theirs as
+/// --tls-client-auth says; reflection of the public API always.
+fn public_grpc_options(tls: Option<&MutualTls>, client_auth: ClientAuth) -> anyhow::Result<ServerOptions> {
+    anyhow::ensure!(
+        tls.is_some() || client_auth == ClientAuth::Off,
+        "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca"
+    );
+    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true })
+}
+
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
+    let tls = args.tls.load()?;
+    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth)?;
     let objects = args.objects.open().await?;
-    let slots = args.shards.slot_map()?;
+    let slots = args.shards.slot_map(tls.as_ref())?;
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
     tokio::try_join!(
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())
@@ -169,7 +208,8 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
 
 async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
-    let sweeper = args.sweeper.sweeper(args.shards.slot_map()?, objects);
+    let tls = args.tls.load()?;
+    let sweeper = args.sweeper.sweeper(args.shards.slot_map(tls.as_ref())?, objects);
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
     let admin = AdminState::new(sweeper.clone());
     let rounds = admin.clone();
@@ -181,4 +221,17 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
         args.admin.serve(admin),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {
+        let error = public_grpc_options(None, ClientAuth::Required).unwrap_err();
+        assert_eq!(error.to_string(), "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca");
+        let plaintext = public_grpc_options(None, ClientAuth::Off).unwrap();
+        assert!(plaintext.tls.is_none() && plaintext.reflection, "the public API is reflected, over plaintext");
+    }
 }

@@ -12,7 +12,11 @@ use pastebin_core::SystemClock;
 use pastebin_keys::{KeyClient, KeyStore};
 use pastebin_objects::LocalDirStore;
 use pastebin_pastes::{PasteClient, PasteStore};
-use pastebin_runtime::{db, grpc::channel, shutdown_signal};
+use pastebin_runtime::{
+    db,
+    grpc::{channel, ServerOptions},
+    shutdown_signal,
+};
 use serde::Serialize;
 
 use crate::{
@@ -69,8 +73,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let paste_address = format!("http://{}", paste_listener.local_addr()?);
 
     let slots = pastebin_shards::SlotMap::new(
-        vec![KeyClient::new(channel(&key_address)?)],
-        vec![PasteClient::new(channel(&paste_address)?)],
+        vec![KeyClient::new(channel(&key_address, None)?)],
+        vec![PasteClient::new(channel(&paste_address, None)?)],
     )?;
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
@@ -98,11 +102,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         dir.display()
     );
 
+    // K and P listen on loopback only, without reflection; the public gRPC
+    // API answers reflection for its own API.
+    let internal = ServerOptions::default();
+    let public = ServerOptions { reflection: true, ..ServerOptions::default() };
     tokio::try_join!(
-        pastebin_keys::serve(key_listener, KeyStore::new(key_pool, clock.clone()), shutdown_signal()),
-        pastebin_pastes::serve(paste_listener, PasteStore::new(paste_pool, clock), shutdown_signal()),
+        pastebin_keys::serve(key_listener, KeyStore::new(key_pool, clock.clone()), internal.clone(), shutdown_signal()),
+        pastebin_pastes::serve(paste_listener, PasteStore::new(paste_pool, clock), internal, shutdown_signal()),
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
         async {
             let rounds = admin.clone();
             sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;

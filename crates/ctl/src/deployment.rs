@@ -11,7 +11,10 @@ use std::{
 use pastebin_keys::KeyClient;
 use pastebin_objects::{LocalDirStore, ObjectStore, S3Settings, S3Store};
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::grpc::channel;
+use pastebin_runtime::{
+    grpc::{channel, shard_url},
+    tls::TlsArgs,
+};
 use pastebin_shards::SlotMap;
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -45,6 +48,9 @@ pub struct EndpointArgs {
     /// Deadline of each call to a shard or the object store, in seconds.
     #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true)]
     pub timeout_secs: u64,
+    /// ctl's own identity towards K and P.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// `<data-dir>/endpoints.json`, as `pastebin up` writes it.
@@ -88,15 +94,6 @@ pub struct Deployment {
     objects: ObjectsConfig,
 }
 
-fn normalized(address: &str) -> String {
-    let address = address.trim();
-    if address.contains("://") {
-        address.to_owned()
-    } else {
-        format!("http://{address}")
-    }
-}
-
 impl Deployment {
     pub fn resolve(args: &EndpointArgs) -> Result<Self, CtlError> {
         let endpoints = args.data_dir.as_deref().map(Endpoints::read).transpose()?;
@@ -108,12 +105,17 @@ impl Deployment {
                 chosen
             }
         };
-        let key_addresses: Vec<String> =
-            pick(&args.key_shards, endpoints.as_ref().map(|e| &e.key_shards)).iter().map(|a| normalized(a)).collect();
+        let tls = args.tls.load().map_err(|error| CtlError::Usage(error.to_string()))?;
+        let url =
+            |address: &String| shard_url(address, tls.is_some()).map_err(|error| CtlError::Usage(error.to_string()));
+        let key_addresses: Vec<String> = pick(&args.key_shards, endpoints.as_ref().map(|e| &e.key_shards))
+            .iter()
+            .map(url)
+            .collect::<Result<_, _>>()?;
         let paste_addresses: Vec<String> = pick(&args.paste_shards, endpoints.as_ref().map(|e| &e.paste_shards))
             .iter()
-            .map(|a| normalized(a))
-            .collect();
+            .map(url)
+            .collect::<Result<_, _>>()?;
         if key_addresses.is_empty() || paste_addresses.is_empty() {
             return Err(CtlError::Usage(
                 "no shard addresses: pass --key-shards and --paste-shards (or PASTEBIN_KEY_SHARDS and \
@@ -122,7 +124,8 @@ impl Deployment {
             ));
         }
         let connect = |address: &String| {
-            channel(address).map_err(|error| CtlError::Usage(format!("bad shard address {address}: {error}")))
+            channel(address, tls.as_ref())
+                .map_err(|error| CtlError::Usage(format!("bad shard address {address}: {error}")))
         };
         let keys = key_addresses.iter().map(|a| Ok(KeyClient::new(connect(a)?))).collect::<Result<_, CtlError>>()?;
         let pastes =

@@ -46,12 +46,18 @@ pub async fn serve_http(
     Ok(())
 }
 
-/// Serves the public gRPC API (with health and reflection) until `shutdown`.
+/// Serves the public gRPC API (with health, reflection of the public API
+/// alone, and TLS as `options` say) until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,
+    options: pastebin_runtime::grpc::ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[grpc::SERVICE_NAME], shutdown).await
+    let described = pastebin_runtime::grpc::Described {
+        services: &[grpc::SERVICE_NAME],
+        descriptors: pastebin_proto::api::v1::FILE_DESCRIPTOR_SET,
+    };
+    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
 }

@@ -5,8 +5,12 @@ use std::{env, path::PathBuf};
 
 use prost::Message;
 
-const PROTOS: &[&str] =
-    &["pastebin/keys/v1/keys.proto", "pastebin/pastes/v1/pastes.proto", "pastebin/v1/pastebin.proto"];
+const PROTOS: &[&str] = &[
+    "pastebin/shard/v1/shard.proto",
+    "pastebin/keys/v1/keys.proto",
+    "pastebin/pastes/v1/pastes.proto",
+    "pastebin/v1/pastebin.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");

@@ -11,15 +11,18 @@ use std::{
     time::Duration,
 };
 
+use pastebin_core::SlotRange;
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::grpc::channel;
+use pastebin_shards::{channel, Shard};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
     sync::mpsc,
 };
+
+use crate::shards::even_split;
 
 /// Path of the failpoint-enabled binary. Cargo builds it before this
 /// package's integration tests, next to their `deps/` directory.
@@ -203,13 +206,10 @@ pub struct Cluster {
     pub grpc: String,
 }
 
-async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
-    let mut process = Process::start(
-        vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()],
-        vec![],
-        &[kind],
-    )
-    .await;
+/// Starts a K or P shard owning `slots` on `database_url`.
+pub async fn start_shard(kind: &str, database_url: &str, slots: SlotRange) -> (Process, String) {
+    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.to_string()];
+    let mut process = Process::start(args.iter().map(|a| a.to_string()).collect(), vec![], &[kind]).await;
     pin_ports(&mut process);
     let address = format!("http://{}", process.address(kind));
     (process, address)
@@ -218,17 +218,17 @@ async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.key_shards {
+        for shard in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("key-service", &url).await;
+            let (process, address) = start_shard("key-service", &url, even_split(shard, options.key_shards)).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
         }
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.paste_shards {
+        for shard in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("paste-service", &url).await;
+            let (process, address) = start_shard("paste-service", &url, even_split(shard, options.paste_shards)).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -299,13 +299,27 @@ impl Cluster {
         PasteClient::new(channel(&self.paste_addresses[shard]).unwrap())
     }
 
-    /// The cluster's slot map, as a gateway or sweeper would build it.
+    /// The cluster's slot map, as a gateway or sweeper would build it from the
+    /// shards' answers (the cluster started them on these ranges).
     pub fn slot_map(&self) -> pastebin_shards::SlotMap {
+        let (keys, pastes) = (self.key_addresses.len(), self.paste_addresses.len());
         pastebin_shards::SlotMap::new(
-            (0..self.key_addresses.len()).map(|i| self.key_client(i)).collect(),
-            (0..self.paste_addresses.len()).map(|i| self.paste_client(i)).collect(),
+            (0..keys)
+                .map(|i| Shard {
+                    address: self.key_addresses[i].clone(),
+                    slots: Some(even_split(i, keys)),
+                    client: self.key_client(i),
+                })
+                .collect(),
+            (0..pastes)
+                .map(|i| Shard {
+                    address: self.paste_addresses[i].clone(),
+                    slots: Some(even_split(i, pastes)),
+                    client: self.paste_client(i),
+                })
+                .collect(),
         )
-        .expect("at least one shard of each kind")
+        .expect("the cluster's shards cover every slot once")
     }
 
     /// The gateway's object store (its moto bucket).

@@ -11,8 +11,13 @@ mod up;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use pastebin_admin::AdminState;
-use pastebin_core::SystemClock;
-use pastebin_runtime::{db, shutdown_signal, telemetry};
+use pastebin_core::{Clock, SlotRange, SystemClock};
+use pastebin_runtime::{
+    db,
+    shard_slots::{self, Resharding},
+    shutdown_signal, telemetry,
+};
+use pastebin_shards::{Patience, SlotMap};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -52,9 +57,9 @@ pub struct SweeperCommand {
     #[command(flatten)]
     pub sweeper: flags::SweeperArgs,
     #[command(flatten)]
-    pub shards: flags::ShardAddresses,
+    pub shards: pastebin_shards::ShardAddresses,
     #[command(flatten)]
-    pub objects: flags::ObjectStoreArgs,
+    pub objects: pastebin_shards::ObjectStoreArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -64,9 +69,9 @@ pub struct GatewayCommand {
     #[command(flatten)]
     pub gateway: flags::GatewayArgs,
     #[command(flatten)]
-    pub shards: flags::ShardAddresses,
+    pub shards: pastebin_shards::ShardAddresses,
     #[command(flatten)]
-    pub objects: flags::ObjectStoreArgs,
+    pub objects: pastebin_shards::ObjectStoreArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,6 +85,15 @@ pub struct ShardArgs {
     /// Database connections in the pool.
     #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
     pub db_connections: u32,
+    /// The slots this shard owns, FIRST-LAST inclusive. Stored in its
+    /// database on first start; a later start with another range refuses.
+    #[arg(long, env = "PASTEBIN_SLOTS", default_value_t = SlotRange::ALL)]
+    pub slots: SlotRange,
+    /// Replace the stored slot range with --slots: one step of a resharding
+    /// (docs/operations.md, "Shard ranges"). Deliberately a flag only, with
+    /// no environment variable, so it cannot stay set by accident.
+    #[arg(long)]
+    pub reshard: bool,
     #[command(flatten)]
     pub admin: flags::AdminArgs,
 }
@@ -121,41 +135,52 @@ pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpL
     Ok(listener)
 }
 
-/// Runs one shard service: open its database (running `migrations`), listen,
-/// and serve with the admin listener beside it.
+/// Runs one shard service: open its database (running `migrations`),
+/// claim its slot range there, listen, and serve with the admin listener beside it.
 async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
+    serve: impl FnOnce(sqlx::AnyPool, SlotRange, TcpListener) -> F,
 ) -> anyhow::Result<()> {
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
+    let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
+    let now = pastebin_core::to_millis(SystemClock.now());
+    let slots = shard_slots::claim(&pool, args.slots, resharding, now).await?;
+    tracing::info!(%what, %slots, "owning slots");
     let listener = bind(args.listen, what).await?;
-    tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
+    tokio::try_join!(serve(pool, slots, listener), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener| {
-        pastebin_keys::serve(listener, pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)), shutdown_signal())
+    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, slots, listener| {
+        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
+        pastebin_keys::serve(listener, store, slots, shutdown_signal())
     })
     .await
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener| {
-        pastebin_pastes::serve(
-            listener,
-            pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock)),
-            shutdown_signal(),
-        )
+    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, slots, listener| {
+        let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
+        pastebin_pastes::serve(listener, store, slots, shutdown_signal())
     })
     .await
 }
 
+/// The slot map of a process that routes creates or recovers keys: every
+/// shard must answer first; a silent one is waited for, never guessed.
+async fn slot_map(shards: &pastebin_shards::ShardAddresses) -> anyhow::Result<SlotMap> {
+    Ok(pastebin_shards::discover(shards, Patience::WaitForEveryShard, DESCRIBE_TIMEOUT).await?)
+}
+
+/// How long one `Describe` of a shard may take at start-up.
+const DESCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
-    let slots = args.shards.slot_map()?;
+    let slots = slot_map(&args.shards).await?;
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
@@ -169,7 +194,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
 
 async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
-    let sweeper = args.sweeper.sweeper(args.shards.slot_map()?, objects);
+    let sweeper = args.sweeper.sweeper(slot_map(&args.shards).await?, objects);
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
     let admin = AdminState::new(sweeper.clone());
     let rounds = admin.clone();

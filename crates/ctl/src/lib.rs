@@ -25,7 +25,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-pub use deployment::{Deployment, EndpointArgs, Endpoints};
+pub use deployment::{Deployment, EndpointArgs};
 pub use format::parse_duration;
 
 /// `pastebin ctl [shard options] COMMAND`.
@@ -107,7 +107,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
 /// Runs a command, writing its report to `out` and warnings and errors to `err`.
 pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
     let result = async {
-        let deployment = Deployment::resolve(&args.endpoints)?;
+        let deployment = Deployment::resolve(&args.endpoints).await?;
         match &args.command {
             CtlCommand::Pending(command) => pending::run(&deployment, command, out, err).await,
             CtlCommand::Recover(command) => recover::run(&deployment, command, out, err).await,

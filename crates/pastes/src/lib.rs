@@ -20,13 +20,14 @@ pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";
 
-/// Serves `store` over gRPC on `listener` (with health and reflection)
-/// until `shutdown` resolves.
+/// Serves `store` as the P shard owning `slots` over gRPC on `listener`
+/// (with health and reflection) until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: PasteStore,
+    slots: pastebin_core::SlotRange,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let routes = tonic::service::Routes::new(PasteServiceImpl::new(store).into_server());
+    let routes = tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server());
     pastebin_runtime::grpc::serve(listener, routes, &[SERVICE_NAME], shutdown).await
 }

@@ -92,15 +92,6 @@ impl CallError {
     }
 }
 
-/// A lazily connecting channel to `address` (`http://host:port`): a shard that
-/// is down at start-up is an error per call, not a failure to start.
-pub fn channel(address: &str) -> anyhow::Result<tonic::transport::Channel> {
-    Ok(tonic::transport::Endpoint::from_shared(address.to_owned())?
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .tcp_nodelay(true)
-        .connect_lazy())
-}
-
 /// The deadline a client carries into every call it makes: what is left of
 /// it travels as `grpc-timeout`, so the callee stops working on a call its
 /// caller has given up on. `Deadline::default()` is no deadline.

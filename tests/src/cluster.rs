@@ -330,8 +330,26 @@ impl Cluster {
     /// A sweeper over this cluster's shards and bucket, in this process, on
     /// `clock`: tests move the clock instead of waiting a minute or a day.
     pub async fn sweeper(&self, clock: pastebin_core::ManualClock) -> pastebin_sweeper::Sweeper {
-        let settings = pastebin_sweeper::SweeperSettings::default();
+        self.sweeper_with(clock, pastebin_sweeper::SweeperSettings::default()).await
+    }
+
+    /// [`Self::sweeper`] with `settings`.
+    pub async fn sweeper_with(
+        &self,
+        clock: pastebin_core::ManualClock,
+        settings: pastebin_sweeper::SweeperSettings,
+    ) -> pastebin_sweeper::Sweeper {
         pastebin_sweeper::Sweeper::new(self.slot_map(), self.object_store().await, std::sync::Arc::new(clock), settings)
+    }
+
+    /// Makes every pending key on every K shard `by` older, in K's own
+    /// database: K judges a pending key's age on its own clock, so this is
+    /// how a test lets "a minute pass" for the recovery threshold.
+    pub async fn age_pending_keys(&self, by: Duration) {
+        let sql = format!("UPDATE idempotency_keys SET created_at = created_at - {} WHERE state = $1", by.as_millis());
+        for url in &self.key_database_urls {
+            execute(url, &sql, "pending").await;
+        }
     }
 
     /// Counts rows on every P shard's database directly: `state = 'live'`.

@@ -359,8 +359,9 @@ async fn a_gateway_refuses_to_start_on_overlapping_or_missing_slots_naming_them(
     assert!(stderr(&refused).contains("no paste shard claims slots 100-127"), "{}", stderr(&refused));
 }
 
-/// A shard that is down when the gateway starts is waited for, by name; the
-/// gateway starts once it answers.
+/// A shard that is down when the gateway starts is waited for, by name: the
+/// gateway listens but answers 503 "not ready" instead of routing on a guess,
+/// and serves once the shard has said which slots it owns.
 #[tokio::test]
 async fn a_gateway_waits_for_a_shard_that_is_down_at_start_up() {
     let objects = tempfile::tempdir().unwrap();
@@ -368,17 +369,26 @@ async fn a_gateway_waits_for_a_shard_that_is_down_at_start_up() {
     let (mut p, pastes) = shards("paste-service", &["0-255"]).await;
     p[0].kill().await;
 
-    let args = gateway_args(&keys, &pastes, objects.path());
-    let starting = tokio::spawn(Process::start(args, vec![], &["gateway-http"]));
-    // The gateway cannot have started: its only P shard is down.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!starting.is_finished(), "the gateway started without its P shard");
-    p[0].restart(&[], &["paste-service"]).await;
-    let gateway = starting.await.unwrap();
+    let gateway = Process::start(gateway_args(&keys, &pastes, objects.path()), vec![], &["gateway-http"]).await;
+    let http = format!("http://{}", gateway.address("gateway-http"));
+    let key = new_key();
+    let early = create(&http, Some(&key), "after the wait").await.unwrap();
+    assert_eq!(early.status, StatusCode::SERVICE_UNAVAILABLE, "{}", early.body);
+    assert!(early.body.contains("not ready"), "{}", early.body);
     let logs = gateway.logs();
     assert!(logs.contains("waiting for the shard") && logs.contains(&pastes[0]), "{logs}");
-    let http = format!("http://{}", gateway.address("gateway-http"));
-    assert_eq!(create(&http, Some(&new_key()), "after the wait").await.unwrap().status, StatusCode::CREATED);
+
+    p[0].restart(&[], &["paste-service"]).await;
+    for _ in 0..300 {
+        let answer = create(&http, Some(&key), "after the wait").await.unwrap();
+        if answer.status == StatusCode::CREATED {
+            assert!(gateway.logs().contains("slot map ready"), "{}", gateway.logs());
+            return;
+        }
+        assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{}", answer.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the gateway never became ready: {}", gateway.logs());
 }
 
 /// The scenario: two K and two P shards, a gateway with the lists in

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, sync::Arc};
 use pastebin_core::SystemClock;
 use pastebin_gateway::{Gateway, GatewaySettings};
 use pastebin_objects::ObjectStore;
-use pastebin_shards::SlotMap;
+use pastebin_shards::{SlotMap, SlotMapCell};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct GatewayArgs {
@@ -26,7 +26,7 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
-    pub fn gateway(&self, slots: SlotMap, objects: Arc<dyn ObjectStore>, http: SocketAddr) -> Gateway {
+    pub fn gateway(&self, slots: SlotMapCell, objects: Arc<dyn ObjectStore>, http: SocketAddr) -> Gateway {
         let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;

@@ -90,7 +90,7 @@ pub struct ShardArgs {
     #[arg(long, env = "PASTEBIN_SLOTS", default_value_t = SlotRange::ALL)]
     pub slots: SlotRange,
     /// Replace the stored slot range with --slots: one step of a resharding
-    /// (docs/operations.md, "Shard ranges"). Deliberately a flag only, with
+    /// (docs/operations.md, "Changing the slot map"). Deliberately a flag only, with
     /// no environment variable, so it cannot stay set by accident.
     #[arg(long)]
     pub reshard: bool,
@@ -177,14 +177,29 @@ async fn slot_map(shards: &pastebin_shards::ShardAddresses) -> anyhow::Result<Sl
 
 /// How long one `Describe` of a shard may take at start-up.
 const DESCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a gateway waits for every shard before it listens without a slot map.
+const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// The gateway listens with its slot map ready when every shard answers at
+/// start-up (the usual case); otherwise it listens anyway, answers 503 ("not
+/// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
-    let slots = slot_map(&args.shards).await?;
+    let slots = pastebin_shards::SlotMapCell::default();
+    if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards)).await {
+        slots.fill(map?);
+    }
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
-    let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let gateway = args.gateway.gateway(slots.clone(), objects, http.local_addr()?);
     tokio::try_join!(
+        async {
+            if slots.get().is_none() {
+                slots.fill(slot_map(&args.shards).await?);
+                tracing::info!("slot map ready");
+            }
+            anyhow::Ok(())
+        },
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),

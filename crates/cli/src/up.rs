@@ -17,7 +17,7 @@ use pastebin_runtime::{
     shard_slots::{self, Resharding},
     shutdown_signal,
 };
-use pastebin_shards::{channel, Endpoints, Shard, SlotMap};
+use pastebin_shards::{channel, Endpoints, Shard, SlotMap, SlotMapCell};
 
 use crate::{
     bind,
@@ -81,7 +81,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
-    let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let gateway = args.gateway.gateway(SlotMapCell::ready(slots), objects, http.local_addr()?);
     let admin_listener = bind(args.admin, "admin").await?;
     let admin = AdminState::new(sweeper.clone());
 

@@ -13,7 +13,7 @@ use sqlx::{AnyPool, Row};
 pub enum SlotClaimError {
     #[error(
         "this shard's database says it owns slots {stored}, but it was started with --slots {asked}; refusing to \
-         start. Changing a shard's range is a resharding step (docs/operations.md, \"Shard ranges\"): follow it, \
+         start. Changing a shard's range is a resharding step (docs/operations.md, \"Changing the slot map\"): follow it, \
          then start once with --reshard"
     )]
     Mismatch { stored: SlotRange, asked: SlotRange },

@@ -15,6 +15,8 @@ pub mod address_book;
 mod discover;
 mod table;
 
+use std::sync::{Arc, OnceLock};
+
 use pastebin_core::{Slot, SlotRange};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
@@ -96,5 +98,28 @@ impl SlotMap {
 
     pub fn paste_addresses(&self) -> &[String] {
         &self.pastes.addresses
+    }
+}
+
+/// A slot map that may still be being discovered: empty until every shard
+/// has said which slots it owns. A gateway listens at once and answers
+/// "not ready" until then, instead of routing on a guess.
+#[derive(Clone, Default)]
+pub struct SlotMapCell(Arc<OnceLock<SlotMap>>);
+
+impl SlotMapCell {
+    pub fn ready(map: SlotMap) -> Self {
+        Self(Arc::new(OnceLock::from(map)))
+    }
+
+    /// The map, once discovered.
+    pub fn get(&self) -> Option<&SlotMap> {
+        self.0.get()
+    }
+
+    /// Sets the map; the first one set stays (a map never changes under a
+    /// running process: a new slot map is a restart).
+    pub fn fill(&self, map: SlotMap) {
+        let _ = self.0.set(map);
     }
 }

@@ -172,7 +172,9 @@ async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
 /// The slot map of a process that routes creates or recovers keys: every
 /// shard must answer first; a silent one is waited for, never guessed.
 async fn slot_map(shards: &pastebin_shards::ShardAddresses) -> anyhow::Result<SlotMap> {
-    Ok(pastebin_shards::discover(shards, Patience::WaitForEveryShard, DESCRIBE_TIMEOUT).await?)
+    let map = pastebin_shards::discover(shards, Patience::WaitForEveryShard, DESCRIBE_TIMEOUT).await?;
+    tracing::info!(key_shards = ?map.key_addresses(), paste_shards = ?map.paste_addresses(), "slot map ready");
+    Ok(map)
 }
 
 /// How long one `Describe` of a shard may take at start-up.
@@ -196,7 +198,6 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
         async {
             if slots.get().is_none() {
                 slots.fill(slot_map(&args.shards).await?);
-                tracing::info!("slot map ready");
             }
             anyhow::Ok(())
         },

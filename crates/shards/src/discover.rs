@@ -99,7 +99,7 @@ async fn describe_one<C: DescribedShard>(
         let answer = tokio::time::timeout(call_timeout, client.describe_by(Instant::now() + call_timeout)).await;
         let error = match answer {
             Ok(Ok(slots)) => {
-                tracing::info!(kind = C::KIND, %address, %slots, "shard owns slots");
+                tracing::debug!(kind = C::KIND, %address, %slots, "shard owns slots");
                 return Ok(Shard { address: address.to_owned(), slots: Some(slots), client });
             }
             Ok(Err(CallError::Refused(status))) => {

@@ -1,12 +1,13 @@
 //! The deployment's topology: which shards there are, where, and which
 //! slots each owns.
 //!
-//! - [`table`]: the pure slot-map logic. The ranges the shards claim become
-//!   the owner of each of the 256 slots, or an error naming the overlap or
-//!   the gap. No I/O.
-//! - [`discover`]: asks every shard address `Describe` and builds the
+//! - [`SlotTable`] is the pure slot-map logic: the ranges the shards claim
+//!   become the owner of each of the 256 slots, or a [`CoverageError`] naming
+//!   the overlap or the gap. No I/O.
+//! - [`discover`] asks every shard address `Describe` and builds the
 //!   [`SlotMap`] from the answers, so the order of an address list never
-//!   matters (docs/design.md#shard-identity).
+//!   matters (docs/design.md#shard-identity). A gateway holds it in a
+//!   [`SlotMapCell`], empty (not ready) until every shard has answered.
 //! - [`address_book`]: the flags every command flattens (shard addresses,
 //!   object store), `endpoints.json`, and [`channel`], the one place a
 //!   client channel to a shard is made.

@@ -339,7 +339,7 @@ fn gateway_args(keys: &[String], pastes: &[String], objects: &std::path::Path) -
 }
 
 #[tokio::test]
-async fn a_gateway_refuses_to_start_on_overlapping_or_missing_slots_naming_them() {
+async fn processes_refuse_to_start_on_overlapping_or_missing_slots_naming_them() {
     let objects = tempfile::tempdir().unwrap();
     let (_k, keys) = shards("key-service", &["0-255"]).await;
     let (_p, pastes) = shards("paste-service", &["0-127", "100-255", "0-99", "128-255"]).await;
@@ -351,6 +351,17 @@ async fn a_gateway_refuses_to_start_on_overlapping_or_missing_slots_naming_them(
     assert!(!refused.status.success());
     let expected = format!("paste shards {} and {} both claim slots 100-127", pastes[0], pastes[1]);
     assert!(stderr(&refused).contains(&expected), "{}", stderr(&refused));
+
+    // The sweeper and the operator's CLI refuse the same map, with the same words.
+    let (keys_flag, overlap_flag) = (keys.join(","), overlap.join(","));
+    let lists = ["--key-shards", keys_flag.as_str(), "--paste-shards", overlap_flag.as_str()];
+    let objects_dir = objects.path().to_str().unwrap();
+    let sweeper = run_to_exit(&[&["sweeper"], &lists[..], &["--objects-dir", objects_dir]].concat()).await;
+    assert!(!sweeper.status.success());
+    assert!(stderr(&sweeper).contains(&expected), "{}", stderr(&sweeper));
+    let ctl = run_to_exit(&[&["ctl"], &lists[..], &["stats"]].concat()).await;
+    assert_eq!(ctl.status.code(), Some(2), "a usage error: {}", stderr(&ctl));
+    assert!(stderr(&ctl).contains(&expected), "{}", stderr(&ctl));
 
     let gap = [pastes[3].clone(), pastes[2].clone()];
     let refused =

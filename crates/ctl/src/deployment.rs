@@ -70,10 +70,12 @@ impl Deployment {
     pub async fn resolve(args: &EndpointArgs) -> Result<Self, CtlError> {
         let chosen = Chosen::from_args(args)?;
         let timeout = Duration::from_secs(args.timeout_secs.max(1));
-        let slots = discover(&chosen.shards, Patience::AskOnce, timeout).await.map_err(|error| match error {
-            DiscoveryError::Refused { .. } => CtlError::Unreachable(error.to_string()),
-            DiscoveryError::Address(_) | DiscoveryError::Coverage(_) => CtlError::Usage(error.to_string()),
-        })?;
+        // Every discovery failure is a configuration to fix (a bad address, a
+        // shard of the other kind, overlapping or missing ranges); a shard
+        // that does not answer is not one: its calls fail as unreachable.
+        let slots = discover(&chosen.shards, Patience::AskOnce, timeout)
+            .await
+            .map_err(|error: DiscoveryError| CtlError::Usage(error.to_string()))?;
         Ok(Self { slots, timeout, objects: chosen.objects })
     }
 

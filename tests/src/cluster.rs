@@ -12,15 +12,19 @@ use std::{
 };
 
 use crate::tls::{ClusterTls, TlsFiles};
+use pastebin_core::SlotRange;
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::{grpc::channel, tls::MutualTls};
+use pastebin_runtime::tls::MutualTls;
+use pastebin_shards::{channel, Shard};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
     sync::mpsc,
 };
+
+use crate::shards::even_split;
 
 /// Path of the failpoint-enabled binary. Cargo builds it before this
 /// package's integration tests, next to their `deps/` directory.
@@ -247,8 +251,16 @@ fn s3_credentials() -> Vec<(String, String)> {
         .to_vec()
 }
 
-async fn start_shard(kind: &str, database_url: &str, tls: Option<&TlsFiles>) -> (Process, String) {
-    let args = vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()];
+/// Starts a K or P shard owning `slots` on `database_url`, over mutual TLS
+/// when `tls` has the shard's files.
+pub async fn start_shard(
+    kind: &str,
+    database_url: &str,
+    slots: SlotRange,
+    tls: Option<&TlsFiles>,
+) -> (Process, String) {
+    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.to_string()];
+    let args = args.iter().map(|a| a.to_string()).collect();
     let mut process = Process::start(with_tls(args, tls), vec![], &[kind]).await;
     pin_ports(&mut process);
     let address = format!("{}://{}", scheme(tls), process.address(kind));
@@ -258,19 +270,20 @@ async fn start_shard(kind: &str, database_url: &str, tls: Option<&TlsFiles>) -> 
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.key_shards {
+        for shard in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.key_service);
-            let (process, address) = start_shard("key-service", &url, tls).await;
+            let (process, address) = start_shard("key-service", &url, even_split(shard, options.key_shards), tls).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
         }
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.paste_shards {
+        for shard in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
-            let (process, address) = start_shard("paste-service", &url, tls).await;
+            let (process, address) =
+                start_shard("paste-service", &url, even_split(shard, options.paste_shards), tls).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -339,13 +352,27 @@ impl Cluster {
         Process::start(with_tls(args, self.tls.as_ref().map(|tls| &tls.sweeper)), s3_credentials(), &["admin"]).await
     }
 
-    /// The cluster's slot map, as a gateway or sweeper would build it.
+    /// The cluster's slot map, as a gateway or sweeper would build it from the
+    /// shards' answers (the cluster started them on these ranges).
     pub fn slot_map(&self) -> pastebin_shards::SlotMap {
+        let (keys, pastes) = (self.key_addresses.len(), self.paste_addresses.len());
         pastebin_shards::SlotMap::new(
-            (0..self.key_addresses.len()).map(|i| self.key_client(i)).collect(),
-            (0..self.paste_addresses.len()).map(|i| self.paste_client(i)).collect(),
+            (0..keys)
+                .map(|i| Shard {
+                    address: self.key_addresses[i].clone(),
+                    slots: Some(even_split(i, keys)),
+                    client: self.key_client(i),
+                })
+                .collect(),
+            (0..pastes)
+                .map(|i| Shard {
+                    address: self.paste_addresses[i].clone(),
+                    slots: Some(even_split(i, pastes)),
+                    client: self.paste_client(i),
+                })
+                .collect(),
         )
-        .expect("at least one shard of each kind")
+        .expect("the cluster's shards cover every slot once")
     }
 
     /// The gateway's object store (its moto bucket).
@@ -356,8 +383,26 @@ impl Cluster {
     /// A sweeper over this cluster's shards and bucket, in this process, on
     /// `clock`: tests move the clock instead of waiting a minute or a day.
     pub async fn sweeper(&self, clock: pastebin_core::ManualClock) -> pastebin_sweeper::Sweeper {
-        let settings = pastebin_sweeper::SweeperSettings::default();
+        self.sweeper_with(clock, pastebin_sweeper::SweeperSettings::default()).await
+    }
+
+    /// [`Self::sweeper`] with `settings`.
+    pub async fn sweeper_with(
+        &self,
+        clock: pastebin_core::ManualClock,
+        settings: pastebin_sweeper::SweeperSettings,
+    ) -> pastebin_sweeper::Sweeper {
         pastebin_sweeper::Sweeper::new(self.slot_map(), self.object_store().await, std::sync::Arc::new(clock), settings)
+    }
+
+    /// Makes every pending key on every K shard `by` older, in K's own
+    /// database: K judges a pending key's age on its own clock, so this is
+    /// how a test lets "a minute pass" for the recovery threshold.
+    pub async fn age_pending_keys(&self, by: Duration) {
+        let sql = format!("UPDATE idempotency_keys SET created_at = created_at - {} WHERE state = $1", by.as_millis());
+        for url in &self.key_database_urls {
+            execute(url, &sql, "pending").await;
+        }
     }
 
     /// Counts rows on every P shard's database directly: `state = 'live'`.

@@ -43,7 +43,7 @@ async fn ctl(cluster: &Cluster, args: &[&str]) -> (Exit, String, String) {
 }
 
 fn key_shard_of(cluster: &Cluster, key: &IdempotencyKey) -> usize {
-    pastebin_shards::shard_of(key.slot(), cluster.key_addresses.len())
+    cluster.slot_map().key_shard_index(key.slot())
 }
 
 /// Begins a pending key directly on its K shard (as if its gateway died

@@ -172,7 +172,7 @@ pub async fn run(args: OneCommitArgs) -> anyhow::Result<()> {
         .await
         .context("cannot connect to the one-commit database")?;
     ensure_schema(&pool).await?;
-    let objects = args.objects.open().await?;
+    let objects = crate::steps::open_objects(&args.objects).await?;
     let listener = tokio::net::TcpListener::bind(args.http).await?;
     let public_url = format!("http://{}", listener.local_addr()?);
     tracing::info!(address = %listener.local_addr()?, "one-commit baseline listening");

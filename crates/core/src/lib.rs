@@ -25,7 +25,7 @@ pub use key::{IdempotencyKey, KeyError};
 pub use paste_id::{PasteId, PasteIdError};
 pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
-pub use slot::{Slot, SLOT_COUNT};
+pub use slot::{Slot, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
 pub use token::{DeleteToken, DeleteTokenHash};
 

@@ -51,7 +51,7 @@ pub async fn run(
 ) -> Result<Exit, CtlError> {
     let key = IdempotencyKey::parse(&args.key)
         .map_err(|_| CtlError::Usage(format!("`{}` is not an idempotency key (a UUID)", args.key)))?;
-    let shard = pastebin_shards::shard_of(key.slot(), deployment.key_addresses.len());
+    let shard = deployment.slots.key_shard_index(key.slot());
     let keys = deployment.keys(shard);
     let unreachable =
         |error: String| CtlError::Unreachable(crate::pending::unreachable(deployment, "K", shard, &error));

@@ -21,7 +21,7 @@ pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
 pub use grpc::PasteApiService;
-pub use pastebin_shards::SlotMap;
+pub use pastebin_shards::{SlotMap, SlotMapCell};
 
 use std::future::Future;
 

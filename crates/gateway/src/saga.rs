@@ -102,12 +102,13 @@ impl Gateway {
     pub(crate) async fn run_create(&self, request: ValidCreate) -> Result<CreateAnswer, ApiError> {
         let slot = request.key.slot();
         let deadline = Instant::now() + self.inner.settings.request_budget;
+        let slots = self.slots()?;
         let saga = Saga {
             gateway: self,
             request: &request,
             deadline,
-            keys: self.inner.slots.key_shard(slot).with_deadline(deadline),
-            pastes: self.inner.slots.paste_shard(slot).with_deadline(deadline),
+            keys: slots.key_shard(slot).with_deadline(deadline),
+            pastes: slots.paste_shard(slot).with_deadline(deadline),
         };
         let span = tracing::info_span!("create", key = %request.key, slot = %slot, paste_id = tracing::field::Empty);
         saga.run().instrument(span).await

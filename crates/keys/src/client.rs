@@ -1,7 +1,14 @@
-use chrono::{DateTime, Utc};
-use pastebin_core::{from_millis, to_millis, IdempotencyKey, PasteId, RequestHash, ResponseBody};
-use pastebin_proto::keys::v1::{self as pb, key_service_client::KeyServiceClient};
-use pastebin_runtime::grpc::{CallError, Deadline};
+use std::time::Duration;
+
+use pastebin_core::{from_millis, to_millis, IdempotencyKey, PasteId, RequestHash, ResponseBody, SlotRange};
+use pastebin_proto::{
+    keys::v1::{self as pb, key_service_client::KeyServiceClient},
+    shard::v1 as shard_pb,
+};
+use pastebin_runtime::{
+    grpc::{CallError, Deadline},
+    shard_slots,
+};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
@@ -97,17 +104,20 @@ impl KeyClient {
         Ok(self.inner.clone().restart(self.deadline.request(request)).await?.into_inner().changed)
     }
 
+    /// Pending keys older than `older_than`, judged by the shard on its own
+    /// clock, after the cursor `after`.
     pub async fn list_pending(
         &self,
-        created_before: DateTime<Utc>,
+        older_than: Duration,
         after: Option<&PendingKey>,
         limit: u32,
     ) -> Result<Vec<PendingKey>, CallError> {
         let request = pb::ListPendingRequest {
-            created_before_ms: to_millis(created_before),
+            older_than_ms: u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX),
             after_created_at_ms: after.map(|p| to_millis(p.created_at)).unwrap_or(0),
             after_key: after.map(|p| p.key.canonical()).unwrap_or_default(),
             limit,
+            ..Default::default()
         };
         let reply = self.inner.clone().list_pending(self.deadline.request(request)).await?.into_inner();
         reply
@@ -143,5 +153,11 @@ impl KeyClient {
             .await?
             .into_inner()
             .deleted)
+    }
+
+    /// The slot range the shard says it owns.
+    pub async fn describe(&self) -> Result<SlotRange, CallError> {
+        let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
+        shard_slots::described_range(shard_pb::ShardKind::Key, answer.get_ref())
     }
 }

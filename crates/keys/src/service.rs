@@ -1,6 +1,7 @@
 use chrono::{DateTime, Utc};
-use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody};
-use pastebin_proto::keys::v1 as pb;
+use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, SlotRange};
+use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
+use pastebin_runtime::shard_slots;
 use tonic::{Request, Response, Status};
 
 use crate::{Begun, KeyRecord, KeyStore, KeyStoreError, NewKey};
@@ -11,14 +12,23 @@ const MAX_RESPONSE_BODY: usize = 16 * 1024;
 const MAX_PAGE: u32 = 10_000;
 
 /// Shard K over gRPC. Validates every field before touching storage, so bad
-/// input is INVALID_ARGUMENT and writes nothing.
+/// input is INVALID_ARGUMENT and writes nothing; a key whose slot is outside
+/// `slots` is FAILED_PRECONDITION and reads nothing either.
 pub struct KeyServiceImpl {
     store: KeyStore,
+    slots: SlotRange,
 }
 
 impl KeyServiceImpl {
-    pub fn new(store: KeyStore) -> Self {
-        Self { store }
+    pub fn new(store: KeyStore, slots: SlotRange) -> Self {
+        Self { store, slots }
+    }
+
+    /// A key argument this shard owns.
+    fn owned_key(&self, raw: &str) -> Result<IdempotencyKey, Status> {
+        let key = key(raw)?;
+        shard_slots::ensure_owned(self.slots, key.slot())?;
+        Ok(key)
     }
 
     pub fn into_server(self) -> pb::key_service_server::KeyServiceServer<Self> {
@@ -82,7 +92,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     async fn begin(&self, request: Request<pb::BeginRequest>) -> Result<Response<pb::BeginResponse>, Status> {
         let request = request.into_inner();
         let new = NewKey {
-            key: key(&request.key)?,
+            key: self.owned_key(&request.key)?,
             request_hash: RequestHash(
                 request
                     .request_hash
@@ -100,7 +110,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     }
 
     async fn get(&self, request: Request<pb::GetKeyRequest>) -> Result<Response<pb::KeyRecord>, Status> {
-        let key = key(&request.into_inner().key)?;
+        let key = self.owned_key(&request.into_inner().key)?;
         match self.store.get(&key).await? {
             Some(record) => Ok(Response::new(record_to_pb(record))),
             None => Err(Status::not_found("no such key")),
@@ -109,13 +119,13 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
 
     async fn mark_done(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
-        let changed = self.store.mark_done(&key(&request.key)?, &paste_id(&request.paste_id)?).await?;
+        let changed = self.store.mark_done(&self.owned_key(&request.key)?, &paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
     async fn abort(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
-        let changed = self.store.abort(&key(&request.key)?, &paste_id(&request.paste_id)?).await?;
+        let changed = self.store.abort(&self.owned_key(&request.key)?, &paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
@@ -124,7 +134,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let changed = self
             .store
             .restart(
-                &key(&request.key)?,
+                &self.owned_key(&request.key)?,
                 &paste_id(&request.aborted_paste_id)?,
                 &paste_id(&request.paste_id)?,
                 &response_body(request.response_body)?,
@@ -141,12 +151,23 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         if request.limit == 0 || request.limit > MAX_PAGE {
             return Err(Status::invalid_argument("limit must be 1 to 10000"));
         }
+        #[allow(deprecated)] // Read only to refuse it.
+        if request.created_before_ms != 0 {
+            return Err(Status::failed_precondition(
+                "created_before_ms is no longer accepted: send older_than_ms, judged on this shard's clock",
+            ));
+        }
         let after = if request.after_key.is_empty() {
             None
         } else {
             Some((millis(request.after_created_at_ms), key(&request.after_key)?))
         };
-        let keys = self.store.list_pending(millis(request.created_before_ms), after, request.limit).await?;
+        // The cutoff is computed here, on K's clock, the same clock that
+        // stamped created_at (docs/design.md#clock).
+        let older_than = chrono::Duration::milliseconds(i64::try_from(request.older_than_ms).unwrap_or(i64::MAX));
+        let created_before =
+            self.store.clock().now().checked_sub_signed(older_than).unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let keys = self.store.list_pending(created_before, after, request.limit).await?;
         Ok(Response::new(pb::ListPendingResponse {
             keys: keys
                 .into_iter()
@@ -183,5 +204,13 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         }
         let deleted = self.store.purge_retired(limit).await?;
         Ok(Response::new(pb::PurgeRetiredResponse { deleted }))
+    }
+
+    async fn describe(
+        &self,
+        _request: Request<shard_pb::DescribeRequest>,
+    ) -> Result<Response<shard_pb::ShardDescription>, Status> {
+        let now = to_millis(self.store.clock().now());
+        Ok(Response::new(shard_slots::description(shard_pb::ShardKind::Key, self.slots, now)))
     }
 }

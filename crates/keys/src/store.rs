@@ -105,6 +105,9 @@ impl KeyStore {
         self.transition(key, paste_id, KeyState::Pending, KeyState::Aborted).await
     }
 
+    /// A resolved key's 25 h window starts when it is resolved, not when it
+    /// was created: a key finished after a long outage must still replay its
+    /// 201 to the client retrying it (docs/design.md#retention).
     async fn transition(
         &self,
         key: &IdempotencyKey,
@@ -113,15 +116,18 @@ impl KeyStore {
         to: KeyState,
     ) -> Result<bool, KeyStoreError> {
         debug_assert!(from.can_become(to));
-        let changed =
-            sqlx::query("UPDATE idempotency_keys SET state = $1 WHERE key = $2 AND state = $3 AND paste_id = $4")
-                .bind(to.as_str())
-                .bind(key.canonical())
-                .bind(from.as_str())
-                .bind(paste_id.as_str())
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+        let retain_until = to_millis(self.clock.now() + retention());
+        let changed = sqlx::query(
+            "UPDATE idempotency_keys SET state = $1, retain_until = $2 WHERE key = $3 AND state = $4 AND paste_id = $5",
+        )
+        .bind(to.as_str())
+        .bind(retain_until)
+        .bind(key.canonical())
+        .bind(from.as_str())
+        .bind(paste_id.as_str())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
         Ok(changed == 1)
     }
 

@@ -1,6 +1,12 @@
-use pastebin_core::{from_millis, to_millis, DeleteToken, PasteId};
-use pastebin_proto::pastes::v1::{self as pb, paste_service_client::PasteServiceClient};
-use pastebin_runtime::grpc::{CallError, Deadline};
+use pastebin_core::{from_millis, to_millis, DeleteToken, PasteId, SlotRange};
+use pastebin_proto::{
+    pastes::v1::{self as pb, paste_service_client::PasteServiceClient},
+    shard::v1 as shard_pb,
+};
+use pastebin_runtime::{
+    grpc::{CallError, Deadline},
+    shard_slots,
+};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
@@ -123,5 +129,11 @@ impl PasteClient {
     pub async fn purge_tombstones(&self, min_age: std::time::Duration, limit: u32) -> Result<u64, CallError> {
         let request = pb::PurgeTombstonesRequest { min_age_seconds: min_age.as_secs(), limit };
         Ok(self.inner.clone().purge_tombstones(self.deadline.request(request)).await?.into_inner().deleted)
+    }
+
+    /// The slot range the shard says it owns.
+    pub async fn describe(&self) -> Result<SlotRange, CallError> {
+        let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
+        shard_slots::described_range(shard_pb::ShardKind::Paste, answer.get_ref())
     }
 }

@@ -1,5 +1,6 @@
-use pastebin_core::{from_millis, to_millis, DeleteToken, DeleteTokenHash, PasteId};
-use pastebin_proto::pastes::v1 as pb;
+use pastebin_core::{from_millis, to_millis, DeleteToken, DeleteTokenHash, PasteId, SlotRange};
+use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
+use pastebin_runtime::shard_slots;
 use tonic::{Request, Response, Status};
 
 use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore, PasteStoreError};
@@ -8,14 +9,22 @@ use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore
 const MAX_BATCH: usize = 1_000;
 const MAX_PAGE: u32 = 10_000;
 
-/// Shard P over gRPC. Every field is validated before storage is touched.
+/// Shard P over gRPC. Every field is validated before storage is touched,
+/// and an id whose slot is outside `slots` is FAILED_PRECONDITION.
 pub struct PasteServiceImpl {
     store: PasteStore,
+    slots: SlotRange,
 }
 
 impl PasteServiceImpl {
-    pub fn new(store: PasteStore) -> Self {
-        Self { store }
+    pub fn new(store: PasteStore, slots: SlotRange) -> Self {
+        Self { store, slots }
+    }
+
+    /// `id`, refused unless this shard owns its slot.
+    fn owned(&self, id: PasteId) -> Result<PasteId, Status> {
+        shard_slots::ensure_owned(self.slots, id.slot())?;
+        Ok(id)
     }
 
     pub fn into_server(self) -> pb::paste_service_server::PasteServiceServer<Self> {
@@ -77,7 +86,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
             return Err(Status::invalid_argument("expires_at must be after created_at"));
         }
         let paste = NewPaste {
-            id: id_argument(&request.id)?,
+            id: self.owned(id_argument(&request.id)?)?,
             delete_token_hash: DeleteTokenHash(sha256(request.delete_token_sha256, "delete_token_sha256")?),
             created_at: from_millis(request.created_at_ms),
             expires_at: from_millis(request.expires_at_ms),
@@ -93,7 +102,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Paste>, Status> {
-        let id = id_lookup(&request.into_inner().id)?;
+        let id = self.owned(id_lookup(&request.into_inner().id)?)?;
         let row = self.store.get_live(&id).await?.ok_or_else(not_found)?;
         Ok(Response::new(paste_to_pb(row)))
     }
@@ -102,13 +111,13 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::TombstoneRequest>,
     ) -> Result<Response<pb::TombstoneResponse>, Status> {
-        let id = id_argument(&request.into_inner().id)?;
+        let id = self.owned(id_argument(&request.into_inner().id)?)?;
         let fate = self.store.tombstone_unless_live(&id).await?;
         Ok(Response::new(pb::TombstoneResponse { fate: fate_to_pb(fate) }))
     }
 
     async fn fate(&self, request: Request<pb::TombstoneRequest>) -> Result<Response<pb::TombstoneResponse>, Status> {
-        let id = id_argument(&request.into_inner().id)?;
+        let id = self.owned(id_argument(&request.into_inner().id)?)?;
         let fate = self.store.peek_fate(&id).await?.map(fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into());
         Ok(Response::new(pb::TombstoneResponse { fate }))
     }
@@ -121,7 +130,9 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if raw.len() > MAX_BATCH {
             return Err(Status::invalid_argument("at most 1000 ids per batch"));
         }
-        let ids = raw.iter().map(|id| id_argument(id)).collect::<Result<Vec<_>, _>>()?;
+        // One id outside the range refuses the whole batch: the caller's
+        // slot map is wrong, and no fence goes up for any of them.
+        let ids = raw.iter().map(|id| self.owned(id_argument(id)?)).collect::<Result<Vec<_>, _>>()?;
         let fates = self.store.resolve_batch(&ids).await?;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
@@ -133,7 +144,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let request = request.into_inner();
-        let id = id_lookup(&request.id)?;
+        let id = self.owned(id_lookup(&request.id)?)?;
         match self.store.delete(&id, &DeleteToken::presented(&request.delete_token)).await? {
             DeleteOutcome::Deleted => Ok(Response::new(pb::DeleteResponse {})),
             DeleteOutcome::NotFound => Err(not_found()),
@@ -167,5 +178,13 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         }
         let deleted = self.store.purge_tombstones(min_age, request.limit).await?;
         Ok(Response::new(pb::PurgeTombstonesResponse { deleted }))
+    }
+
+    async fn describe(
+        &self,
+        _request: Request<shard_pb::DescribeRequest>,
+    ) -> Result<Response<shard_pb::ShardDescription>, Status> {
+        let now = to_millis(self.store.clock().now());
+        Ok(Response::new(shard_slots::description(shard_pb::ShardKind::Paste, self.slots, now)))
     }
 }

@@ -2,13 +2,8 @@ use std::future::Future;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tonic::{
-    service::Routes,
-    transport::{Channel, Endpoint, ServerTlsConfig},
-};
+use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
-
-use crate::tls::MutualTls;
 
 /// What a server serves, for `grpc.health.v1` and reflection: the names of
 /// its services and the encoded descriptor set of its own API.
@@ -150,22 +145,6 @@ pub fn shard_url(address: &str, tls: bool) -> anyhow::Result<String> {
         }
         (Some((scheme, _)), _) => anyhow::bail!("{address}: unknown scheme {scheme}:// (use host:port or https://)"),
     }
-}
-
-/// A lazily connecting channel to `address` (see [`shard_url`]), over
-/// mutual TLS when `tls` is given: a shard that is down at start-up is an
-/// error per call, not a failure to start.
-pub fn channel(address: &str, tls: Option<&MutualTls>) -> anyhow::Result<Channel> {
-    let endpoint = Endpoint::from_shared(shard_url(address, tls.is_some())?)?
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .tcp_nodelay(true);
-    let endpoint = match tls {
-        Some(tls) => endpoint
-            .tls_config(tls.client())
-            .context("cannot use --tls-cert and --tls-key (is the key the certificate's?)")?,
-        None => endpoint,
-    };
-    Ok(endpoint.connect_lazy())
 }
 
 /// The deadline a client carries into every call it makes: what is left of

@@ -4,12 +4,14 @@
 //! and makes the channels clients call through, [`tls`] loads the mutual-TLS
 //! files every server and client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
-//! SIGINT and SIGTERM are turned into a drain, and [`metrics`] names
-//! every Prometheus metric the services export.
+//! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
+//! every Prometheus metric the services export, and [`shard_slots`] keeps a
+//! shard's slot range in its database and refuses calls outside it.
 
 pub mod db;
 pub mod grpc;
 pub mod metrics;
+pub mod shard_slots;
 mod shutdown;
 pub mod telemetry;
 pub mod tls;

@@ -61,12 +61,13 @@ impl Sweeper {
     }
 
     async fn recover_shard(&self, keys: &KeyClient, report: &mut RecoveryReport) {
-        let threshold = chrono::Duration::from_std(self.settings.recovery_threshold).unwrap_or(chrono::Duration::MAX);
-        let created_before = self.clock.now() - threshold;
+        // K judges "older than the threshold" on its own clock, the one that
+        // stamped the keys: this host's clock never decides (docs/design.md#clock).
+        let threshold = self.settings.recovery_threshold;
         let mut cursor: Option<PendingKey> = None;
         loop {
             let keys = keys.with_deadline(self.deadline());
-            let page = match keys.list_pending(created_before, cursor.as_ref(), self.settings.batch_size).await {
+            let page = match keys.list_pending(threshold, cursor.as_ref(), self.settings.batch_size).await {
                 Ok(page) => page,
                 Err(error) => {
                     tracing::warn!(%error, "cannot list pending keys on a key shard; next round");

@@ -136,14 +136,14 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener| {
+    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", |pool, listener| {
         pastebin_keys::serve(listener, pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)), shutdown_signal())
     })
     .await
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener| {
+    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", |pool, listener| {
         pastebin_pastes::serve(
             listener,
             pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock)),

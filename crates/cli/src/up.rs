@@ -57,8 +57,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let clock = Arc::new(SystemClock);
 
-    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &db::KEY_MIGRATIONS).await?;
-    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &db::PASTE_MIGRATIONS).await?;
+    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &pastebin_keys::MIGRATIONS).await?;
+    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &pastebin_pastes::MIGRATIONS).await?;
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
 

@@ -1,5 +1,5 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
-//! code path for PostgreSQL and SQLite) and runs its migrations, [`grpc`]
+//! code path for PostgreSQL and SQLite) and runs the migrations it is given, [`grpc`]
 //! serves a service with `grpc.health.v1` and reflection beside it,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain, and [`metrics`] names

@@ -16,6 +16,7 @@ mod grpc;
 mod http;
 mod pages;
 mod saga;
+mod step;
 
 pub use created::Created;
 pub use error::ApiError;

@@ -13,13 +13,9 @@
 //! Nothing here ever deletes a paste: a pending key whose paste exists is
 //! finished, not undone.
 
-use std::future::Future;
-
 use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, ResponseBody};
 use pastebin_keys::{Begun, KeyClient, KeyRecord, NewKey};
-use pastebin_objects::ObjectError;
 use pastebin_pastes::{IdFate, InsertOutcome, NewPaste, PasteClient};
-use pastebin_runtime::grpc::CallError;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -27,58 +23,9 @@ use tracing::Instrument;
 use crate::{
     failpoints::{self, AFTER_DONE, AFTER_K_BEGIN, AFTER_PUT, AFTER_P_INSERT, BEFORE_DONE},
     gateway::{CreateAnswer, ValidCreate},
+    step::{timed, within, StepError},
     ApiError, Created, Gateway,
 };
-
-/// A failed step, split the way the saga must treat it.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StepError {
-    /// The other side answered: it did not act. Compensating is safe.
-    #[error("refused: {0}")]
-    Refused(String),
-    /// Timeout or no answer: it may have acted. Only waiting is safe.
-    #[error("uncertain: {0}")]
-    Uncertain(String),
-}
-
-impl From<CallError> for StepError {
-    fn from(error: CallError) -> Self {
-        match error {
-            CallError::Refused(status) => Self::Refused(status.message().to_owned()),
-            CallError::Uncertain(status) => Self::Uncertain(status.message().to_owned()),
-        }
-    }
-}
-
-impl From<ObjectError> for StepError {
-    fn from(error: ObjectError) -> Self {
-        match error {
-            ObjectError::Refused(message) => Self::Refused(message),
-            ObjectError::Uncertain(message) => Self::Uncertain(message),
-        }
-    }
-}
-
-/// Runs one call against the request's deadline; running out of time is
-/// uncertain, never refused.
-pub(crate) async fn within<T, E: Into<StepError>>(
-    deadline: Instant,
-    call: impl Future<Output = Result<T, E>>,
-) -> Result<T, StepError> {
-    match tokio::time::timeout_at(deadline, call).await {
-        Ok(result) => result.map_err(Into::into),
-        Err(_) => Err(StepError::Uncertain("deadline exceeded".into())),
-    }
-}
-
-/// Records how long one saga step took, whatever its outcome.
-async fn timed<T>(step: &'static str, call: impl Future<Output = T>) -> T {
-    let started = std::time::Instant::now();
-    let result = call.await;
-    metrics::histogram!(pastebin_runtime::metrics::SAGA_STEP_SECONDS, "step" => step)
-        .record(started.elapsed().as_secs_f64());
-    result
-}
 
 /// How many times a create re-reads its key after losing a guarded update
 /// to another executor before answering 503.

@@ -8,6 +8,7 @@
 //! harmless.
 
 mod client;
+mod convert;
 mod record;
 mod service;
 mod store;

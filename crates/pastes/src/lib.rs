@@ -8,6 +8,7 @@
 //! is the fence that makes "no paste can ever appear for this id" true.
 
 mod client;
+mod convert;
 mod record;
 mod service;
 mod store;

@@ -15,7 +15,8 @@
 
 use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, ResponseBody};
 use pastebin_keys::{Begun, KeyClient, KeyRecord, NewKey};
-use pastebin_pastes::{IdFate, InsertOutcome, NewPaste, PasteClient};
+use pastebin_pastes::{InsertOutcome, NewPaste, PasteClient};
+use pastebin_shards::{fence, FenceError, Fenced};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -43,6 +44,11 @@ struct Saga<'a> {
 fn key_unavailable(error: StepError) -> ApiError {
     tracing::warn!(%error, "key service call failed");
     ApiError::Unavailable("the key service is unavailable")
+}
+
+fn paste_unreachable(error: &dyn std::fmt::Display) -> Result<bool, ApiError> {
+    tracing::warn!(%error, "cannot reach the paste service to abort; the key stays pending");
+    Err(ApiError::Unavailable("the paste service did not answer"))
 }
 
 impl Gateway {
@@ -179,8 +185,10 @@ impl Saga<'_> {
             Ok(InsertOutcome::Inserted | InsertOutcome::AlreadyExists) => Ok(true),
             Ok(InsertOutcome::Tombstoned) => {
                 // The fence is already up, so recording the abort is safe; it
-                // lets the client's retry restart the key at once.
-                let _ = within(self.deadline, self.keys.abort(self.key(), paste_id)).await;
+                // lets the client's retry restart the key at once. Going
+                // through the fence again costs one idempotent call on P and
+                // keeps every abort of a key behind the one rule.
+                let _ = self.abort(paste_id).await;
                 Ok(false)
             }
             Err(StepError::Refused(reason)) => {
@@ -194,22 +202,20 @@ impl Saga<'_> {
         }
     }
 
-    /// The compensation. First the fence: tombstone the id on P unless a
-    /// paste holds it. If a paste holds it, the right action is done, not
-    /// abort (returns true). Only behind the tombstone is the key aborted.
-    /// If P cannot be read the key stays pending: never abort blind.
+    /// The compensation: the fence (docs/design.md#fence). P tombstones the
+    /// id unless a paste holds it; if a paste holds it, the right action is
+    /// done, not abort (returns true). Only behind the tombstone is the key
+    /// aborted. If P cannot be read the key stays pending: never abort blind.
     #[tracing::instrument(skip_all, err(Display))]
     async fn abort(&self, paste_id: &PasteId) -> Result<bool, ApiError> {
-        match within(self.deadline, self.pastes.tombstone_unless_live(paste_id)).await {
-            Ok(IdFate::Live) => Ok(true),
-            Ok(IdFate::Tombstoned) => {
-                within(self.deadline, self.keys.abort(self.key(), paste_id)).await.map_err(key_unavailable)?;
-                Ok(false)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot reach the paste service to abort; the key stays pending");
-                Err(ApiError::Unavailable("the paste service did not answer"))
-            }
+        let fenced =
+            tokio::time::timeout_at(self.deadline, fence(&self.keys, &self.pastes, self.key(), paste_id)).await;
+        match fenced {
+            Ok(Ok(Fenced::Live)) => Ok(true),
+            Ok(Ok(Fenced::Aborted { .. })) => Ok(false),
+            Ok(Err(FenceError::KeyShard(error))) => Err(key_unavailable(error.into())),
+            Ok(Err(FenceError::PasteShard(error))) => paste_unreachable(&error),
+            Err(_) => paste_unreachable(&"deadline exceeded"),
         }
     }
 

@@ -1,5 +1,9 @@
 //! The slot map: routing from a slot to the K shard and the P shard that own it.
 
+mod recovery;
+
+pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
+
 use pastebin_core::{Slot, SLOT_COUNT};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;

@@ -10,6 +10,7 @@
 mod browser;
 mod client;
 mod concurrency;
+mod fence;
 mod gateway_api;
 mod grpc_services;
 mod harness;

@@ -97,12 +97,12 @@ pub async fn fresh_pool(backend: Backend, migrations: &Migrator, max_connections
 
 /// A key store (shard K) on a fresh database.
 pub async fn key_store(backend: Backend, clock: Arc<dyn Clock>) -> KeyStore {
-    KeyStore::new(fresh_pool(backend, &db::KEY_MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
+    KeyStore::new(fresh_pool(backend, &pastebin_keys::MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
 }
 
 /// A paste store (shard P) on a fresh database.
 pub async fn paste_store(backend: Backend, clock: Arc<dyn Clock>) -> PasteStore {
-    PasteStore::new(fresh_pool(backend, &db::PASTE_MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
+    PasteStore::new(fresh_pool(backend, &pastebin_pastes::MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
 }
 
 async fn local_listener() -> (TcpListener, String) {

@@ -183,7 +183,7 @@ pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
     let slots = shared_slots(&keys, &pastes).await?;
     let key_db = match &args.key_database_url {
         Some(url) => Some(
-            pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_runtime::db::KEY_MIGRATIONS)
+            pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_keys::MIGRATIONS)
                 .await
                 .context("cannot open K's database")?,
         ),

@@ -179,7 +179,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, slots, listener, options| {
+    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", |pool, slots, listener, options| {
         let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
         pastebin_keys::serve(listener, store, slots, options, shutdown_signal())
     })
@@ -187,7 +187,7 @@ async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, slots, listener, options| {
+    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", |pool, slots, listener, options| {
         let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
         pastebin_pastes::serve(listener, store, slots, options, shutdown_signal())
     })

@@ -50,8 +50,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let clock = Arc::new(SystemClock);
 
-    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &db::KEY_MIGRATIONS).await?;
-    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &db::PASTE_MIGRATIONS).await?;
+    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &pastebin_keys::MIGRATIONS).await?;
+    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &pastebin_pastes::MIGRATIONS).await?;
     // One shard of each kind, owning every slot, like any lone shard.
     let now = pastebin_core::to_millis(clock.now());
     for pool in [&key_pool, &paste_pool] {

@@ -122,40 +122,6 @@ impl Deployment {
     }
 }
 
-/// The object store of a command that must not touch one (`recover` builds
-/// a sweeper, whose one-key recovery never reads objects): every call fails.
-pub(crate) struct NoObjectStore;
-
-#[async_trait::async_trait]
-impl ObjectStore for NoObjectStore {
-    async fn put(
-        &self,
-        _: &str,
-        _: bytes::Bytes,
-    ) -> Result<pastebin_objects::PutOutcome, pastebin_objects::ObjectError> {
-        Err(Self::refused())
-    }
-    async fn get(&self, _: &str) -> Result<Option<bytes::Bytes>, pastebin_objects::ObjectError> {
-        Err(Self::refused())
-    }
-    async fn delete(&self, _: &str) -> Result<(), pastebin_objects::ObjectError> {
-        Err(Self::refused())
-    }
-    async fn list(
-        &self,
-        _: Option<&str>,
-        _: usize,
-    ) -> Result<Vec<pastebin_objects::ObjectInfo>, pastebin_objects::ObjectError> {
-        Err(Self::refused())
-    }
-}
-
-impl NoObjectStore {
-    fn refused() -> pastebin_objects::ObjectError {
-        pastebin_objects::ObjectError::Refused("pastebin ctl opened no object store for this command".into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

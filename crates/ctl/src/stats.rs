@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use pastebin_admin::{alert_level, Level};
+use pastebin_core::alert::{alert_level, Level};
 use serde::Serialize;
 
 use crate::{

@@ -7,7 +7,7 @@ use pastebin_pastes::DeleteOutcome;
 use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
 
-use crate::{saga::within, ApiError, Created, SlotMap, SlotMapCell};
+use crate::{step::within, ApiError, Created, SlotMap, SlotMapCell};
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]

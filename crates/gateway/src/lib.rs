@@ -6,7 +6,7 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with the `failpoints` feature.
+//! compiled in only with `--cfg pastebin_failpoints`.
 
 mod created;
 mod error;
@@ -16,6 +16,7 @@ mod grpc;
 mod http;
 mod pages;
 mod saga;
+mod step;
 
 pub use created::Created;
 pub use error::ApiError;

@@ -8,6 +8,7 @@
 //! harmless.
 
 mod client;
+mod convert;
 mod record;
 mod service;
 mod store;
@@ -16,6 +17,9 @@ pub use client::KeyClient;
 pub use record::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
+
+/// Shard K's schema, run by [`pastebin_runtime::db::connect`] at start-up.
+pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.keys.v1.KeyService";

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use pastebin_core::{
-    from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
+    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
 };
 use sqlx::{any::AnyRow, AnyPool, Row};
 
@@ -195,15 +195,18 @@ impl KeyStore {
 
     pub async fn pending_stats(&self) -> Result<PendingStats, KeyStoreError> {
         let now = self.clock.now();
-        let cutoff = |age: u64| to_millis(now - chrono::Duration::seconds(age as i64));
+        // Both ages are constants of seconds: always representable.
+        let cutoff = |age: std::time::Duration| {
+            to_millis(now - chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX))
+        };
         let row = sqlx::query(
             "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest,
                     COUNT(*) FILTER (WHERE created_at < $1) AS older_2s,
                     COUNT(*) FILTER (WHERE created_at < $2) AS older_60s
                FROM idempotency_keys WHERE state = 'pending'",
         )
-        .bind(cutoff(2))
-        .bind(cutoff(60))
+        .bind(cutoff(alert::SLOW_AFTER))
+        .bind(cutoff(alert::RECOVERY_AFTER))
         .fetch_one(&self.pool)
         .await?;
         let count =

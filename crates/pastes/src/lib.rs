@@ -8,6 +8,7 @@
 //! is the fence that makes "no paste can ever appear for this id" true.
 
 mod client;
+mod convert;
 mod record;
 mod service;
 mod store;
@@ -16,6 +17,9 @@ pub use client::PasteClient;
 pub use record::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
+
+/// Shard P's schema, run by [`pastebin_runtime::db::connect`] at start-up.
+pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";

@@ -168,6 +168,45 @@ impl Deadline {
     }
 }
 
+/// A protobuf field that does not convert to its domain type, and why. On a
+/// service it is the caller's bad input; in a reply it means the reply
+/// cannot be trusted, so nothing can be concluded from it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl From<Malformed> for tonic::Status {
+    fn from(malformed: Malformed) -> Self {
+        tonic::Status::invalid_argument(malformed.0)
+    }
+}
+
+impl Malformed {
+    /// The same field, found in a reply from `service`: uncertain, because
+    /// the callee may have acted before answering with something unreadable.
+    pub fn in_reply_from(self, service: &str) -> CallError {
+        CallError::Uncertain(tonic::Status::internal(format!("malformed reply from the {service}: {}", self.0)))
+    }
+}
+
+/// A shard store's failure, as the one mapping to gRPC needs to see it.
+pub trait StoreFailure: std::fmt::Display {
+    /// The database error underneath, if that is what failed.
+    fn database(&self) -> Option<&sqlx::Error>;
+}
+
+/// Every shard's store errors as gRPC status, in one place: losing the
+/// database (pool timeout, I/O, closed pool) is UNAVAILABLE, anything else
+/// INTERNAL. Callers read both as uncertain: the write may have committed.
+pub fn store_status(error: &impl StoreFailure) -> tonic::Status {
+    match error.database() {
+        Some(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed) => {
+            tonic::Status::unavailable(error.to_string())
+        }
+        _ => tonic::Status::internal(error.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::shard_url;

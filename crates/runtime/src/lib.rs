@@ -1,8 +1,7 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
-//! code path for PostgreSQL and SQLite) and runs its migrations, [`grpc`]
-//! serves a service with `grpc.health.v1` (and reflection, if asked) beside it
-//! and makes the channels clients call through, [`tls`] loads the mutual-TLS
-//! files every server and client of K and P is given,
+//! code path for PostgreSQL and SQLite) and runs the migrations it is given, [`grpc`]
+//! serves a service with `grpc.health.v1` (and reflection, if asked) beside it,
+//! [`tls`] loads the mutual-TLS files every server and client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
 //! every Prometheus metric the services export, and [`shard_slots`] keeps a

@@ -14,11 +14,13 @@
 
 pub mod address_book;
 mod discover;
+mod recovery;
 mod table;
 
 use std::sync::{Arc, OnceLock};
 
 use pastebin_core::{Slot, SlotRange};
+pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
 

@@ -105,7 +105,7 @@ pastebin_tests::both_backends! {
     /// The first start stores the range; a later one with another range is
     /// refused unless it is a deliberate resharding step.
     async fn a_shard_database_keeps_the_range_it_was_first_started_with(backend: Backend) {
-        let pool = fresh_pool(backend, &pastebin_runtime::db::PASTE_MIGRATIONS, 2).await;
+        let pool = fresh_pool(backend, &pastebin_pastes::MIGRATIONS, 2).await;
         assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 1).await.unwrap(), range(LOW));
         assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 2).await.unwrap(), range(LOW));
         let refused = shard_slots::claim(&pool, SlotRange::ALL, Resharding::Refuse, 3).await.unwrap_err();
@@ -115,7 +115,7 @@ pastebin_tests::both_backends! {
         assert_eq!(shard_slots::claim(&pool, range(HIGH), Resharding::Allow, 5).await.unwrap(), range(HIGH));
         assert!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 6).await.is_err(), "the new range is the stored one");
 
-        let keys = fresh_pool(backend, &pastebin_runtime::db::KEY_MIGRATIONS, 2).await;
+        let keys = fresh_pool(backend, &pastebin_keys::MIGRATIONS, 2).await;
         assert_eq!(shard_slots::claim(&keys, range(HIGH), Resharding::Refuse, 1).await.unwrap(), range(HIGH));
     }
 

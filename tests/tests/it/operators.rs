@@ -372,7 +372,7 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
     ] {
         assert!(alerts.contains(expected), "missing alert {expected}");
     }
-    let climbing = pastebin_admin::level::CLIMBING_PER_MINUTE;
+    let climbing = pastebin_core::alert::CLIMBING_PER_MINUTE;
     let text = std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap();
     assert!(text.contains(&format!("> {climbing}")), "the rule and the dashboard climb at the same rate");
 

@@ -5,10 +5,11 @@
 //! cargo run --release -p pastebin-model --example check -- 2 2 2 3 3
 //! cargo run --release -p pastebin-model --example check -- 2 2 1 3 2 SagaAbortsWithoutFence
 //! ```
-//! Without numbers it checks the CI bound. With a flaw it searches for the
-//! counterexample and prints it.
+//! Without numbers it checks the CI bound. With a flaw it searches for a
+//! counterexample to one property (by default "at most one paste per key";
+//! name another by its first words, e.g. "a done key") and prints it.
 
-use pastebin_model::{check_exhaustively, find_counterexample, Bounds, Flaw, Protocol};
+use pastebin_model::{check_exhaustively, find_counterexample, properties, Bounds, Flaw, Protocol};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,7 +24,10 @@ fn main() {
     println!("bounds {bounds:?}, flaw {flaw:?}, {threads} threads");
     let outcome = match flaw {
         None => check_exhaustively(Protocol::new(bounds, None), threads),
-        Some(flaw) => find_counterexample(Protocol::new(bounds, Some(flaw)), 1),
+        Some(flaw) => {
+            let property = args.iter().find_map(|a| properties::SAFETY.into_iter().find(|p| p.starts_with(a.as_str())));
+            find_counterexample(Protocol::new(bounds, Some(flaw)), property.unwrap_or(properties::ONE_PASTE_PER_KEY))
+        }
     };
     println!("{}", outcome.summary());
     println!("examples found: {:?}", outcome.examples);

@@ -45,11 +45,13 @@ pub fn check_exhaustively(protocol: Protocol, threads: usize) -> Outcome {
     outcome(&checker, started)
 }
 
-/// Searches breadth first until a property fails, so the counterexample is
-/// short; a correct model is explored to the end.
-pub fn find_counterexample(protocol: Protocol, threads: usize) -> Outcome {
+/// Searches breadth first, on one thread, until `property` fails: the
+/// counterexample is a shortest one, and the same on every run. A model
+/// without the bug is explored to the end.
+pub fn find_counterexample(protocol: Protocol, property: &'static str) -> Outcome {
     let started = Instant::now();
-    let checker = protocol.checker().finish_when(HasDiscoveries::AnyFailures).threads(threads).spawn_bfs().join();
+    let wanted = HasDiscoveries::AnyOf([property].into_iter().collect());
+    let checker = protocol.checker().finish_when(wanted).threads(1).spawn_bfs().join();
     outcome(&checker, started)
 }
 

@@ -8,6 +8,8 @@ pub enum Flaw {
     /// The sweeper reads P and aborts when no row is there, without the
     /// tombstone (docs/design.md#fence).
     SweeperAbortsWithoutFence,
+    /// The sweeper marks a stale pending key done without asking P.
+    SweeperFinishesBlind,
     /// The sweeper aborts a key whose P it could not reach.
     SweeperAbortsWhenUnreachable,
     /// `Saga::abort` aborts the key on K without tombstoning the id first.
@@ -29,8 +31,9 @@ pub enum Flaw {
 }
 
 impl Flaw {
-    pub const ALL: [Flaw; 10] = [
+    pub const ALL: [Flaw; 11] = [
         Flaw::SweeperAbortsWithoutFence,
+        Flaw::SweeperFinishesBlind,
         Flaw::SweeperAbortsWhenUnreachable,
         Flaw::SagaAbortsWithoutFence,
         Flaw::DoneWithoutIdGuard,

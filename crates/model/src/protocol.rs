@@ -294,11 +294,12 @@ impl Protocol {
     }
 
     fn start_job(&self, world: &mut World, sweeper: u8, chore: Chore, key: u8, paste: PasteNo) {
-        let reads_only = match chore {
-            Chore::Recover => self.has(Flaw::SweeperAbortsWithoutFence),
-            Chore::Reap => self.has(Flaw::ReapsWithoutFence),
+        let waiting_for = match chore {
+            Chore::Recover if self.has(Flaw::SweeperFinishesBlind) => Op::Done(paste),
+            Chore::Recover if self.has(Flaw::SweeperAbortsWithoutFence) => Op::Read(paste),
+            Chore::Reap if self.has(Flaw::ReapsWithoutFence) => Op::Read(paste),
+            Chore::Recover | Chore::Reap => Op::Fence(paste),
         };
-        let waiting_for = if reads_only { Op::Read(paste) } else { Op::Fence(paste) };
         world.sweepers[usize::from(sweeper)] = Some(Job { chore, key, paste, waiting_for });
     }
 }

@@ -215,6 +215,39 @@ async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
     (process, address)
 }
 
+/// A gateway process over these shards and bucket, every listener on port 0.
+async fn start_gateway(key_addresses: &[String], paste_addresses: &[String], s3: &S3Settings, failpoints: &str) -> Process {
+    let args = vec![
+        "gateway".to_string(),
+        "--http".into(),
+        "127.0.0.1:0".into(),
+        "--grpc".into(),
+        "127.0.0.1:0".into(),
+        "--key-shards".into(),
+        key_addresses.join(","),
+        "--paste-shards".into(),
+        paste_addresses.join(","),
+        "--s3-bucket".into(),
+        s3.bucket.clone(),
+        "--s3-endpoint".into(),
+        s3.endpoint.clone().unwrap_or_default(),
+        "--s3-path-style".into(),
+        "--admin".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let mut env = vec![
+        ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+    ];
+    if !failpoints.is_empty() {
+        env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.to_owned()));
+    }
+    let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
+    pin_ports(&mut gateway);
+    gateway
+}
+
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
@@ -237,34 +270,8 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let args = vec![
-            "gateway".to_string(),
-            "--http".into(),
-            "127.0.0.1:0".into(),
-            "--grpc".into(),
-            "127.0.0.1:0".into(),
-            "--key-shards".into(),
-            key_addresses.join(","),
-            "--paste-shards".into(),
-            paste_addresses.join(","),
-            "--s3-bucket".into(),
-            s3.bucket.clone(),
-            "--s3-endpoint".into(),
-            s3.endpoint.clone().unwrap_or_default(),
-            "--s3-path-style".into(),
-            "--admin".into(),
-            "127.0.0.1:0".into(),
-        ];
-        let mut env = vec![
-            ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
-            ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-        ];
-        if let Some(failpoints) = &options.failpoints {
-            env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
-        }
-        let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
-        pin_ports(&mut gateway);
+        let failpoints = options.failpoints.as_deref().unwrap_or_default();
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("http://{}", gateway.address("gateway-grpc"));
         Cluster {
@@ -279,6 +286,12 @@ impl Cluster {
             http,
             grpc,
         }
+    }
+
+    /// Another gateway in front of the same shards, on `s3` (e.g. a bucket
+    /// that does not exist, whose PUTs are refused), with `failpoints` armed.
+    pub async fn another_gateway(&self, s3: &S3Settings, failpoints: &str) -> Process {
+        start_gateway(&self.key_addresses, &self.paste_addresses, s3, failpoints).await
     }
 
     /// The gateway's admin listener (`/metrics`).

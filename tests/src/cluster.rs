@@ -216,7 +216,12 @@ async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
 }
 
 /// A gateway process over these shards and bucket, every listener on port 0.
-async fn start_gateway(key_addresses: &[String], paste_addresses: &[String], s3: &S3Settings, failpoints: &str) -> Process {
+async fn start_gateway(
+    key_addresses: &[String],
+    paste_addresses: &[String],
+    s3: &S3Settings,
+    failpoints: &str,
+) -> Process {
     let args = vec![
         "gateway".to_string(),
         "--http".into(),

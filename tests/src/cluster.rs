@@ -267,6 +267,26 @@ pub async fn start_shard(
     (process, address)
 }
 
+/// A gateway process over these shards and bucket, every listener on port 0.
+async fn start_gateway(
+    key_addresses: &[String],
+    paste_addresses: &[String],
+    s3: &S3Settings,
+    tls: Option<&TlsFiles>,
+    failpoints: &str,
+) -> Process {
+    let mut args: Vec<String> =
+        ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
+    args.extend(backend_flags(key_addresses, paste_addresses, s3));
+    let mut env = s3_credentials();
+    if !failpoints.is_empty() {
+        env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.to_owned()));
+    }
+    let mut gateway = Process::start(with_tls(args, tls), env, &["gateway-http", "gateway-grpc", "admin"]).await;
+    pin_ports(&mut gateway);
+    gateway
+}
+
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
@@ -292,17 +312,9 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let mut args: Vec<String> =
-            ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
-        args.extend(backend_flags(&key_addresses, &paste_addresses, &s3));
+        let failpoints = options.failpoints.as_deref().unwrap_or_default();
         let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
-        let args = with_tls(args, gateway_tls);
-        let mut env = s3_credentials();
-        if let Some(failpoints) = &options.failpoints {
-            env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
-        }
-        let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
-        pin_ports(&mut gateway);
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
         Cluster {
@@ -318,6 +330,19 @@ impl Cluster {
             grpc,
             tls: options.tls,
         }
+    }
+
+    /// Another gateway in front of the same shards, on `s3` (e.g. a bucket
+    /// that does not exist, whose PUTs are refused), with `failpoints` armed.
+    pub async fn another_gateway(&self, s3: &S3Settings, failpoints: &str) -> Process {
+        start_gateway(
+            &self.key_addresses,
+            &self.paste_addresses,
+            s3,
+            self.tls.as_ref().map(|tls| &tls.gateway),
+            failpoints,
+        )
+        .await
     }
 
     /// The gateway's admin listener (`/metrics`).

@@ -96,7 +96,8 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
 
     async fn mark_done(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
-        let changed = self.store.mark_done(&self.owned_key(&request.key)?, &convert::paste_id(&request.paste_id)?).await?;
+        let changed =
+            self.store.mark_done(&self.owned_key(&request.key)?, &convert::paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 

@@ -20,9 +20,9 @@ mod table;
 use std::sync::{Arc, OnceLock};
 
 use pastebin_core::{Slot, SlotRange};
-pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
+pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
 
 pub use address_book::{
     channel, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,

@@ -7,6 +7,7 @@
 //!
 //! Run one module with `cargo test -p pastebin-tests --test it saga::`.
 
+mod answer_after_done;
 mod browser;
 mod client;
 mod concurrency;
@@ -19,6 +20,7 @@ mod mtls;
 mod objects;
 mod openapi;
 mod operators;
+mod overlapping_attempts;
 mod paste_store;
 mod recovery_invariants;
 mod reflection;

@@ -14,6 +14,8 @@ const PROTOS: &[(&str, &str)] = &[
     ("pastebin/v1/pastebin.proto", "api_descriptor"),
 ];
 
+const SHARD_PROTO: &str = "pastebin/shard/v1/shard.proto";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let out = PathBuf::from(env::var("OUT_DIR")?);
@@ -22,7 +24,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let own = protox::compile([proto], [&root])?;
         std::fs::write(out.join(format!("{descriptor}.bin")), own.encode_to_vec())?;
     }
-    let all = protox::compile(PROTOS.iter().map(|(proto, _)| proto), [&root])?;
+    // The shard description is no API of its own: K and P both import it.
+    println!("cargo:rerun-if-changed={}", root.join(SHARD_PROTO).display());
+    let all = protox::compile(PROTOS.iter().map(|(proto, _)| *proto).chain([SHARD_PROTO]), [&root])?;
     tonic_prost_build::configure().compile_fds(all)?;
     Ok(())
 }

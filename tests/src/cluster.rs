@@ -12,15 +12,19 @@ use std::{
 };
 
 use crate::tls::{ClusterTls, TlsFiles};
+use pastebin_core::SlotRange;
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::{grpc::channel, tls::MutualTls};
+use pastebin_runtime::tls::MutualTls;
+use pastebin_shards::{channel, Shard};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
     sync::mpsc,
 };
+
+use crate::shards::even_split;
 
 /// Path of the failpoint-enabled binary. Cargo builds it before this
 /// package's integration tests, next to their `deps/` directory.
@@ -247,30 +251,59 @@ fn s3_credentials() -> Vec<(String, String)> {
         .to_vec()
 }
 
-async fn start_shard(kind: &str, database_url: &str, tls: Option<&TlsFiles>) -> (Process, String) {
-    let args = vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()];
+/// Starts a K or P shard owning `slots` on `database_url`, over mutual TLS
+/// when `tls` has the shard's files.
+pub async fn start_shard(
+    kind: &str,
+    database_url: &str,
+    slots: SlotRange,
+    tls: Option<&TlsFiles>,
+) -> (Process, String) {
+    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.to_string()];
+    let args = args.iter().map(|a| a.to_string()).collect();
     let mut process = Process::start(with_tls(args, tls), vec![], &[kind]).await;
     pin_ports(&mut process);
     let address = format!("{}://{}", scheme(tls), process.address(kind));
     (process, address)
 }
 
+/// A gateway process over these shards and bucket, every listener on port 0.
+async fn start_gateway(
+    key_addresses: &[String],
+    paste_addresses: &[String],
+    s3: &S3Settings,
+    tls: Option<&TlsFiles>,
+    failpoints: &str,
+) -> Process {
+    let mut args: Vec<String> =
+        ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
+    args.extend(backend_flags(key_addresses, paste_addresses, s3));
+    let mut env = s3_credentials();
+    if !failpoints.is_empty() {
+        env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.to_owned()));
+    }
+    let mut gateway = Process::start(with_tls(args, tls), env, &["gateway-http", "gateway-grpc", "admin"]).await;
+    pin_ports(&mut gateway);
+    gateway
+}
+
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.key_shards {
+        for shard in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.key_service);
-            let (process, address) = start_shard("key-service", &url, tls).await;
+            let (process, address) = start_shard("key-service", &url, even_split(shard, options.key_shards), tls).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
         }
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.paste_shards {
+        for shard in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
-            let (process, address) = start_shard("paste-service", &url, tls).await;
+            let (process, address) =
+                start_shard("paste-service", &url, even_split(shard, options.paste_shards), tls).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -279,17 +312,9 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let mut args: Vec<String> =
-            ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
-        args.extend(backend_flags(&key_addresses, &paste_addresses, &s3));
+        let failpoints = options.failpoints.as_deref().unwrap_or_default();
         let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
-        let args = with_tls(args, gateway_tls);
-        let mut env = s3_credentials();
-        if let Some(failpoints) = &options.failpoints {
-            env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
-        }
-        let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
-        pin_ports(&mut gateway);
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
         Cluster {
@@ -307,17 +332,17 @@ impl Cluster {
         }
     }
 
-    /// One more gateway on the same shards and bucket, on fresh ports and
-    /// without failpoints: what another gateway sees (its own read cache).
-    pub async fn another_gateway(&self) -> Process {
-        let mut args = self.gateway.args.clone();
-        for (flag, _) in LISTEN_FLAGS {
-            if let Some(at) = args.iter().position(|a| a == flag) {
-                args[at + 1] = "127.0.0.1:0".into();
-            }
-        }
-        let env = self.gateway.env.iter().filter(|(name, _)| name != "PASTEBIN_FAILPOINTS").cloned().collect();
-        Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await
+    /// Another gateway in front of the same shards, on `s3` (e.g. a bucket
+    /// that does not exist, whose PUTs are refused), with `failpoints` armed.
+    pub async fn another_gateway(&self, s3: &S3Settings, failpoints: &str) -> Process {
+        start_gateway(
+            &self.key_addresses,
+            &self.paste_addresses,
+            s3,
+            self.tls.as_ref().map(|tls| &tls.gateway),
+            failpoints,
+        )
+        .await
     }
 
     /// The gateway's admin listener (`/metrics`).
@@ -352,13 +377,27 @@ impl Cluster {
         Process::start(with_tls(args, self.tls.as_ref().map(|tls| &tls.sweeper)), s3_credentials(), &["admin"]).await
     }
 
-    /// The cluster's slot map, as a gateway or sweeper would build it.
+    /// The cluster's slot map, as a gateway or sweeper would build it from the
+    /// shards' answers (the cluster started them on these ranges).
     pub fn slot_map(&self) -> pastebin_shards::SlotMap {
+        let (keys, pastes) = (self.key_addresses.len(), self.paste_addresses.len());
         pastebin_shards::SlotMap::new(
-            (0..self.key_addresses.len()).map(|i| self.key_client(i)).collect(),
-            (0..self.paste_addresses.len()).map(|i| self.paste_client(i)).collect(),
+            (0..keys)
+                .map(|i| Shard {
+                    address: self.key_addresses[i].clone(),
+                    slots: Some(even_split(i, keys)),
+                    client: self.key_client(i),
+                })
+                .collect(),
+            (0..pastes)
+                .map(|i| Shard {
+                    address: self.paste_addresses[i].clone(),
+                    slots: Some(even_split(i, pastes)),
+                    client: self.paste_client(i),
+                })
+                .collect(),
         )
-        .expect("at least one shard of each kind")
+        .expect("the cluster's shards cover every slot once")
     }
 
     /// The gateway's object store (its moto bucket).
@@ -369,8 +408,26 @@ impl Cluster {
     /// A sweeper over this cluster's shards and bucket, in this process, on
     /// `clock`: tests move the clock instead of waiting a minute or a day.
     pub async fn sweeper(&self, clock: pastebin_core::ManualClock) -> pastebin_sweeper::Sweeper {
-        let settings = pastebin_sweeper::SweeperSettings::default();
+        self.sweeper_with(clock, pastebin_sweeper::SweeperSettings::default()).await
+    }
+
+    /// [`Self::sweeper`] with `settings`.
+    pub async fn sweeper_with(
+        &self,
+        clock: pastebin_core::ManualClock,
+        settings: pastebin_sweeper::SweeperSettings,
+    ) -> pastebin_sweeper::Sweeper {
         pastebin_sweeper::Sweeper::new(self.slot_map(), self.object_store().await, std::sync::Arc::new(clock), settings)
+    }
+
+    /// Makes every pending key on every K shard `by` older, in K's own
+    /// database: K judges a pending key's age on its own clock, so this is
+    /// how a test lets "a minute pass" for the recovery threshold.
+    pub async fn age_pending_keys(&self, by: Duration) {
+        let sql = format!("UPDATE idempotency_keys SET created_at = created_at - {} WHERE state = $1", by.as_millis());
+        for url in &self.key_database_urls {
+            execute(url, &sql, "pending").await;
+        }
     }
 
     /// Counts rows on every P shard's database directly: `state = 'live'`.

@@ -97,7 +97,7 @@ pastebin_tests::both_backends! {
     /// second statement fails leaves no trace of its first, fails alone, and
     /// every other write commits.
     async fn a_failed_write_rolls_back_only_itself(backend: Backend) {
-        let database = db::connect(&fresh_url(backend).await, 5, &db::KEY_MIGRATIONS).await.expect("database");
+        let database = db::connect(&fresh_url(backend).await, 5, &pastebin_keys::MIGRATIONS).await.expect("database");
         let writes = (0..64).map(|i| {
             let database = database.clone();
             async move {

@@ -22,7 +22,7 @@ async fn status(url: String) -> StatusCode {
 #[tokio::test]
 async fn the_cache_never_serves_a_deleted_paste_on_the_gateway_that_deleted_it() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
-    let other = cluster.another_gateway().await;
+    let other = cluster.another_gateway(&cluster.s3, "").await;
     let other_http = format!("http://{}", other.address("gateway-http"));
     let created = create(&cluster.http, Some(&new_key()), "cached, then deleted").await.unwrap().json();
     let (id, token) = (created["id"].as_str().unwrap(), created["delete_token"].as_str().unwrap());

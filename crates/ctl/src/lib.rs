@@ -27,7 +27,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-pub use deployment::{Deployment, EndpointArgs, Endpoints};
+pub use deployment::{Deployment, EndpointArgs};
 pub use format::parse_duration;
 
 /// `pastebin ctl [shard options] COMMAND`.
@@ -116,10 +116,10 @@ pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn
         // before there is anything to reach.
         let deployment = || Deployment::resolve(&args.endpoints);
         match &args.command {
-            CtlCommand::Pending(command) => pending::run(&deployment()?, command, out, err).await,
-            CtlCommand::Recover(command) => recover::run(&deployment()?, command, out, err).await,
-            CtlCommand::Reconcile(command) => reconcile::run(&deployment()?, command, out, err).await,
-            CtlCommand::Stats(command) => stats::run(&deployment()?, command, out, err).await,
+            CtlCommand::Pending(command) => pending::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Recover(command) => recover::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
             CtlCommand::Certs(command) => certs::run(command, out),
         }
     }
@@ -200,7 +200,7 @@ mod tests {
         let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable);
         assert!(out.contains("K0") && out.contains("NO"), "{out}");
-        assert!(err.contains("K shard 0 (http://127.0.0.1:9) unreachable"), "{err}");
+        assert!(err.contains("K shard 0 (127.0.0.1:9) unreachable"), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
 
         let (exit, _, err) = run_args(&[&["pastebin ctl", "pending"][..], &nowhere].concat()).await;

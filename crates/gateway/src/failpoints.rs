@@ -1,6 +1,6 @@
 //! The saga's crash points, in saga order; armed and hit through
-//! [`pastebin_runtime::failpoints`] (compiled in only with the `failpoints`
-//! feature).
+//! [`pastebin_runtime::failpoints`] (compiled in only with
+//! `--cfg pastebin_failpoints`).
 
 pub use pastebin_runtime::failpoints::hit;
 

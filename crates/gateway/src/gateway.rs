@@ -12,8 +12,8 @@ use tokio::{
 
 use crate::{
     cache::{Lookup, ReadCache},
-    saga::within,
-    ApiError, Created, SlotMap,
+    step::within,
+    ApiError, Created, SlotMap, SlotMapCell,
 };
 
 /// Why a shed create was refused (its 503 message).
@@ -54,13 +54,13 @@ pub struct Gateway {
 }
 
 pub(crate) struct Inner {
-    pub(crate) slots: SlotMap,
+    pub(crate) slots: SlotMapCell,
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
     pub(crate) reads: ReadCache,
     /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
-    pub(crate) creates_in_flight: Vec<Arc<Semaphore>>,
+    pub(crate) creates_in_flight: std::sync::Mutex<std::collections::HashMap<usize, Arc<Semaphore>>>,
 }
 
 /// A create as a client sent it, before validation.
@@ -103,16 +103,23 @@ fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
 
 impl Gateway {
     pub fn new(
-        slots: SlotMap,
+        slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
         let reads = ReadCache::new(settings.read_cache_bytes);
-        let creates_in_flight = (0..slots.key_shards().len())
-            .map(|_| Arc::new(Semaphore::new(settings.creates_in_flight_per_shard.max(1))))
-            .collect();
+        let creates_in_flight = std::sync::Mutex::default();
         Self { inner: Arc::new(Inner { slots, objects, clock, settings, reads, creates_in_flight }) }
+    }
+
+    /// The slot map, or 503 while the shards have not all said which slots
+    /// they own (docs/design.md#shard-identity).
+    pub(crate) fn slots(&self) -> Result<&SlotMap, ApiError> {
+        self.inner
+            .slots
+            .get()
+            .ok_or(ApiError::Unavailable("not ready: waiting for every shard to say which slots it owns"))
     }
 
     pub fn settings(&self) -> &GatewaySettings {
@@ -176,8 +183,17 @@ impl Gateway {
     /// 503 now. Nothing has been written for a shed create, and answering at
     /// once beats letting it wait out its budget behind the others.
     fn admit(&self, request: &ValidCreate) -> Result<OwnedSemaphorePermit, ApiError> {
-        let shard = self.inner.slots.key_shard_index(request.key.slot());
-        self.inner.creates_in_flight[shard].clone().try_acquire_owned().map_err(|_| ApiError::Unavailable(SHED))
+        let shard = self.slots()?.key_shard_index(request.key.slot());
+        let limit = self.inner.settings.creates_in_flight_per_shard.max(1);
+        let in_flight = self
+            .inner
+            .creates_in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(shard)
+            .or_insert_with(|| Arc::new(Semaphore::new(limit)))
+            .clone();
+        in_flight.try_acquire_owned().map_err(|_| ApiError::Unavailable(SHED))
     }
 
     pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {
@@ -189,7 +205,7 @@ impl Gateway {
         };
         let deadline = Instant::now() + self.inner.settings.request_budget;
         let read_started = std::time::Instant::now();
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let row = within(deadline, pastes.get(&id))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
@@ -230,7 +246,7 @@ impl Gateway {
     pub async fn delete(&self, raw_id: &str, token: &str) -> Result<(), ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;

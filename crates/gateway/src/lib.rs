@@ -7,7 +7,7 @@
 //! its P shard. Reads are served from a bounded [`cache`] while P keeps
 //! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with the `failpoints` feature.
+//! compiled in only with `--cfg pastebin_failpoints`.
 
 mod cache;
 mod created;
@@ -18,12 +18,13 @@ mod grpc;
 mod http;
 mod pages;
 mod saga;
+mod step;
 
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
 pub use grpc::PasteApiService;
-pub use pastebin_shards::SlotMap;
+pub use pastebin_shards::{SlotMap, SlotMapCell};
 
 use std::future::Future;
 

@@ -1,6 +1,14 @@
 //! Generated code for the three gRPC APIs under `proto/`: the key service
 //! (shard K), the paste service (shard P) and the public paste API, each
-//! with the encoded file descriptor set its server hands to reflection.
+//! with the encoded file descriptor set its server hands to reflection, and
+//! the shard description both shard services answer `Describe` with.
+
+/// What K and P say about themselves (`Describe`).
+pub mod shard {
+    pub mod v1 {
+        tonic::include_proto!("pastebin.shard.v1");
+    }
+}
 
 pub mod keys {
     pub mod v1 {

@@ -1,8 +1,10 @@
 //! Named crash points for crash tests: the saga's step boundaries (named in
 //! the gateway) and the middle of a database group commit ([`MID_GROUP_COMMIT`]).
 //!
-//! Compiled in only with the `failpoints` cargo feature; in a production
-//! build [`hit`] is an empty inline function. Armed at process start by
+//! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
+//! through `RUSTFLAGS`); in every other build [`hit`] is an empty inline
+//! function. A cfg rather than a cargo feature because cargo unifies features
+//! across a workspace build, which put failpoints into the production binary. Armed at process start by
 //! `PASTEBIN_FAILPOINTS`, a comma-separated list of `name` (abort the process
 //! on the spot: no unwinding, no flushing, like a power cut) or
 //! `name=sleep:MILLIS` (hold the saga there, to stage races) or
@@ -12,7 +14,7 @@
 /// A SQLite group has run every statement but has not committed yet.
 pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
 
-#[cfg(feature = "failpoints")]
+#[cfg(pastebin_failpoints)]
 mod armed {
     use std::{
         collections::HashMap,
@@ -82,8 +84,8 @@ mod armed {
 /// Crash or pause here if `name` is armed; nothing in production builds.
 #[inline]
 pub async fn hit(name: &str) {
-    #[cfg(feature = "failpoints")]
+    #[cfg(pastebin_failpoints)]
     armed::hit(name).await;
-    #[cfg(not(feature = "failpoints"))]
+    #[cfg(not(pastebin_failpoints))]
     let _ = name;
 }

@@ -2,13 +2,8 @@ use std::future::Future;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tonic::{
-    service::Routes,
-    transport::{Channel, Endpoint, ServerTlsConfig},
-};
+use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
-
-use crate::tls::MutualTls;
 
 /// What a server serves, for `grpc.health.v1` and reflection: the names of
 /// its services and the encoded descriptor set of its own API.
@@ -152,22 +147,6 @@ pub fn shard_url(address: &str, tls: bool) -> anyhow::Result<String> {
     }
 }
 
-/// A lazily connecting channel to `address` (see [`shard_url`]), over
-/// mutual TLS when `tls` is given: a shard that is down at start-up is an
-/// error per call, not a failure to start.
-pub fn channel(address: &str, tls: Option<&MutualTls>) -> anyhow::Result<Channel> {
-    let endpoint = Endpoint::from_shared(shard_url(address, tls.is_some())?)?
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .tcp_nodelay(true);
-    let endpoint = match tls {
-        Some(tls) => endpoint
-            .tls_config(tls.client())
-            .context("cannot use --tls-cert and --tls-key (is the key the certificate's?)")?,
-        None => endpoint,
-    };
-    Ok(endpoint.connect_lazy())
-}
-
 /// The deadline a client carries into every call it makes: what is left of
 /// it travels as `grpc-timeout`, so the callee stops working on a call its
 /// caller has given up on. `Deadline::default()` is no deadline.
@@ -186,6 +165,45 @@ impl Deadline {
             request.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
         }
         request
+    }
+}
+
+/// A protobuf field that does not convert to its domain type, and why. On a
+/// service it is the caller's bad input; in a reply it means the reply
+/// cannot be trusted, so nothing can be concluded from it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl From<Malformed> for tonic::Status {
+    fn from(malformed: Malformed) -> Self {
+        tonic::Status::invalid_argument(malformed.0)
+    }
+}
+
+impl Malformed {
+    /// The same field, found in a reply from `service`: uncertain, because
+    /// the callee may have acted before answering with something unreadable.
+    pub fn in_reply_from(self, service: &str) -> CallError {
+        CallError::Uncertain(tonic::Status::internal(format!("malformed reply from the {service}: {}", self.0)))
+    }
+}
+
+/// A shard store's failure, as the one mapping to gRPC needs to see it.
+pub trait StoreFailure: std::fmt::Display {
+    /// The database error underneath, if that is what failed.
+    fn database(&self) -> Option<&sqlx::Error>;
+}
+
+/// Every shard's store errors as gRPC status, in one place: losing the
+/// database (pool timeout, I/O, closed pool) is UNAVAILABLE, anything else
+/// INTERNAL. Callers read both as uncertain: the write may have committed.
+pub fn store_status(error: &impl StoreFailure) -> tonic::Status {
+    match error.database() {
+        Some(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed) => {
+            tonic::Status::unavailable(error.to_string())
+        }
+        _ => tonic::Status::internal(error.to_string()),
     }
 }
 

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use futures::StreamExt;
-use pastebin_runtime::grpc::channel;
+use pastebin_shards::channel;
 use pastebin_tests::cluster::Process;
 use tonic::{transport::Channel, Code, Status};
 use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};

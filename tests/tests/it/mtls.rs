@@ -12,7 +12,8 @@ use pastebin_ctl::Exit;
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
 use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, GetPasteRequest};
-use pastebin_runtime::{grpc::channel, tls::MutualTls};
+use pastebin_runtime::tls::MutualTls;
+use pastebin_shards::channel;
 use pastebin_tests::{
     api::{create, get, new_key},
     cluster::{execute as sql, Cluster, ClusterOptions, Process},

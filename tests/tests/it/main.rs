@@ -8,11 +8,13 @@
 //! Run one module with `cargo test -p pastebin-tests --test it saga::`.
 
 mod answer_after_done;
+mod batched_recovery;
 mod browser;
 mod client;
 mod concurrency;
 mod fence;
 mod gateway_api;
+mod group_commit;
 mod grpc_services;
 mod harness;
 mod key_store;
@@ -22,6 +24,7 @@ mod openapi;
 mod operators;
 mod overlapping_attempts;
 mod paste_store;
+mod read_cache;
 mod recovery_invariants;
 mod reflection;
 mod saga;

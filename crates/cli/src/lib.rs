@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use pastebin_admin::AdminState;
 use pastebin_core::SystemClock;
-use pastebin_runtime::{db, shutdown_signal, telemetry};
+use pastebin_runtime::{db, grpc::GrpcLimits, shutdown_signal, telemetry};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -81,6 +81,8 @@ pub struct ShardArgs {
     #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
     pub db_connections: u32,
     #[command(flatten)]
+    pub limits: flags::LimitArgs,
+    #[command(flatten)]
     pub admin: flags::AdminArgs,
 }
 
@@ -127,28 +129,27 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
+    serve: impl FnOnce(sqlx::AnyPool, TcpListener, GrpcLimits) -> F,
 ) -> anyhow::Result<()> {
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
     let listener = bind(args.listen, what).await?;
-    tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
+    let limits = args.limits.grpc();
+    tokio::try_join!(serve(pool, listener, limits), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener| {
-        pastebin_keys::serve(listener, pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)), shutdown_signal())
+    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener, limits| async move {
+        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
+        pastebin_keys::serve(listener, store, &limits, shutdown_signal()).await
     })
     .await
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener| {
-        pastebin_pastes::serve(
-            listener,
-            pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock)),
-            shutdown_signal(),
-        )
+    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener, limits| async move {
+        let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
+        pastebin_pastes::serve(listener, store, &limits, shutdown_signal()).await
     })
     .await
 }
@@ -159,9 +160,10 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
     tokio::try_join!(
-        pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        pastebin_gateway::serve_http(http, gateway.clone(), &http_limits, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, &grpc_limits, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())

@@ -43,7 +43,8 @@ pub struct EndpointArgs {
     #[arg(long, env = "PASTEBIN_S3_PATH_STYLE", global = true)]
     pub s3_path_style: bool,
     /// Deadline of each call to a shard or the object store, in seconds.
-    #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true)]
+    #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
 }
 

@@ -52,8 +52,10 @@ pub(crate) async fn list_shard(
 ) -> Result<(Vec<PendingKey>, DateTime<Utc>), String> {
     let keys = deployment.keys(shard);
     let now = keys.pending_stats().await.map_err(|e| e.to_string())?.now;
-    let threshold = chrono::Duration::from_std(older_than).unwrap_or(chrono::Duration::MAX);
-    let page = keys.list_pending(now - threshold, None, limit).await.map_err(|e| e.to_string())?;
+    let page = keys
+        .list_pending(pastebin_core::saturating_ago(now, older_than), None, limit)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok((page, now))
 }
 

@@ -1,4 +1,4 @@
-use std::{sync::Arc, time::Duration};
+use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use pastebin_core::{Clock, CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, RequestHash, ResponseBody};
@@ -7,7 +7,11 @@ use pastebin_pastes::DeleteOutcome;
 use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
 
-use crate::{saga::within, ApiError, Created, SlotMap};
+use crate::{
+    admission::{Admission, CreateRateLimit},
+    saga::within,
+    ApiError, Created, SlotMap,
+};
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]
@@ -18,6 +22,12 @@ pub struct GatewaySettings {
     pub max_content_bytes: usize,
     /// The whole create's budget, propagated as a deadline to every call (SPEC: 2 s).
     pub request_budget: Duration,
+    /// Creates per client address, if limited (docs/security.md#abuse-controls).
+    pub create_rate_limit: Option<CreateRateLimit>,
+    /// Proxies whose `X-Forwarded-For` names the client; nobody else's is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// When set, a create needs a token listed in this file (`pastebin ctl tokens`).
+    pub create_tokens_file: Option<PathBuf>,
 }
 
 impl GatewaySettings {
@@ -26,6 +36,9 @@ impl GatewaySettings {
             public_url: public_url.into().trim_end_matches('/').to_owned(),
             max_content_bytes: 1024 * 1024,
             request_budget: pastebin_core::CREATE_BUDGET,
+            create_rate_limit: None,
+            trusted_proxies: Vec::new(),
+            create_tokens_file: None,
         }
     }
 }
@@ -41,6 +54,7 @@ pub(crate) struct Inner {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
+    pub(crate) admission: Admission,
 }
 
 /// A create as a client sent it, before validation.
@@ -88,11 +102,18 @@ impl Gateway {
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
-        Self { inner: Arc::new(Inner { slots, objects, clock, settings }) }
+        let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
+        Self { inner: Arc::new(Inner { slots, objects, clock, settings, admission }) }
     }
 
     pub fn settings(&self) -> &GatewaySettings {
         &self.inner.settings
+    }
+
+    /// The gate before a create: the caller's create token, then its
+    /// address's rate. Checked before anything else, so a refusal changes nothing.
+    pub fn admit_create(&self, client: Option<IpAddr>, bearer: Option<&str>) -> Result<(), ApiError> {
+        self.inner.admission.admit(client, bearer)
     }
 
     /// Step 1's validation: key, size, expiry, in that order; nothing is

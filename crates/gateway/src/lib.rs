@@ -8,6 +8,8 @@
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
 //! compiled in only with the `failpoints` feature.
 
+mod admission;
+pub mod create_tokens;
 mod created;
 mod error;
 pub mod failpoints;
@@ -17,6 +19,7 @@ mod http;
 mod pages;
 mod saga;
 
+pub use admission::CreateRateLimit;
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
@@ -25,31 +28,26 @@ pub use pastebin_shards::SlotMap;
 
 use std::future::Future;
 
+use pastebin_runtime::{grpc::GrpcLimits, http::HttpLimits};
 use tokio::net::TcpListener;
 
-/// Serves the HTTP API on `listener` until `shutdown` resolves.
+/// Serves the HTTP API on `listener`, within `limits`, until `shutdown` resolves.
 pub async fn serve_http(
     listener: TcpListener,
     gateway: Gateway,
+    limits: &HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    use axum::serve::ListenerExt;
-    // No Nagle delay on small answers (a 201 is a few hundred bytes).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, http::router(gateway)).with_graceful_shutdown(shutdown).await?;
-    Ok(())
+    pastebin_runtime::http::serve(listener, http::public_router(gateway, limits), limits, shutdown).await
 }
 
-/// Serves the public gRPC API (with health and reflection) until `shutdown`.
+/// Serves the public gRPC API (with health and reflection), within `limits`, until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,
+    limits: &GrpcLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[grpc::SERVICE_NAME], shutdown).await
+    pastebin_runtime::grpc::serve(listener, routes, &[grpc::SERVICE_NAME], limits, shutdown).await
 }

@@ -25,8 +25,9 @@ pub const SERVICE_NAME: &str = "pastebin.keys.v1.KeyService";
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: KeyStore,
+    limits: &pastebin_runtime::grpc::GrpcLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(KeyServiceImpl::new(store).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[SERVICE_NAME], shutdown).await
+    pastebin_runtime::grpc::serve(listener, routes, &[SERVICE_NAME], limits, shutdown).await
 }

@@ -1,8 +1,33 @@
-use std::future::Future;
+use std::{future::Future, time::Duration};
 
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tonic_health::ServingStatus;
+
+/// The limits of one gRPC server (docs/design.md#edge). The defaults suit
+/// the public gateway and the internal shards alike.
+#[derive(Debug, Clone)]
+pub struct GrpcLimits {
+    /// HTTP/2 streams (calls) open at once on one connection.
+    pub max_concurrent_streams: u32,
+    /// Calls handled at once per connection; more wait for a slot.
+    pub max_calls_per_connection: usize,
+    /// A ping after this much silence; no answer within the same time closes the connection.
+    pub keepalive_interval: Duration,
+    /// A call with no `grpc-timeout` of its own ends DEADLINE_EXCEEDED after this.
+    pub call_timeout: Duration,
+}
+
+impl Default for GrpcLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 256,
+            max_calls_per_connection: 256,
+            keepalive_interval: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// Serves `routes` on `listener` with `grpc.health.v1` (reporting `services`
 /// and the server as a whole as serving) and server reflection, until
@@ -11,6 +36,7 @@ pub async fn serve(
     listener: TcpListener,
     routes: Routes,
     services: &[&str],
+    limits: &GrpcLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -23,6 +49,11 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams.max(1))
+        .concurrency_limit_per_connection(limits.max_calls_per_connection.max(1))
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_interval))
+        .timeout(limits.call_timeout)
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
         .add_routes(routes.add_service(health).add_service(reflection))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)

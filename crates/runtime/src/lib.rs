@@ -7,6 +7,7 @@
 
 pub mod db;
 pub mod grpc;
+pub mod http;
 pub mod metrics;
 mod shutdown;
 pub mod telemetry;

@@ -61,8 +61,7 @@ impl Sweeper {
     }
 
     async fn recover_shard(&self, keys: &KeyClient, report: &mut RecoveryReport) {
-        let threshold = chrono::Duration::from_std(self.settings.recovery_threshold).unwrap_or(chrono::Duration::MAX);
-        let created_before = self.clock.now() - threshold;
+        let created_before = pastebin_core::saturating_ago(self.clock.now(), self.settings.recovery_threshold);
         let mut cursor: Option<PendingKey> = None;
         loop {
             let keys = keys.with_deadline(self.deadline());

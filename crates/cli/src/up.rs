@@ -54,7 +54,8 @@ fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // The databases hold stored 201 bodies (delete tokens) for 25 h: private.
+    pastebin_runtime::files::private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let clock = Arc::new(SystemClock);
 
     let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &db::KEY_MIGRATIONS).await?;
@@ -87,7 +88,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         admin: format!("http://{}", admin_listener.local_addr()?),
         objects_dir,
     };
-    std::fs::write(dir.join("endpoints.json"), serde_json::to_vec_pretty(&endpoints)?)
+    pastebin_runtime::files::write_private(&dir.join("endpoints.json"), &serde_json::to_vec_pretty(&endpoints)?)
         .context("cannot write endpoints.json")?;
     println!(
         "pastebin is up\n  web & HTTP API  {}\n  gRPC API        {}\n  dashboard       {}/dashboard\n  metrics         {}/metrics\n  data            {}\nCtrl-C to stop.",

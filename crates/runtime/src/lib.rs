@@ -6,6 +6,7 @@
 //! every Prometheus metric the services export.
 
 pub mod db;
+pub mod files;
 pub mod grpc;
 pub mod http;
 pub mod metrics;

@@ -3,7 +3,8 @@
 //! - `pending`: stale pending keys across every K shard, oldest first;
 //! - `recover KEY`: resolve one key now with the sweeper's rules (reads P first);
 //! - `reconcile`: a read-only report of what K, P and the object store disagree on;
-//! - `stats`: pending counts, oldest age and the alert-card level per shard.
+//! - `stats`: pending counts, oldest age and the alert-card level per shard;
+//! - `tokens`: the create tokens file of `--require-create-token`.
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
 //! `endpoints.json` of a `pastebin up` data directory). Every command writes
@@ -20,6 +21,7 @@ mod pending;
 mod reconcile;
 mod recover;
 mod stats;
+mod tokens;
 
 use std::io::Write;
 
@@ -50,6 +52,8 @@ pub enum CtlCommand {
     Reconcile(reconcile::ReconcileArgs),
     /// Pending count, oldest pending age and alert level, per K shard and in total.
     Stats(stats::StatsArgs),
+    /// Create tokens for `--require-create-token`: add (prints the token once), list, revoke.
+    Tokens(tokens::TokensArgs),
 }
 
 /// How a command ended, as the process exit code.
@@ -107,12 +111,14 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
 /// Runs a command, writing its report to `out` and warnings and errors to `err`.
 pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
     let result = async {
-        let deployment = Deployment::resolve(&args.endpoints)?;
+        // Tokens live in a file of their own: only the other commands need the shards.
+        let deployment = || Deployment::resolve(&args.endpoints);
         match &args.command {
-            CtlCommand::Pending(command) => pending::run(&deployment, command, out, err).await,
-            CtlCommand::Recover(command) => recover::run(&deployment, command, out, err).await,
-            CtlCommand::Reconcile(command) => reconcile::run(&deployment, command, out, err).await,
-            CtlCommand::Stats(command) => stats::run(&deployment, command, out, err).await,
+            CtlCommand::Pending(command) => pending::run(&deployment()?, command, out, err).await,
+            CtlCommand::Recover(command) => recover::run(&deployment()?, command, out, err).await,
+            CtlCommand::Reconcile(command) => reconcile::run(&deployment()?, command, out, err).await,
+            CtlCommand::Stats(command) => stats::run(&deployment()?, command, out, err).await,
+            CtlCommand::Tokens(command) => tokens::run(command, out),
         }
     }
     .await;

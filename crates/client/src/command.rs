@@ -25,6 +25,9 @@ use crate::{
 
 /// Exit status when a save is left pending for a later run (sysexits.h).
 pub const EXIT_TEMPFAIL: i32 = 75;
+/// Exit status when the setup is wrong (no TLS connection could be made):
+/// nothing was sent, and only a change of setup helps (sysexits.h EX_CONFIG).
+pub const EXIT_CONFIG: i32 = 78;
 
 /// The user-facing client commands, to flatten into the `pastebin` binary.
 #[derive(Debug, clap::Subcommand)]
@@ -176,6 +179,8 @@ fn report(error: &PasteError) -> i32 {
     eprintln!("pastebin: {error}");
     if error.is_retryable() {
         EXIT_TEMPFAIL
+    } else if error.is_configuration() {
+        EXIT_CONFIG
     } else {
         1
     }

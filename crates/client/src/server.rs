@@ -43,6 +43,11 @@ pub enum CreateFailure {
     /// request cannot succeed, and nothing was created under this key.
     #[error("the server refused the paste ({code}): {message}")]
     Refused { code: String, message: String },
+    /// No secure connection could be made (an unknown CA, a name mismatch,
+    /// a server that does not speak TLS): nothing was sent, and retrying
+    /// cannot help until the setup changes.
+    #[error("{0}")]
+    Configuration(String),
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -56,6 +61,8 @@ pub enum DeleteFailure {
     Uncertain(String),
     #[error("the server refused the delete ({code}): {message}")]
     Refused { code: String, message: String },
+    #[error("{0}")]
+    Configuration(String),
 }
 
 /// A pastebin server, by URL scheme.
@@ -81,7 +88,9 @@ impl Server {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
         }
-        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
+        // rustls with the system's roots, or the bundle `SSL_CERT_FILE` names
+        // (as curl and OpenSSL users expect).
+        let http = reqwest::Client::builder().use_rustls_tls().timeout(timeout).connect_timeout(timeout).build()?;
         Ok(Self::Http(HttpServer { url, http }))
     }
 
@@ -141,7 +150,10 @@ impl HttpServer {
             .json(&body)
             .send()
             .await;
-        let response = sent.map_err(|e| CreateFailure::Uncertain { reason: describe(&e), retry_after: None })?;
+        let response = sent.map_err(|e| match tls_failure(&e) {
+            Some(reason) => CreateFailure::Configuration(reason),
+            None => CreateFailure::Uncertain { reason: describe(&e), retry_after: None },
+        })?;
         let status = response.status();
         let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v.as_bytes() == b"true");
         let retry_after = response
@@ -176,13 +188,12 @@ impl HttpServer {
     }
 
     async fn delete(&self, id: &str, token: &str) -> Result<(), DeleteFailure> {
-        let sent = self
-            .http
-            .delete(format!("{}/api/v1/pastes/{id}", self.url))
-            .bearer_auth(token)
-            .send()
-            .await
-            .map_err(|e| DeleteFailure::Uncertain(describe(&e)))?;
+        let sent =
+            self.http.delete(format!("{}/api/v1/pastes/{id}", self.url)).bearer_auth(token).send().await.map_err(
+                |e| {
+                    tls_failure(&e).map_or_else(|| DeleteFailure::Uncertain(describe(&e)), DeleteFailure::Configuration)
+                },
+            )?;
         let status = sent.status();
         match status {
             StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
@@ -208,6 +219,25 @@ impl HttpServer {
 /// (5xx, 503 with the saga pending, a proxy's 502/504) may hide a success.
 fn is_refusal(status: StatusCode) -> bool {
     status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT && status != StatusCode::TOO_MANY_REQUESTS
+}
+
+/// A TLS handshake failure, explained as the setup problem it is; `None`
+/// for any other failure. rustls reports through an `io::Error`, whose
+/// `source()` skips the error it wraps, so each link is also looked inside.
+fn tls_failure(error: &reqwest::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        let wrapped = current.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        let tls = current.downcast_ref::<rustls::Error>().or_else(|| wrapped?.downcast_ref::<rustls::Error>());
+        if let Some(tls) = tls {
+            return Some(format!(
+                "cannot make a TLS connection to the server: {tls}. Nothing was sent. Check the --server URL, \
+                 and if the server's certificate comes from a private CA, point SSL_CERT_FILE at that CA's PEM file"
+            ));
+        }
+        cause = current.source();
+    }
+    None
 }
 
 /// reqwest's top-level message plus its causes ("error sending request" alone

@@ -114,7 +114,7 @@ async fn local_listener() -> (TcpListener, String) {
 pub async fn spawn_key_service(store: KeyStore) -> (String, KeyClient) {
     let (listener, address) = local_listener().await;
     tokio::spawn(async move {
-        if let Err(e) = pastebin_keys::serve(listener, store, &Default::default(), pending()).await {
+        if let Err(e) = pastebin_keys::serve(listener, store, Default::default(), pending()).await {
             panic!("key service stopped: {e:#}");
         }
     });
@@ -126,7 +126,7 @@ pub async fn spawn_key_service(store: KeyStore) -> (String, KeyClient) {
 pub async fn spawn_paste_service(store: PasteStore) -> (String, PasteClient) {
     let (listener, address) = local_listener().await;
     tokio::spawn(async move {
-        if let Err(e) = pastebin_pastes::serve(listener, store, &Default::default(), pending()).await {
+        if let Err(e) = pastebin_pastes::serve(listener, store, Default::default(), pending()).await {
             panic!("paste service stopped: {e:#}");
         }
     });

@@ -318,7 +318,7 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
 async fn serve_admin(state: pastebin_admin::AdminState) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(pastebin_admin::serve(listener, state, std::future::pending()));
+    tokio::spawn(pastebin_admin::serve(listener, state, Default::default(), std::future::pending()));
     format!("http://{address}")
 }
 

@@ -26,10 +26,10 @@ pub use status::{climb_per_minute, Sample, Status};
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
-    limits: &pastebin_runtime::http::HttpLimits,
+    limits: pastebin_runtime::http::HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = pastebin_runtime::http::limited(router(state.clone()), limits);
+    let app = pastebin_runtime::http::limited(router(state.clone()), &limits);
     let server = pastebin_runtime::http::serve(listener, app, limits, shutdown);
     tokio::select! {
         served = server => served,

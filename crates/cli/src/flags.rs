@@ -31,7 +31,7 @@ pub struct GatewayArgs {
     #[arg(long, env = "PASTEBIN_CREATE_RATE_LIMIT")]
     pub create_rate_limit: Option<CreateRateLimit>,
     /// A proxy (IP or CIDR, repeatable or comma-separated) whose X-Forwarded-For names the client.
-    #[arg(long, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',')]
+    #[arg(long, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
     /// Refuse creates without a valid `Authorization: Bearer` create token from --create-tokens-file.
     #[arg(long, env = "PASTEBIN_REQUIRE_CREATE_TOKEN", requires = "create_tokens_file")]
@@ -144,10 +144,18 @@ pub async fn serve_admin(address: Option<SocketAddr>, state: pastebin_admin::Adm
     match address {
         Some(address) => {
             let listener = crate::bind(address, "admin").await?;
-            pastebin_admin::serve(listener, state, &HttpLimits::default(), pastebin_runtime::shutdown_signal()).await
+            pastebin_admin::serve(listener, state, HttpLimits::default(), pastebin_runtime::shutdown_signal()).await
         }
         None => Ok(()),
     }
+}
+
+/// A trusted proxy: one address (`10.0.0.7`) or a network (`10.0.0.0/8`).
+fn parse_proxy(raw: &str) -> Result<ipnet::IpNet, String> {
+    let raw = raw.trim();
+    raw.parse::<ipnet::IpNet>()
+        .or_else(|_| raw.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("`{raw}` is neither an IP address nor a CIDR network"))
 }
 
 /// The longest duration any flag accepts: 100 years. Past it a duration is

@@ -141,7 +141,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
     run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener, limits| async move {
         let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
-        pastebin_keys::serve(listener, store, &limits, shutdown_signal()).await
+        pastebin_keys::serve(listener, store, limits, shutdown_signal()).await
     })
     .await
 }
@@ -149,7 +149,7 @@ async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
     run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener, limits| async move {
         let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
-        pastebin_pastes::serve(listener, store, &limits, shutdown_signal()).await
+        pastebin_pastes::serve(listener, store, limits, shutdown_signal()).await
     })
     .await
 }
@@ -162,8 +162,8 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
     let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
     tokio::try_join!(
-        pastebin_gateway::serve_http(http, gateway.clone(), &http_limits, shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, &grpc_limits, shutdown_signal()),
+        pastebin_gateway::serve_http(http, gateway.clone(), http_limits, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, grpc_limits, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())

@@ -101,16 +101,26 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
     tokio::try_join!(
-        pastebin_keys::serve(key_listener, KeyStore::new(key_pool, clock.clone()), &grpc_limits, shutdown_signal()),
-        pastebin_pastes::serve(paste_listener, PasteStore::new(paste_pool, clock), &grpc_limits, shutdown_signal()),
-        pastebin_gateway::serve_http(http, gateway.clone(), &http_limits, shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, &grpc_limits, shutdown_signal()),
+        pastebin_keys::serve(
+            key_listener,
+            KeyStore::new(key_pool, clock.clone()),
+            grpc_limits.clone(),
+            shutdown_signal()
+        ),
+        pastebin_pastes::serve(
+            paste_listener,
+            PasteStore::new(paste_pool, clock),
+            grpc_limits.clone(),
+            shutdown_signal()
+        ),
+        pastebin_gateway::serve_http(http, gateway.clone(), http_limits.clone(), shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, grpc_limits.clone(), shutdown_signal()),
         async {
             let rounds = admin.clone();
             sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;
             Ok(())
         },
-        pastebin_admin::serve(admin_listener, admin.clone(), &http_limits, shutdown_signal()),
+        pastebin_admin::serve(admin_listener, admin.clone(), http_limits.clone(), shutdown_signal()),
     )?;
     Ok(())
 }

@@ -35,17 +35,17 @@ use tokio::net::TcpListener;
 pub async fn serve_http(
     listener: TcpListener,
     gateway: Gateway,
-    limits: &HttpLimits,
+    limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    pastebin_runtime::http::serve(listener, http::public_router(gateway, limits), limits, shutdown).await
+    pastebin_runtime::http::serve(listener, http::public_router(gateway, &limits), limits, shutdown).await
 }
 
 /// Serves the public gRPC API (with health and reflection), within `limits`, until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,
-    limits: &GrpcLimits,
+    limits: GrpcLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());

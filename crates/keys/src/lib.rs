@@ -25,7 +25,7 @@ pub const SERVICE_NAME: &str = "pastebin.keys.v1.KeyService";
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: KeyStore,
-    limits: &pastebin_runtime::grpc::GrpcLimits,
+    limits: pastebin_runtime::grpc::GrpcLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(KeyServiceImpl::new(store).into_server());

@@ -25,7 +25,7 @@ pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: PasteStore,
-    limits: &pastebin_runtime::grpc::GrpcLimits,
+    limits: pastebin_runtime::grpc::GrpcLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(PasteServiceImpl::new(store).into_server());

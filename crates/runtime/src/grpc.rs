@@ -36,7 +36,7 @@ pub async fn serve(
     listener: TcpListener,
     routes: Routes,
     services: &[&str],
-    limits: &GrpcLimits,
+    limits: GrpcLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();

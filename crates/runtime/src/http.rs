@@ -82,7 +82,7 @@ fn overloaded() -> Response {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    limits: &HttpLimits,
+    limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let mut http1 = hyper::server::conn::http1::Builder::new();

@@ -45,7 +45,8 @@ pub enum ClientCommand {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// The pastebin: http://HOST:PORT (JSON API) or grpc://HOST:PORT (gRPC API).
+    /// The pastebin: http(s)://HOST:PORT (JSON API; HTTPS trusts the system's CAs,
+    /// or the bundle named by SSL_CERT_FILE) or grpc://HOST:PORT (gRPC API).
     #[arg(long, env = "PASTEBIN_SERVER", default_value = DEFAULT_SERVER)]
     pub server: String,
     /// The intent journal's directory [default: $XDG_STATE_HOME/pastebin,

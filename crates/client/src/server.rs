@@ -222,20 +222,30 @@ fn is_refusal(status: StatusCode) -> bool {
 }
 
 /// A TLS handshake failure, explained as the setup problem it is; `None`
-/// for any other failure. rustls reports through an `io::Error`, whose
-/// `source()` skips the error it wraps, so each link is also looked inside.
+/// for any other failure.
 fn tls_failure(error: &reqwest::Error) -> Option<String> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = cause {
-        let wrapped = current.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
-        let tls = current.downcast_ref::<rustls::Error>().or_else(|| wrapped?.downcast_ref::<rustls::Error>());
-        if let Some(tls) = tls {
+        if let Some(tls) = rustls_error_in(current) {
             return Some(format!(
                 "cannot make a TLS connection to the server: {tls}. Nothing was sent. Check the --server URL, \
                  and if the server's certificate comes from a private CA, point SSL_CERT_FILE at that CA's PEM file"
             ));
         }
         cause = current.source();
+    }
+    None
+}
+
+/// The rustls error `error` is or wraps. rustls reports through an
+/// `io::Error`, often boxed, and both skip the wrapped error in `source()`,
+/// so each wrapper is opened by hand.
+fn rustls_error_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    if let Some(inner) = error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+        return rustls_error_in(inner);
     }
     None
 }
@@ -322,4 +332,28 @@ fn is_grpc_refusal(code: tonic::Code) -> bool {
             | Unauthenticated
             | OutOfRange
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TLS client that meets a server speaking plain HTTP: a setup problem.
+    #[tokio::test]
+    async fn a_tls_failure_is_a_configuration_error_not_an_uncertain_create() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+            }
+        });
+        let server = Server::connect(&url, Duration::from_secs(5)).unwrap();
+        let call = CreateCall { key: IdempotencyKey::new_random(), content: "x", expires_in_seconds: 3600 };
+        match server.create(call).await {
+            Err(CreateFailure::Configuration(reason)) => assert!(reason.contains("SSL_CERT_FILE"), "{reason}"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
 }

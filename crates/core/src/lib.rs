@@ -11,6 +11,8 @@
 
 mod clock;
 mod expiry;
+#[cfg(test)]
+mod fuzz;
 mod key;
 mod paste_id;
 mod request_hash;

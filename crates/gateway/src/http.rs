@@ -131,6 +131,15 @@ struct CreateJson {
 }
 
 impl CreateJson {
+    /// Decodes a JSON create body; anything that is not one is `invalid_request`.
+    fn decode(raw: &[u8]) -> Result<Self, ApiError> {
+        serde_json::from_slice(raw).map_err(|e| {
+            ApiError::InvalidRequest(format!(
+                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer}}: {e}"
+            ))
+        })
+    }
+
     /// The body's expiry: absent or `null` is none; anything that is not a
     /// whole number of seconds is out of range (step 1 says `invalid_expiry`).
     fn expiry(&self) -> Option<u64> {
@@ -275,11 +284,7 @@ async fn create(
     let command = if is_json(&headers) {
         // JSON escaping can make content up to six times longer on the wire.
         let raw = read_body(body, &headers, limit.saturating_mul(6).saturating_add(4096)).await?;
-        let parsed: CreateJson = serde_json::from_slice(&raw).map_err(|e| {
-            ApiError::InvalidRequest(format!(
-                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer}}: {e}"
-            ))
-        })?;
+        let parsed = CreateJson::decode(&raw)?;
         // The body's own expiry wins; the query parameter (documented for raw
         // bodies) applies when the body leaves it out.
         let expires_in_seconds = match query_expiry {
@@ -451,7 +456,69 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PasteIdParam {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    // Fuzzing of the request parsers (docs/testing.md#fuzzing): any input is
+    // answered, never a panic; `PROPTEST_CASES` makes a longer campaign.
+    proptest! {
+        #[test]
+        fn any_accept_header_has_a_quality_in_range(accept in ".{0,80}", media in "(text/plain|application/json)") {
+            let mut headers = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_str(&accept) {
+                headers.insert(header::ACCEPT, value);
+            }
+            let quality = accept_quality(&headers, &media);
+            prop_assert!(quality.is_nan() || quality >= 0.0);
+            let _ = wants_text(&headers);
+        }
+
+        #[test]
+        fn any_json_body_decodes_or_is_invalid_request(raw in proptest::collection::vec(any::<u8>(), 0..128)) {
+            if let Err(error) = CreateJson::decode(&raw) {
+                prop_assert_eq!(error.code(), "invalid_request");
+            }
+        }
+
+        #[test]
+        fn any_json_expiry_is_a_number_of_seconds_or_out_of_range(content in ".{0,20}", expiry in any::<Option<i128>>()) {
+            let body = serde_json::json!({ "content": content, "expires_in_seconds": expiry.map(|e| e.to_string()) });
+            let raw = serde_json::to_vec(&body).unwrap();
+            let parsed = CreateJson::decode(&raw).unwrap();
+            prop_assert_eq!(parsed.expiry().is_some(), expiry.is_some(), "a string expiry is never ignored");
+            let number = format!(r#"{{"content": "x", "expires_in_seconds": {}}}"#, expiry.unwrap_or(0));
+            if let Ok(parsed) = CreateJson::decode(number.as_bytes()) {
+                let expected = u64::try_from(expiry.unwrap_or(0)).unwrap_or(OUT_OF_RANGE_EXPIRY);
+                prop_assert_eq!(parsed.expiry(), Some(expected));
+            }
+        }
+
+        #[test]
+        fn any_idempotency_key_headers_give_one_key_or_a_400(values in proptest::collection::vec(".{0,40}", 0..3)) {
+            let mut headers = HeaderMap::new();
+            for value in &values {
+                if let Ok(value) = HeaderValue::from_str(value) {
+                    headers.append(IDEMPOTENCY_KEY, value);
+                }
+            }
+            match idempotency_key(&headers) {
+                Ok(key) => prop_assert!(headers.get_all(IDEMPOTENCY_KEY).iter().count() <= 1 && key.is_some() == headers.contains_key(IDEMPOTENCY_KEY)),
+                Err(error) => prop_assert_eq!(error.code(), "invalid_idempotency_key"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_or_negative_expiry_in_a_json_body_is_out_of_range() {
+        for body in
+            [r#"{"content": "x", "expires_in_seconds": "60"}"#, r#"{"content": "x", "expires_in_seconds": -60}"#]
+        {
+            assert_eq!(CreateJson::decode(body.as_bytes()).unwrap().expiry(), Some(OUT_OF_RANGE_EXPIRY), "{body}");
+        }
+        let absent = CreateJson::decode(br#"{"content": "x", "expires_in_seconds": null}"#).unwrap();
+        assert_eq!(absent.expiry(), None);
+    }
 
     /// The router serves exactly the paths the published document lists.
     #[test]

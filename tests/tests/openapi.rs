@@ -405,18 +405,15 @@ async fn every_documented_status_is_what_the_server_answers() {
         .body(reqwest::Body::wrap_stream(stalled));
     let stalled = probe.expect("POST", "/api/v1/pastes", stalled, 408).await;
     assert_eq!(stalled.json()["error"]["code"], "request_timeout");
-    let member = probe
-        .request("POST", "/api/v1/pastes")
-        .header("Idempotency-Key", new_key())
-        .bearer_auth(&create_token)
-        .json(&json!({ "content": "x" }));
-    probe.expect("POST", "/api/v1/pastes", member, 201).await;
-    let too_many = probe
-        .request("POST", "/api/v1/pastes")
-        .header("Idempotency-Key", new_key())
-        .bearer_auth(&create_token)
-        .json(&json!({ "content": "x" }));
-    probe.expect("POST", "/api/v1/pastes", too_many, 429).await;
+    // The stalled body spent one create of the two a minute; the next is the last.
+    for expected in [201, 429] {
+        let member = probe
+            .request("POST", "/api/v1/pastes")
+            .header("Idempotency-Key", new_key())
+            .bearer_auth(&create_token)
+            .json(&json!({ "content": "x" }));
+        probe.expect("POST", "/api/v1/pastes", member, expected).await;
+    }
     let open = [
         ("PASTEBIN_REQUIRE_CREATE_TOKEN", "false"),
         ("PASTEBIN_CREATE_RATE_LIMIT", "1000000/s"),

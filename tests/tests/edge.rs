@@ -488,3 +488,22 @@ async fn extreme_values_in_flags_and_rpc_fields_never_panic() {
         .unwrap();
     assert_eq!(error_code(&huge.json().await.unwrap()), "invalid_expiry");
 }
+
+#[tokio::test]
+async fn a_grpc_call_without_a_deadline_is_bounded_by_the_call_timeout() {
+    // The saga is held 5 s after its K begin; the server gives a call 1 s.
+    let up =
+        Up::start_with_env(&["--grpc-call-timeout-secs", "1"], &[("PASTEBIN_FAILPOINTS", "after_k_begin=sleep:5000")])
+            .await;
+    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
+    let mut api = pastebin_proto::api::v1::paste_api_client::PasteApiClient::connect(grpc).await.unwrap();
+    let request = pastebin_proto::api::v1::CreatePasteRequest {
+        request_id: new_key(),
+        content: "held".into(),
+        expires_in_seconds: None,
+    };
+    let status = api.create_paste(request).await.unwrap_err();
+    // Without the bound the call would wait out the hold and end UNAVAILABLE.
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+    assert!(status.message().contains("Timeout expired"), "{status:?}");
+}

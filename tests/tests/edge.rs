@@ -182,6 +182,20 @@ async fn connections_and_requests_past_their_caps_are_turned_away_at_once() {
     let answer = read_until_closed(&mut flood, BOUND).await.expect("a connection past the cap is closed");
     assert!(answer.is_empty(), "no request is served past the connection cap: {answer}");
 
+    // Both refusals are counted for the operator.
+    let metrics = Client::new()
+        .get(format!("http://{}/metrics", up.process.address("admin")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for reason in ["connection_cap", "overloaded"] {
+        let line = format!("pastebin_edge_refusals_total{{reason=\"{reason}\"}}");
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+
     // Freed connections make room again.
     drop((holder, _idle, _idle_too));
     tokio::time::sleep(Duration::from_millis(300)).await;

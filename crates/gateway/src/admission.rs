@@ -82,7 +82,6 @@ pub(crate) fn bearer_token(authorization: &str) -> Option<&str> {
 }
 
 /// The gate in front of every create.
-#[derive(Default)]
 pub(crate) struct Admission {
     rate: Option<DefaultKeyedRateLimiter<IpAddr>>,
     tokens: Option<CreateTokens>,

@@ -113,7 +113,12 @@ impl Gateway {
     /// The gate before a create: the caller's create token, then its
     /// address's rate. Checked before anything else, so a refusal changes nothing.
     pub fn admit_create(&self, client: Option<IpAddr>, bearer: Option<&str>) -> Result<(), ApiError> {
-        self.inner.admission.admit(client, bearer)
+        let admitted = self.inner.admission.admit(client, bearer);
+        if let Err(error) = &admitted {
+            let reason = if matches!(error, ApiError::RateLimited { .. }) { "rate_limited" } else { "create_token" };
+            metrics::counter!(names::EDGE_REFUSALS, "reason" => reason).increment(1);
+        }
+        admitted
     }
 
     /// Step 1's validation: key, size, expiry, in that order; nothing is

@@ -66,7 +66,28 @@ pub fn limited(router: Router, limits: &HttpLimits) -> Router {
     )
 }
 
+/// The next connection, with `TCP_NODELAY` (a 201 is a few hundred bytes:
+/// no Nagle delay). A failed accept (out of file descriptors and the like)
+/// pauses rather than spins.
+async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY");
+                }
+                return (stream, peer);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 fn overloaded() -> Response {
+    metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "overloaded").increment(1);
     let mut response = StatusCode::SERVICE_UNAVAILABLE.into_response();
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OVERLOADED_RETRY_AFTER_SECONDS));
     response
@@ -94,25 +115,14 @@ pub async fn serve(
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: pause rather than spin.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = accept(&listener) => accepted,
             () = &mut shutdown => break,
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
+            metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "connection_cap").increment(1);
             tracing::debug!(%peer, "connection cap reached; closing the new connection");
             continue;
         };
-        // No Nagle delay on small answers (a 201 is a few hundred bytes).
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
         let service = ServiceBuilder::new()
             .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout))
             .map_request(move |mut request: axum::http::Request<_>| {

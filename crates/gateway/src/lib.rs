@@ -6,7 +6,10 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with the `failpoints` feature.
+//! compiled in only with the `failpoints` feature. Before any create, the
+//! admission gate checks the caller's [`create_tokens`] and its address's
+//! [`CreateRateLimit`]; the public listener's limits and headers are set where
+//! the router is served (docs/design.md#edge).
 
 mod admission;
 pub mod create_tokens;

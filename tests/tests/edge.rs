@@ -348,6 +348,18 @@ async fn create_tokens_gate_creates_and_replays_and_follow_the_file() {
     assert_eq!((status, &replayed), (StatusCode::CREATED, &created));
     assert_eq!(headers["idempotent-replayed"], "true");
 
+    // The bundled client sends its token (PASTEBIN_CREATE_TOKEN); without one it is refused.
+    let note = dir.path().join("note.txt");
+    std::fs::write(&note, "from the client").unwrap();
+    let (note_arg, state_arg) = (note.to_str().unwrap(), dir.path().join("state"));
+    let paste = ["paste", note_arg, "--server", &up.http, "--state-dir", state_arg.to_str().unwrap()];
+    let (code, _, stderr) = testbed(&paste, &[]);
+    assert_eq!(code, 1, "refused, and nothing was created: {stderr}");
+    assert!(stderr.contains("create_token_required"), "{stderr}");
+    let (code, stdout, stderr) = testbed(&[&paste[..], &["--new"]].concat(), &[("PASTEBIN_CREATE_TOKEN", &token)]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with(&up.http), "{stdout}");
+
     // Over gRPC too.
     let grpc = format!("http://{}", up.process.address("gateway-grpc"));
     let mut api = pastebin_proto::api::v1::paste_api_client::PasteApiClient::connect(grpc).await.unwrap();

@@ -221,6 +221,8 @@ type NoticeSink = Arc<dyn Fn(Notice) + Send + Sync>;
 pub struct Client {
     journal: Journal,
     server: Server,
+    /// Sent with creates to `server` only (see [`Client::with_create_token`]).
+    create_token: Option<String>,
     timeout: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
@@ -241,6 +243,7 @@ impl Client {
         Ok(Self {
             journal: Journal::open(state_dir)?,
             server: Server::connect(server, timeout)?,
+            create_token: None,
             timeout,
             retry: RetryPolicy::default(),
             clock: Arc::new(SystemClock),
@@ -256,8 +259,17 @@ impl Client {
     /// Bounds each call to the server (a timeout is an uncertain outcome).
     pub fn with_timeout(mut self, timeout: Duration) -> anyhow::Result<Self> {
         self.timeout = timeout;
-        self.server = Server::connect(self.server.url(), timeout)?;
+        self.server = Server::connect(self.server.url(), timeout)?.with_create_token(self.create_token.clone());
         Ok(self)
+    }
+
+    /// A create token for a server started with `--require-create-token`.
+    /// It goes only to this client's own server, never to the server of an
+    /// older record being resumed.
+    pub fn with_create_token(mut self, token: Option<String>) -> Self {
+        self.server = self.server.with_create_token(token.clone());
+        self.create_token = token;
+        self
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {

@@ -57,6 +57,9 @@ pub struct ClientArgs {
     /// runs out is "not confirmed", never "not created".
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// A create token, for a server that requires one (`--require-create-token`).
+    #[arg(long, env = "PASTEBIN_CREATE_TOKEN", hide_env_values = true)]
+    pub create_token: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -129,6 +132,7 @@ fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
     let client = Client::new(&args.server, &state_dir)
         .with_context(|| format!("cannot open the journal in {}", state_dir.display()))?
         .with_timeout(args.timeout)?
+        .with_create_token(args.create_token.clone())
         .with_retry(RetryPolicy { attempts, ..RetryPolicy::default() })
         .on_notice(|notice| eprintln!("pastebin: {notice}"));
     Ok(client)

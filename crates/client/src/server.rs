@@ -83,7 +83,7 @@ impl Server {
                 .timeout(timeout);
             // Lazy: a server that is down is an uncertain create, not a setup error.
             let client = PasteApiClient::new(endpoint.connect_lazy());
-            return Ok(Self::Grpc(GrpcServer { url, client }));
+            return Ok(Self::Grpc(GrpcServer { url, client, create_token: None }));
         }
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
@@ -91,7 +91,17 @@ impl Server {
         // rustls with the system's roots, or the bundle `SSL_CERT_FILE` names
         // (as curl and OpenSSL users expect).
         let http = reqwest::Client::builder().use_rustls_tls().timeout(timeout).connect_timeout(timeout).build()?;
-        Ok(Self::Http(HttpServer { url, http }))
+        Ok(Self::Http(HttpServer { url, http, create_token: None }))
+    }
+
+    /// Sends `token` as `Authorization: Bearer` with every create, for a
+    /// server started with `--require-create-token`.
+    pub fn with_create_token(mut self, token: Option<String>) -> Self {
+        match &mut self {
+            Self::Http(s) => s.create_token = token,
+            Self::Grpc(s) => s.create_token = token,
+        }
+        self
     }
 
     /// The URL as recorded in the journal (no trailing slash).
@@ -126,6 +136,7 @@ pub fn normalize_url(url: &str) -> String {
 pub struct HttpServer {
     url: String,
     http: reqwest::Client,
+    create_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -147,9 +158,13 @@ impl HttpServer {
             .post(format!("{}/api/v1/pastes", self.url))
             .header("Idempotency-Key", call.key.canonical())
             .header(header::ACCEPT, "application/json")
-            .json(&body)
-            .send()
-            .await;
+            .json(&body);
+        let sent = match &self.create_token {
+            Some(token) => sent.bearer_auth(token),
+            None => sent,
+        }
+        .send()
+        .await;
         let response = sent.map_err(|e| match tls_failure(&e) {
             Some(reason) => CreateFailure::Configuration(reason),
             None => CreateFailure::Uncertain { reason: describe(&e), retry_after: None },
@@ -267,6 +282,7 @@ fn describe(error: &reqwest::Error) -> String {
 pub struct GrpcServer {
     url: String,
     client: PasteApiClient<tonic::transport::Channel>,
+    create_token: Option<String>,
 }
 
 impl GrpcServer {
@@ -276,6 +292,13 @@ impl GrpcServer {
             content: call.content.to_owned(),
             expires_in_seconds: Some(call.expires_in_seconds),
         };
+        let mut request = tonic::Request::new(request);
+        if let Some(token) = &self.create_token {
+            let value = format!("Bearer {token}").parse().map_err(|_| {
+                CreateFailure::Configuration("the create token has characters a header cannot carry".into())
+            })?;
+            request.metadata_mut().insert("authorization", value);
+        }
         match self.client.clone().create_paste(request).await {
             Ok(response) => {
                 let r = response.into_inner();

@@ -4,6 +4,7 @@
 //! - `recover KEY`: resolve one key now with the sweeper's rules (reads P first);
 //! - `reconcile`: a read-only report of what K, P and the object store disagree on;
 //! - `stats`: pending counts, oldest age and the alert-card level per shard;
+//! - `certs`: a development CA and a certificate for each part (mutual TLS).
 //! - `tokens`: the create tokens file of `--require-create-token`.
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
@@ -15,6 +16,7 @@
 //! listing carries neither, and the one record read in full (`recover`) is
 //! shown field by field, without its body.
 
+mod certs;
 mod deployment;
 mod format;
 mod pending;
@@ -27,7 +29,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-pub use deployment::{Deployment, EndpointArgs, Endpoints};
+pub use deployment::{Deployment, EndpointArgs};
 pub use format::parse_duration;
 
 /// `pastebin ctl [shard options] COMMAND`.
@@ -54,6 +56,9 @@ pub enum CtlCommand {
     Stats(stats::StatsArgs),
     /// Create tokens for `--require-create-token`: add (prints the token once), list, revoke.
     Tokens(tokens::TokensArgs),
+    /// Make a development CA and a certificate and key for each part
+    /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.
+    Certs(certs::CertsArgs),
 }
 
 /// How a command ended, as the process exit code.
@@ -111,13 +116,15 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
 /// Runs a command, writing its report to `out` and warnings and errors to `err`.
 pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
     let result = async {
-        // Tokens live in a file of their own: only the other commands need the shards.
+        // Resolved only by the commands that talk to shards: `certs` comes
+        // before there is anything to reach, and tokens live in a file of their own.
         let deployment = || Deployment::resolve(&args.endpoints);
         match &args.command {
-            CtlCommand::Pending(command) => pending::run(&deployment()?, command, out, err).await,
-            CtlCommand::Recover(command) => recover::run(&deployment()?, command, out, err).await,
-            CtlCommand::Reconcile(command) => reconcile::run(&deployment()?, command, out, err).await,
-            CtlCommand::Stats(command) => stats::run(&deployment()?, command, out, err).await,
+            CtlCommand::Pending(command) => pending::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Recover(command) => recover::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Certs(command) => certs::run(command, out),
             CtlCommand::Tokens(command) => tokens::run(command, out),
         }
     }
@@ -198,7 +205,7 @@ mod tests {
         let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable);
         assert!(out.contains("K0") && out.contains("NO"), "{out}");
-        assert!(err.contains("K shard 0 (http://127.0.0.1:9) unreachable"), "{err}");
+        assert!(err.contains("K shard 0 (127.0.0.1:9) unreachable"), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
 
         let (exit, _, err) = run_args(&[&["pastebin ctl", "pending"][..], &nowhere].concat()).await;

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use crate::{
     admission::{Admission, CreateRateLimit},
-    saga::within,
-    ApiError, Created, SlotMap,
+    step::within,
+    ApiError, Created, SlotMap, SlotMapCell,
 };
 
 /// What an operator configures about the gateway itself.
@@ -50,7 +50,7 @@ pub struct Gateway {
 }
 
 pub(crate) struct Inner {
-    pub(crate) slots: SlotMap,
+    pub(crate) slots: SlotMapCell,
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
@@ -97,13 +97,22 @@ fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
 
 impl Gateway {
     pub fn new(
-        slots: SlotMap,
+        slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
         let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
         Self { inner: Arc::new(Inner { slots, objects, clock, settings, admission }) }
+    }
+
+    /// The slot map, or 503 while the shards have not all said which slots
+    /// they own (docs/design.md#shard-identity).
+    pub(crate) fn slots(&self) -> Result<&SlotMap, ApiError> {
+        self.inner
+            .slots
+            .get()
+            .ok_or(ApiError::Unavailable("not ready: waiting for every shard to say which slots it owns"))
     }
 
     pub fn settings(&self) -> &GatewaySettings {
@@ -170,7 +179,7 @@ impl Gateway {
     pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let row = within(deadline, pastes.get(&id))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
@@ -201,7 +210,7 @@ impl Gateway {
     pub async fn delete(&self, raw_id: &str, token: &str) -> Result<(), ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;

@@ -6,7 +6,7 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with the `failpoints` feature. Before any create, the
+//! compiled in only with `--cfg pastebin_failpoints`. Before any create, the
 //! admission gate checks the caller's [`create_tokens`] and its address's
 //! [`CreateRateLimit`]; the public listener's limits and headers are set where
 //! the router is served (docs/design.md#edge).
@@ -21,17 +21,18 @@ mod grpc;
 mod http;
 mod pages;
 mod saga;
+mod step;
 
 pub use admission::CreateRateLimit;
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
 pub use grpc::PasteApiService;
-pub use pastebin_shards::SlotMap;
+pub use pastebin_shards::{SlotMap, SlotMapCell};
 
 use std::future::Future;
 
-use pastebin_runtime::{grpc::GrpcLimits, http::HttpLimits};
+use pastebin_runtime::http::HttpLimits;
 use tokio::net::TcpListener;
 
 /// Serves the HTTP API on `listener`, within `limits`, until `shutdown` resolves.
@@ -44,13 +45,18 @@ pub async fn serve_http(
     pastebin_runtime::http::serve(listener, http::public_router(gateway, &limits), limits, shutdown).await
 }
 
-/// Serves the public gRPC API (with health and reflection), within `limits`, until `shutdown`.
+/// Serves the public gRPC API (with health, reflection of the public API
+/// alone, and TLS and limits as `options` say) until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,
-    limits: GrpcLimits,
+    options: pastebin_runtime::grpc::ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[grpc::SERVICE_NAME], limits, shutdown).await
+    let described = pastebin_runtime::grpc::Described {
+        services: &[grpc::SERVICE_NAME],
+        descriptors: pastebin_proto::api::v1::FILE_DESCRIPTOR_SET,
+    };
+    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
 }

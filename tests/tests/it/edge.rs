@@ -496,9 +496,8 @@ async fn extreme_values_in_flags_and_rpc_fields_never_panic() {
     assert_eq!(code, 2, "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 
-    let pastes = pastebin_pastes::PasteClient::new(
-        pastebin_runtime::grpc::channel(&format!("http://{}", up.process.address("paste-service"))).unwrap(),
-    );
+    let pastes =
+        pastebin_pastes::PasteClient::new(pastebin_shards::channel(up.process.address("paste-service"), None).unwrap());
     let purged = pastes.purge_tombstones(Duration::from_secs(u64::MAX), 10).await;
     assert!(matches!(purged, Ok(0)), "{purged:?}");
     assert!(pastes.purge_tombstones(Duration::from_secs(26 * 3600), 10).await.is_ok(), "P still serves");

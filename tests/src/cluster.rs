@@ -60,7 +60,19 @@ impl Process {
     /// Starts the testbed with `args` and waits until it logged a listening
     /// address for every name in `expect`.
     pub async fn start(args: Vec<String>, env: Vec<(String, String)>, expect: &[&str]) -> Process {
-        let mut command = Command::new(testbed_binary());
+        Self::start_program(testbed_binary().as_os_str(), args, env, expect).await
+    }
+
+    /// Like [`Process::start`], but runs `program` with `args` (e.g. a shell
+    /// that sets a umask and then execs the testbed). `RUST_LOG` in `env`
+    /// wins over the test-wide `PASTEBIN_TEST_LOG`.
+    pub async fn start_program(
+        program: &std::ffi::OsStr,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        expect: &[&str],
+    ) -> Process {
+        let mut command = Command::new(program);
         command
             .args(&args)
             .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))

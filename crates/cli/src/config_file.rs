@@ -19,6 +19,10 @@ pub fn load_from_env() -> anyhow::Result<()> {
 }
 
 fn load(path: &Path) -> anyhow::Result<()> {
+    if let Some(warning) = exposure_warning(path) {
+        // Tracing is not set up yet: the config decides how it is.
+        eprintln!("pastebin: warning: {warning}");
+    }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read PASTEBIN_CONFIG {}", path.display()))?;
     for (name, value) in parse(&text).with_context(|| format!("in {}", path.display()))? {
@@ -31,6 +35,17 @@ fn load(path: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A warning if users other than the owner may read or write the file: a
+/// config can name secrets (S3 credentials), so it belongs at 0600
+/// (docs/security.md#private-files).
+fn exposure_warning(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!("PASTEBIN_CONFIG {} is mode {mode:o}, open to other users; make it private: chmod 600", path.display())
+    })
 }
 
 /// `NAME=value` pairs; blank lines and `#` comments are skipped. Only
@@ -72,6 +87,16 @@ mod tests {
                 ("PASTEBIN_S3_BUCKET".to_owned(), "pastes".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn a_config_open_to_other_users_is_warned_about() {
+        use std::os::unix::fs::PermissionsExt;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(exposure_warning(file.path()).unwrap().contains("chmod 600"));
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(exposure_warning(file.path()), None);
     }
 
     #[test]

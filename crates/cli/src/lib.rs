@@ -14,7 +14,7 @@ use pastebin_admin::AdminState;
 use pastebin_core::{Clock, SlotRange, SystemClock};
 use pastebin_runtime::{
     db,
-    grpc::ServerOptions,
+    grpc::{GrpcLimits, ServerOptions},
     shard_slots::{self, Resharding},
     shutdown_signal, telemetry,
     tls::{ClientAuth, MutualTls, TlsArgs},
@@ -107,6 +107,8 @@ pub struct ShardArgs {
     #[arg(long)]
     pub reshard: bool,
     #[command(flatten)]
+    pub limits: flags::LimitArgs,
+    #[command(flatten)]
     pub admin: flags::AdminArgs,
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
@@ -164,7 +166,11 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     serve: impl FnOnce(db::Database, SlotRange, TcpListener, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
-    let options = ServerOptions { tls: tls.map(|tls| tls.server(ClientAuth::Required)), reflection: args.reflection };
+    let options = ServerOptions {
+        tls: tls.map(|tls| tls.server(ClientAuth::Required)),
+        reflection: args.reflection,
+        limits: args.limits.grpc(),
+    };
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
     let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
     let now = pastebin_core::to_millis(SystemClock.now());
@@ -197,12 +203,16 @@ async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
 /// The public gRPC listener's options: TLS with the gateway's own
 /// certificate when it has one, asking clients for theirs as
 /// --tls-client-auth says; reflection of the public API always.
-fn public_grpc_options(tls: Option<&MutualTls>, client_auth: ClientAuth) -> anyhow::Result<ServerOptions> {
+fn public_grpc_options(
+    tls: Option<&MutualTls>,
+    client_auth: ClientAuth,
+    limits: GrpcLimits,
+) -> anyhow::Result<ServerOptions> {
     anyhow::ensure!(
         tls.is_some() || client_auth == ClientAuth::Off,
         "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca"
     );
-    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true })
+    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true, limits })
 }
 
 /// The slot map of a process that routes creates or recovers keys: every
@@ -223,7 +233,7 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
-    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth)?;
+    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth, args.gateway.limits.grpc())?;
     let objects = args.objects.open().await?;
     let slots = pastebin_shards::SlotMapCell::default();
     if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
@@ -239,7 +249,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         },
-        pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
+        pastebin_gateway::serve_http(http, gateway.clone(), args.gateway.limits.http(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;
@@ -269,9 +279,9 @@ mod tests {
 
     #[test]
     fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {
-        let error = public_grpc_options(None, ClientAuth::Required).unwrap_err();
+        let error = public_grpc_options(None, ClientAuth::Required, GrpcLimits::default()).unwrap_err();
         assert_eq!(error.to_string(), "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca");
-        let plaintext = public_grpc_options(None, ClientAuth::Off).unwrap();
+        let plaintext = public_grpc_options(None, ClientAuth::Off, GrpcLimits::default()).unwrap();
         assert!(plaintext.tls.is_none() && plaintext.reflection, "the public API is reflected, over plaintext");
     }
 }

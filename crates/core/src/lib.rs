@@ -14,6 +14,8 @@
 pub mod alert;
 mod clock;
 mod expiry;
+#[cfg(test)]
+mod fuzz;
 mod key;
 mod paste_id;
 mod request_hash;
@@ -22,7 +24,7 @@ mod slot;
 mod state;
 mod token;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
 pub use expiry::{Expiry, ExpiryError};
 pub use key::{IdempotencyKey, KeyError};
 pub use paste_id::{PasteId, PasteIdError};
@@ -30,7 +32,7 @@ pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
 pub use slot::{Slot, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
-pub use token::{DeleteToken, DeleteTokenHash};
+pub use token::{random_secret, DeleteToken, DeleteTokenHash};
 
 /// How long a done or aborted key is kept: the window in which a retry replays.
 pub const KEY_RETENTION: std::time::Duration = std::time::Duration::from_secs(25 * 3600);

@@ -1,4 +1,4 @@
-use std::{sync::Arc, time::Duration};
+use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use pastebin_core::{Clock, CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, RequestHash, ResponseBody};
@@ -11,6 +11,7 @@ use tokio::{
 };
 
 use crate::{
+    admission::{Admission, CreateRateLimit},
     cache::{Lookup, ReadCache},
     step::within,
     ApiError, Created, SlotMap, SlotMapCell,
@@ -33,6 +34,12 @@ pub struct GatewaySettings {
     /// Creates in flight at once per K shard; past it a create is shed at
     /// once with 503 + `Retry-After` instead of queueing into its budget.
     pub creates_in_flight_per_shard: usize,
+    /// Creates per client address, if limited (docs/security.md#abuse-controls).
+    pub create_rate_limit: Option<CreateRateLimit>,
+    /// Proxies whose `X-Forwarded-For` names the client; nobody else's is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// When set, a create needs a token listed in this file (`pastebin ctl tokens`).
+    pub create_tokens_file: Option<PathBuf>,
 }
 
 impl GatewaySettings {
@@ -43,6 +50,9 @@ impl GatewaySettings {
             request_budget: pastebin_core::CREATE_BUDGET,
             read_cache_bytes: 64 * 1024 * 1024,
             creates_in_flight_per_shard: 64,
+            create_rate_limit: None,
+            trusted_proxies: Vec::new(),
+            create_tokens_file: None,
         }
     }
 }
@@ -61,6 +71,7 @@ pub(crate) struct Inner {
     pub(crate) reads: ReadCache,
     /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
     pub(crate) creates_in_flight: std::sync::Mutex<std::collections::HashMap<usize, Arc<Semaphore>>>,
+    pub(crate) admission: Admission,
 }
 
 /// A create as a client sent it, before validation.
@@ -110,7 +121,8 @@ impl Gateway {
     ) -> Self {
         let reads = ReadCache::new(settings.read_cache_bytes);
         let creates_in_flight = std::sync::Mutex::default();
-        Self { inner: Arc::new(Inner { slots, objects, clock, settings, reads, creates_in_flight }) }
+        let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
+        Self { inner: Arc::new(Inner { slots, objects, clock, settings, reads, creates_in_flight, admission }) }
     }
 
     /// The slot map, or 503 while the shards have not all said which slots
@@ -124,6 +136,17 @@ impl Gateway {
 
     pub fn settings(&self) -> &GatewaySettings {
         &self.inner.settings
+    }
+
+    /// The gate before a create: the caller's create token, then its
+    /// address's rate. Checked before anything else, so a refusal changes nothing.
+    pub fn admit_create(&self, client: Option<IpAddr>, bearer: Option<&str>) -> Result<(), ApiError> {
+        let admitted = self.inner.admission.admit(client, bearer);
+        if let Err(error) = &admitted {
+            let reason = if matches!(error, ApiError::RateLimited { .. }) { "rate_limited" } else { "create_token" };
+            metrics::counter!(names::EDGE_REFUSALS, "reason" => reason).increment(1);
+        }
+        admitted
     }
 
     /// Step 1's validation: key, size, expiry, in that order; nothing is

@@ -32,6 +32,14 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::CreatePasteRequest>,
     ) -> Result<Response<pb::CreatePasteResponse>, Status> {
+        // Over gRPC the client is the socket peer: no proxy header is believed here.
+        let bearer = request
+            .metadata()
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            .and_then(crate::admission::bearer_token)
+            .map(str::to_owned);
+        self.gateway.admit_create(request.remote_addr().map(|peer| peer.ip()), bearer.as_deref())?;
         let request = request.into_inner();
         let answer = self
             .gateway

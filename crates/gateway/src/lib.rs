@@ -7,9 +7,14 @@
 //! its P shard. Reads are served from a bounded [`cache`] while P keeps
 //! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with `--cfg pastebin_failpoints`.
+//! compiled in only with `--cfg pastebin_failpoints`. Before any create, the
+//! admission gate checks the caller's [`create_tokens`] and its address's
+//! [`CreateRateLimit`]; the public listener's limits and headers are set where
+//! the router is served (docs/design.md#edge).
 
+mod admission;
 mod cache;
+pub mod create_tokens;
 mod created;
 mod error;
 pub mod failpoints;
@@ -20,6 +25,7 @@ mod pages;
 mod saga;
 mod step;
 
+pub use admission::CreateRateLimit;
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
@@ -28,27 +34,21 @@ pub use pastebin_shards::{SlotMap, SlotMapCell};
 
 use std::future::Future;
 
+use pastebin_runtime::http::HttpLimits;
 use tokio::net::TcpListener;
 
-/// Serves the HTTP API on `listener` until `shutdown` resolves.
+/// Serves the HTTP API on `listener`, within `limits`, until `shutdown` resolves.
 pub async fn serve_http(
     listener: TcpListener,
     gateway: Gateway,
+    limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    use axum::serve::ListenerExt;
-    // No Nagle delay on small answers (a 201 is a few hundred bytes).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, http::router(gateway)).with_graceful_shutdown(shutdown).await?;
-    Ok(())
+    pastebin_runtime::http::serve(listener, http::public_router(gateway, &limits), limits, shutdown).await
 }
 
 /// Serves the public gRPC API (with health, reflection of the public API
-/// alone, and TLS as `options` say) until `shutdown`.
+/// alone, and TLS and limits as `options` say) until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,

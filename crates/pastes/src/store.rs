@@ -245,8 +245,7 @@ impl PasteStore {
     /// that minted it is retired after 25 h, and no gateway call outlives its
     /// 2 s budget, so the callers keep [`MIN_TOMBSTONE_AGE`] or more.
     pub async fn purge_tombstones(&self, min_age: std::time::Duration, limit: u32) -> Result<u64, PasteStoreError> {
-        let min_age = chrono::Duration::from_std(min_age.max(MIN_TOMBSTONE_AGE)).unwrap_or(chrono::Duration::MAX);
-        let before = to_millis(self.clock.now() - min_age);
+        let before = to_millis(pastebin_core::saturating_ago(self.clock.now(), min_age.max(MIN_TOMBSTONE_AGE)));
         let deleted = self
             .db
             .execute(

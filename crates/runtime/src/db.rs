@@ -110,6 +110,9 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         }
         _ => url.to_owned(),
     };
+    if backend == Backend::Sqlite {
+        make_sqlite_files_private(&url)?;
+    }
     let options = AnyPoolOptions::new().max_connections(max_connections).acquire_timeout(Duration::from_secs(5));
     let options = match backend {
         Backend::Sqlite => options.after_connect(|conn, _meta| {
@@ -131,4 +134,27 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         Backend::Postgres => None,
     };
     Ok(Database { pool, writer })
+}
+
+/// Creates the SQLite database file as 0600 before SQLite does (it would
+/// use 0644 less the umask), and tightens an existing one and its `-wal`
+/// and `-shm` files. SQLite gives new `-wal` and `-shm` files the mode of
+/// the database file, so they are 0600 too.
+fn make_sqlite_files_private(url: &str) -> anyhow::Result<()> {
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    let path = std::path::Path::new(path);
+    crate::files::private_file(path).with_context(|| format!("cannot create {}", path.display()))?;
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = std::path::Path::new(&side);
+        if side.exists() {
+            crate::files::private_file(side).with_context(|| format!("cannot make {} private", side.display()))?;
+        }
+    }
+    Ok(())
 }

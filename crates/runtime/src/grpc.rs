@@ -1,9 +1,34 @@
-use std::future::Future;
+use std::{future::Future, time::Duration};
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
+
+/// The limits of one gRPC server (docs/design.md#edge). The defaults suit
+/// the public gateway and the internal shards alike.
+#[derive(Debug, Clone)]
+pub struct GrpcLimits {
+    /// HTTP/2 streams (calls) open at once on one connection.
+    pub max_concurrent_streams: u32,
+    /// Calls handled at once per connection; more wait for a slot.
+    pub max_calls_per_connection: usize,
+    /// A ping after this much silence; no answer within the same time closes the connection.
+    pub keepalive_interval: Duration,
+    /// A call with no `grpc-timeout` of its own ends DEADLINE_EXCEEDED after this.
+    pub call_timeout: Duration,
+}
+
+impl Default for GrpcLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 256,
+            max_calls_per_connection: 256,
+            keepalive_interval: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// What a server serves, for `grpc.health.v1` and reflection: the names of
 /// its services and the encoded descriptor set of its own API.
@@ -13,21 +38,23 @@ pub struct Described<'a> {
     pub descriptors: &'a [u8],
 }
 
-/// How a server presents itself: over TLS or plaintext, and whether it
-/// answers reflection. The default is plaintext without reflection.
+/// How a server presents itself: over TLS or plaintext, whether it answers
+/// reflection, and within which limits. The default is plaintext without
+/// reflection, within the default limits.
 #[derive(Debug, Clone, Default)]
 pub struct ServerOptions {
     pub tls: Option<ServerTlsConfig>,
     /// Off for K and P unless asked for: reflection would list every
     /// internal method to whoever reaches the port (docs/design.md#mtls).
     pub reflection: bool,
+    pub limits: GrpcLimits,
 }
 
 /// Serves `routes` on `listener` with `grpc.health.v1` (reporting the
 /// described services and the server as a whole as serving) and, if asked,
 /// reflection over both `grpc.reflection.v1` and `v1alpha` (grpcio's and
-/// several GUI clients speak only v1alpha), until `shutdown` resolves;
-/// in-flight calls are allowed to finish.
+/// several GUI clients speak only v1alpha), within the options' limits, until
+/// `shutdown` resolves; in-flight calls are allowed to finish.
 pub async fn serve(
     listener: TcpListener,
     routes: Routes,
@@ -49,7 +76,13 @@ pub async fn serve(
         };
         routes = routes.add_service(reflection().build_v1()?).add_service(reflection().build_v1alpha()?);
     }
-    let mut server = tonic::transport::Server::builder();
+    let limits = options.limits;
+    let mut server = tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams.max(1))
+        .concurrency_limit_per_connection(limits.max_calls_per_connection.max(1))
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_interval))
+        .timeout(limits.call_timeout);
     if let Some(tls) = options.tls {
         server = server
             .tls_config(tls)

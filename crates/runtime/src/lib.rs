@@ -11,8 +11,10 @@
 
 pub mod db;
 pub mod failpoints;
+pub mod files;
 mod group_commit;
 pub mod grpc;
+pub mod http;
 pub mod metrics;
 pub mod shard_slots;
 mod shutdown;

@@ -31,6 +31,10 @@ pub const REAPED_OBJECTS: &str = "pastebin_reaped_objects_total";
 /// Tombstones purged from P after their retention.
 pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 
+/// Connections and requests the edge turned away, by `reason`:
+/// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
+pub const EDGE_REFUSALS: &str = "pastebin_edge_refusals_total";
+
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
     CREATES,
@@ -45,6 +49,7 @@ pub const ALL: &[&str] = &[
     EXPIRED_PASTES,
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
+    EDGE_REFUSALS,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

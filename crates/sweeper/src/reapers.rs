@@ -125,8 +125,7 @@ impl Sweeper {
     /// pastes are never touched.
     pub async fn reap_orphan_objects(&self) -> ReapReport {
         let mut report = ReapReport::default();
-        let floor = chrono::Duration::from_std(self.settings.object_age_floor).unwrap_or(chrono::Duration::MAX);
-        let old_before = self.clock.now() - floor;
+        let old_before = pastebin_core::saturating_ago(self.clock.now(), self.settings.object_age_floor);
         let mut after: Option<String> = None;
         loop {
             let page =

@@ -6,13 +6,14 @@ use std::{net::SocketAddr, sync::Arc};
 
 mod config_file;
 mod flags;
+mod healthcheck;
 mod up;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use pastebin_admin::AdminState;
 use pastebin_core::SystemClock;
-use pastebin_runtime::{db, shutdown_signal, telemetry};
+use pastebin_runtime::{db, readiness, shutdown_signal, telemetry};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -40,6 +41,8 @@ pub enum Command {
     Bench(pastebin_bench::BenchArgs),
     /// Operator tools: stale pendings, recover one key, reconcile, stats.
     Ctl(pastebin_ctl::CtlArgs),
+    /// Ask an admin listener whether its process is alive (`/healthz`) or ready (`/readyz`): exit 0 if so.
+    Healthcheck(healthcheck::HealthcheckArgs),
     /// Paste, list and delete your pastes: a client that never double-creates.
     #[command(flatten)]
     Client(pastebin_client::ClientCommand),
@@ -106,6 +109,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 0 => Ok(()),
                 code => std::process::exit(code),
             },
+            Command::Healthcheck(args) => match healthcheck::run(args).await? {
+                0 => Ok(()),
+                code => std::process::exit(code),
+            },
             Command::Client(command) => match pastebin_client::run(command).await? {
                 0 => Ok(()),
                 code => std::process::exit(code),
@@ -131,6 +138,11 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
 ) -> anyhow::Result<()> {
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
     let listener = bind(args.listen, what).await?;
+    let database = pool.clone();
+    tokio::spawn(readiness::keep_checking("database", move || {
+        let database = database.clone();
+        async move { db::check_reachable(&database).await }
+    }));
     tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
@@ -159,6 +171,11 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let parts = gateway.clone();
+    tokio::spawn(readiness::keep_checking("shards and object store", move || {
+        let parts = parts.clone();
+        async move { parts.check_ready().await }
+    }));
     tokio::try_join!(
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),

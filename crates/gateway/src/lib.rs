@@ -6,7 +6,8 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with the `failpoints` feature.
+//! compiled in only with the `failpoints` feature. [`Gateway::check_ready`]
+//! says whether every slot's shards and the object store can work.
 
 mod created;
 mod error;
@@ -15,6 +16,7 @@ mod gateway;
 mod grpc;
 mod http;
 mod pages;
+mod readiness;
 mod saga;
 
 pub use created::Created;

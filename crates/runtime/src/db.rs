@@ -61,3 +61,13 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
     migrations.run(&pool).await.context("cannot run database migrations")?;
     Ok(pool)
 }
+
+/// Whether the database answers a trivial query now. The error says only
+/// that it does not: the driver's message is logged, never shown, as it can
+/// name the server.
+pub async fn check_reachable(pool: &AnyPool) -> Result<(), String> {
+    sqlx::query("SELECT 1").execute(pool).await.map(drop).map_err(|error| {
+        tracing::debug!(%error, "readiness: database query failed");
+        "the database does not answer".to_owned()
+    })
+}

@@ -1,12 +1,13 @@
-use std::future::Future;
+use std::{convert::Infallible, future::Future};
 
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tonic_health::ServingStatus;
 
-/// Serves `routes` on `listener` with `grpc.health.v1` (reporting `services`
-/// and the server as a whole as serving) and server reflection, until
-/// `shutdown` resolves; in-flight calls are allowed to finish.
+/// Serves `routes` on `listener` with `grpc.health.v1` and server reflection,
+/// until `shutdown` resolves; in-flight calls are allowed to finish. Health
+/// reports `services` and the server as a whole as serving while the process
+/// is ready ([`crate::readiness`]), and not serving while it is not.
 pub async fn serve(
     listener: TcpListener,
     routes: Routes,
@@ -14,20 +15,50 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_service_status("", ServingStatus::Serving).await;
-    for service in services {
-        reporter.set_service_status(*service, ServingStatus::Serving).await;
-    }
+    let services: Vec<String> = std::iter::once("").chain(services.iter().copied()).map(str::to_owned).collect();
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pastebin_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
         .add_routes(routes.add_service(health).add_service(reflection))
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
-        .await?;
-    Ok(())
+        .serve_with_incoming_shutdown(incoming(listener), shutdown);
+    tokio::select! {
+        served = server => Ok(served?),
+        never = follow_readiness(reporter, services) => match never {},
+    }
+}
+
+/// Keeps the health status of `services` equal to the process's readiness.
+async fn follow_readiness(reporter: tonic_health::server::HealthReporter, services: Vec<String>) -> Infallible {
+    let mut checks = crate::readiness::process().subscribe();
+    loop {
+        let status = if crate::readiness::all_pass(&checks.borrow_and_update()) {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        for service in &services {
+            reporter.set_service_status(service, status).await;
+        }
+        if checks.changed().await.is_err() {
+            // The readiness lives in a static and is never dropped.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Whether the server behind `channel` says, through `grpc.health.v1`, that
+/// it serves: a shard whose database is down answers NOT_SERVING.
+pub async fn check_serving(channel: tonic::transport::Channel) -> Result<(), String> {
+    use tonic_health::pb::{health_check_response::ServingStatus as Answer, health_client::HealthClient};
+    let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    match HealthClient::new(channel).check(request).await {
+        Ok(reply) if reply.get_ref().status() == Answer::Serving => Ok(()),
+        Ok(reply) => Err(format!("reports {:?}", reply.get_ref().status())),
+        Err(status) => Err(format!("unreachable ({:?})", status.code())),
+    }
 }
 
 /// Accepted connections with `TCP_NODELAY`: without it a small reply can

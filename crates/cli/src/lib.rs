@@ -139,10 +139,10 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
     let listener = bind(args.listen, what).await?;
     let database = pool.clone();
-    tokio::spawn(readiness::keep_checking("database", move || {
+    readiness::spawn_check("database", move || {
         let database = database.clone();
         async move { db::check_reachable(&database).await }
-    }));
+    });
     tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
@@ -172,10 +172,10 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
     let parts = gateway.clone();
-    tokio::spawn(readiness::keep_checking("shards and object store", move || {
+    readiness::spawn_check("shards and object store", move || {
         let parts = parts.clone();
         async move { parts.check_ready().await }
-    }));
+    });
     tokio::try_join!(
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),

@@ -66,8 +66,15 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
 /// that it does not: the driver's message is logged, never shown, as it can
 /// name the server.
 pub async fn check_reachable(pool: &AnyPool) -> Result<(), String> {
-    sqlx::query("SELECT 1").execute(pool).await.map(drop).map_err(|error| {
-        tracing::debug!(%error, "readiness: database query failed");
-        "the database does not answer".to_owned()
-    })
+    // The pool keeps retrying a refused connection until its acquire timeout;
+    // a readiness check wants the answer sooner.
+    let query = sqlx::query("SELECT 1").execute(pool);
+    match tokio::time::timeout(Duration::from_secs(1), query).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "readiness: database query failed");
+            Err("the database does not answer".to_owned())
+        }
+        Err(_elapsed) => Err("the database does not answer".to_owned()),
+    }
 }

@@ -69,9 +69,19 @@ pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// that hangs is as unable to work as one that refuses.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Runs `check` now and every [`CHECK_INTERVAL`], forever, reporting each
-/// outcome as `name`. Spawn it beside the part's servers.
-pub async fn keep_checking<F, Fut>(name: &'static str, mut check: F)
+/// Spawns a task that runs `check` now and every [`CHECK_INTERVAL`],
+/// forever, reporting each outcome as `name`. Until the first outcome the
+/// process is not ready: nothing has shown yet that the part can work.
+pub fn spawn_check<F, Fut>(name: &'static str, check: F)
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    process().report(name, Err("not checked yet".to_owned()));
+    tokio::spawn(keep_checking(name, check));
+}
+
+async fn keep_checking<F, Fut>(name: &'static str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,

@@ -7,10 +7,11 @@ use std::{net::SocketAddr, sync::Arc};
 mod config_file;
 mod flags;
 mod healthcheck;
+mod secret;
 mod up;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use pastebin_admin::AdminState;
 use pastebin_core::SystemClock;
 use pastebin_runtime::{db, readiness, shutdown_signal, telemetry};
@@ -75,8 +76,8 @@ pub struct GatewayCommand {
 #[derive(Debug, clap::Args)]
 pub struct ShardArgs {
     /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
-    #[arg(long, env = "PASTEBIN_DATABASE_URL")]
-    pub database_url: String,
+    #[arg(long, env = "PASTEBIN_DATABASE_URL", hide_env_values = true)]
+    pub database_url: secret::Secret,
     /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
     #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061")]
     pub listen: SocketAddr,
@@ -89,8 +90,9 @@ pub struct ShardArgs {
 
 /// Parses the process's arguments and runs: all `main` does.
 pub fn main_from_args() -> anyhow::Result<()> {
-    config_file::load_from_env()?;
-    run(Cli::parse())
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    config_file::load_from_env(&Cli::command(), &args)?;
+    run(Cli::parse_from(args))
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -136,7 +138,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     what: &str,
     serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
 ) -> anyhow::Result<()> {
-    let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
+    let pool = db::connect(args.database_url.expose(), args.db_connections, migrations).await?;
     let listener = bind(args.listen, what).await?;
     let database = pool.clone();
     readiness::spawn_check("database", move || {

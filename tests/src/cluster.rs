@@ -181,11 +181,13 @@ pub struct ClusterOptions {
     pub failpoints: Option<String>,
     /// Overrides the S3 endpoint (e.g. a port where nothing listens).
     pub s3_endpoint: Option<String>,
+    /// Environment of every process (e.g. where to export spans).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None }
+        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None, env: Vec::new() }
     }
 }
 
@@ -203,10 +205,10 @@ pub struct Cluster {
     pub grpc: String,
 }
 
-async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
+async fn start_shard(kind: &str, database_url: &str, env: &[(String, String)]) -> (Process, String) {
     let mut process = Process::start(
         vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()],
-        vec![],
+        env.to_vec(),
         &[kind],
     )
     .await;
@@ -220,7 +222,7 @@ impl Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("key-service", &url).await;
+            let (process, address) = start_shard("key-service", &url, &options.env).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
@@ -228,7 +230,7 @@ impl Cluster {
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("paste-service", &url).await;
+            let (process, address) = start_shard("paste-service", &url, &options.env).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -260,6 +262,7 @@ impl Cluster {
             ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
             ("AWS_REGION".into(), "us-east-1".into()),
         ];
+        env.extend(options.env.iter().cloned());
         if let Some(failpoints) = &options.failpoints {
             env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
         }

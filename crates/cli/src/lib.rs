@@ -20,6 +20,10 @@ use tokio::net::TcpListener;
 #[derive(Debug, Parser)]
 #[command(name = "pastebin", version, about = "The pastebin that does not double-create")]
 pub struct Cli {
+    /// Log lines as `text` or `json` (one object per line). Spans are exported by OTLP
+    /// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    #[arg(long, global = true, env = "PASTEBIN_LOG_FORMAT", default_value = "text")]
+    pub log_format: telemetry::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -95,8 +99,24 @@ pub fn main_from_args() -> anyhow::Result<()> {
     run(Cli::parse_from(args))
 }
 
+/// The part's name in logs and traces: `pastebin-<subcommand>`.
+fn service_name(command: &Command) -> &'static str {
+    match command {
+        Command::KeyService(_) => "pastebin-key-service",
+        Command::PasteService(_) => "pastebin-paste-service",
+        Command::Gateway(_) => "pastebin-gateway",
+        Command::Sweeper(_) => "pastebin-sweeper",
+        Command::Up(_) => "pastebin-up",
+        Command::Bench(_) => "pastebin-bench",
+        Command::Ctl(_) => "pastebin-ctl",
+        Command::Healthcheck(_) => "pastebin-healthcheck",
+        Command::Client(_) => "pastebin-client",
+    }
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    telemetry::init();
+    // Dropped when the part has drained: the last spans are sent then.
+    let _telemetry = telemetry::init(service_name(&cli.command), cli.log_format);
     pastebin_runtime::metrics::install();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     runtime.block_on(async move {

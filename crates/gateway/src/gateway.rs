@@ -6,6 +6,7 @@ use pastebin_objects::ObjectStore;
 use pastebin_pastes::DeleteOutcome;
 use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::{saga::within, ApiError, Created, SlotMap};
 
@@ -123,7 +124,8 @@ impl Gateway {
         let started = std::time::Instant::now();
         let gateway = self.clone();
         let result = match self.validate(command) {
-            Ok(request) => tokio::spawn(async move { gateway.run_create(request).await })
+            // The task stays in the request's span: its steps are part of the request's trace.
+            Ok(request) => tokio::spawn(async move { gateway.run_create(request).await }.in_current_span())
                 .await
                 .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
             Err(error) => Err(error),

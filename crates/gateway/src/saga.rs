@@ -109,7 +109,8 @@ impl Gateway {
             keys: self.inner.slots.key_shard(slot).with_deadline(deadline),
             pastes: self.inner.slots.paste_shard(slot).with_deadline(deadline),
         };
-        let span = tracing::info_span!("create", key = %request.key, slot = %slot, paste_id = tracing::field::Empty);
+        // No key: a span's fields are logged and exported with traces, and the key is a secret.
+        let span = tracing::info_span!("create", slot = %slot, paste_id = tracing::field::Empty);
         saga.run().instrument(span).await
     }
 }

@@ -21,6 +21,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let server = tonic::transport::Server::builder()
+        .trace_fn(request_span)
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
         .add_routes(routes.add_service(health).add_service(reflection))
         .serve_with_incoming_shutdown(incoming(listener), shutdown);
@@ -28,6 +29,16 @@ pub async fn serve(
         served = server => Ok(served?),
         never = follow_readiness(reporter, services) => match never {},
     }
+}
+
+/// The span a call runs in, a child of the caller's trace. Health checks
+/// (every second, from each gateway) get none: they are not work to trace.
+fn request_span(request: &http::Request<()>) -> tracing::Span {
+    let method = request.uri().path();
+    if method.starts_with("/grpc.health.v1.Health/") {
+        return tracing::Span::none();
+    }
+    crate::telemetry::server_span(method, request.headers())
 }
 
 /// Keeps the health status of `services` equal to the process's readiness.
@@ -143,9 +154,11 @@ impl Deadline {
         Self(Some(instant))
     }
 
-    /// Wraps `message` in a request that carries the time left.
+    /// Wraps `message` in a request that carries the time left, and the
+    /// trace it is part of.
     pub fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
+        crate::telemetry::inject(request.metadata_mut());
         if let Some(deadline) = self.0 {
             request.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
         }

@@ -159,12 +159,13 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
 ) -> anyhow::Result<()> {
     let pool = db::connect(args.database_url.expose(), args.db_connections, migrations).await?;
-    let listener = bind(args.listen, what).await?;
     let database = pool.clone();
-    readiness::spawn_check("database", move || {
+    readiness::start_checking("database", move || {
         let database = database.clone();
         async move { db::check_reachable(&database).await }
-    });
+    })
+    .await;
+    let listener = bind(args.listen, what).await?;
     tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
@@ -193,11 +194,14 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    // Before serving (connections wait in the listen queue meanwhile), so the
+    // first health answer is already what the shards and the store said.
     let parts = gateway.clone();
-    readiness::spawn_check("shards and object store", move || {
+    readiness::start_checking("shards and object store", move || {
         let parts = parts.clone();
         async move { parts.check_ready().await }
-    });
+    })
+    .await;
     tokio::try_join!(
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),

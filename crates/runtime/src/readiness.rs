@@ -69,32 +69,31 @@ pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// that hangs is as unable to work as one that refuses.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Spawns a task that runs `check` now and every [`CHECK_INTERVAL`],
-/// forever, reporting each outcome as `name`. Until the first outcome the
-/// process is not ready: nothing has shown yet that the part can work.
-pub fn spawn_check<F, Fut>(name: &'static str, check: F)
+/// Runs `check` once and reports it as `name`, then spawns a task that runs
+/// it every [`CHECK_INTERVAL`], forever. Call it before the part starts
+/// listening: its first health answer is then already the truth, never a
+/// "serving" that nothing has shown yet.
+pub async fn start_checking<F, Fut>(name: &'static str, mut check: F)
 where
     F: FnMut() -> Fut + Send + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
-    process().report(name, Err("not checked yet".to_owned()));
-    tokio::spawn(keep_checking(name, check));
+    process().report(name, within_timeout(check()).await);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(CHECK_INTERVAL);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            process().report(name, within_timeout(check()).await);
+        }
+    });
 }
 
-async fn keep_checking<F, Fut>(name: &'static str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let mut ticker = tokio::time::interval(CHECK_INTERVAL);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        let outcome = tokio::time::timeout(CHECK_TIMEOUT, check())
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {} s", CHECK_TIMEOUT.as_secs())));
-        process().report(name, outcome);
-    }
+async fn within_timeout(check: impl Future<Output = Result<(), String>>) -> Result<(), String> {
+    tokio::time::timeout(CHECK_TIMEOUT, check)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", CHECK_TIMEOUT.as_secs())))
 }
 
 #[cfg(test)]

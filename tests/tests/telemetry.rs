@@ -1,4 +1,5 @@
-//! Distributed traces (docs/deployment.md#logs-and-traces): with
+//! Logs and traces (docs/deployment.md#logs-and-traces). `--log-format json`
+//! writes one JSON object per line. With
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` set, a create through the gateway's HTTP API
 //! is one trace holding spans from the gateway (its request and the object
 //! store PUT), the key service (begin and done) and the paste service (the
@@ -128,4 +129,35 @@ async fn one_create_is_one_trace_across_gateway_key_and_paste_services() {
     let exports = receiver.exports.lock().unwrap().clone();
     assert!(!exports.contains(&key), "the idempotency key was exported in a span");
     assert!(!exports.contains(&delete_token), "the delete token was exported in a span");
+}
+
+#[tokio::test]
+async fn json_logs_are_one_object_per_line_with_stable_fields() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let database = pastebin_tests::postgres::sqlite_url(dir.path(), "keys.db");
+    let mut shard = tokio::process::Command::new(pastebin_tests::cluster::testbed_binary())
+        .args(["key-service", "--log-format", "json", "--listen", "127.0.0.1:0", "--database-url", &database])
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(shard.stderr.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("listening") {
+                return line;
+            }
+        }
+        panic!("the key service ended without saying where it listens");
+    })
+    .await
+    .expect("the key service logs that it listens");
+    let event: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not one JSON object: {line}"));
+    assert_eq!(event["level"], "INFO", "{event}");
+    assert!(event["timestamp"].as_str().is_some_and(|at| at.ends_with('Z')), "{event}");
+    assert_eq!(event["fields"]["message"], "listening", "{event}");
+    assert_eq!(event["fields"]["what"], "key-service", "{event}");
+    assert!(event["fields"]["address"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{event}");
 }

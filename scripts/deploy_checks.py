@@ -105,7 +105,7 @@ def flags(binary, paths):
             continue
         subcommand, args = argv[0], argv[1:]
         text = help_of(binary, subcommand)
-        known_env |= set(re.findall(r"\[env: (PASTEBIN_[A-Z0-9_]+)=", text))
+        known_env |= set(re.findall(r"\[env: (PASTEBIN_[A-Z0-9_]+)[=\]]", text))
         offered = set(re.findall(r"(--[a-z0-9-]+)", text))
         unknown = [a.split("=", 1)[0] for a in args if a.startswith("--") and a.split("=", 1)[0] not in offered]
         failures += [f"{where}: `pastebin {subcommand}` has no flag {flag}" for flag in unknown]

@@ -105,18 +105,19 @@ fn span_exporter(service: &str) -> anyhow::Result<SdkTracerProvider> {
     Ok(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
 }
 
-/// The span a server runs one request in: `name` is the route or gRPC
-/// method (never a path holding a paste id), and its parent is the caller's
-/// `traceparent`, if any and if traces are exported.
+/// The span a server runs one request in, when traces are exported (else
+/// none, at no cost): `name` is the route or gRPC method (never a path
+/// holding a paste id), and its parent is the caller's `traceparent`, if any.
 pub fn server_span(name: &str, headers: &http::HeaderMap) -> tracing::Span {
-    let span = tracing::info_span!("request", otel.name = name, otel.kind = "server");
-    if TRACING.load(Ordering::Relaxed) {
-        let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-            propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
-        });
-        // Fails only when the span is disabled by the filter: then there is nothing to link.
-        let _ = span.set_parent(parent);
+    if !TRACING.load(Ordering::Relaxed) {
+        return tracing::Span::none();
     }
+    let span = tracing::info_span!("request", otel.name = name, otel.kind = "server");
+    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+    });
+    // Fails only when the span is disabled by the filter: then there is nothing to link.
+    let _ = span.set_parent(parent);
     span
 }
 

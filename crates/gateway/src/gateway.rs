@@ -8,7 +8,7 @@ use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::{saga::within, ApiError, Created, SlotMap};
+use crate::{step::within, ApiError, Created, SlotMap, SlotMapCell};
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct Gateway {
 }
 
 pub(crate) struct Inner {
-    pub(crate) slots: SlotMap,
+    pub(crate) slots: SlotMapCell,
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
@@ -84,12 +84,21 @@ fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
 
 impl Gateway {
     pub fn new(
-        slots: SlotMap,
+        slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
         Self { inner: Arc::new(Inner { slots, objects, clock, settings }) }
+    }
+
+    /// The slot map, or 503 while the shards have not all said which slots
+    /// they own (docs/design.md#shard-identity).
+    pub(crate) fn slots(&self) -> Result<&SlotMap, ApiError> {
+        self.inner
+            .slots
+            .get()
+            .ok_or(ApiError::Unavailable("not ready: waiting for every shard to say which slots it owns"))
     }
 
     pub fn settings(&self) -> &GatewaySettings {
@@ -146,7 +155,7 @@ impl Gateway {
     pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let row = within(deadline, pastes.get(&id))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
@@ -177,7 +186,7 @@ impl Gateway {
     pub async fn delete(&self, raw_id: &str, token: &str) -> Result<(), ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;

@@ -14,9 +14,11 @@ const PROBE_OBJECT: &str = "readyzprobe";
 const PART_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Gateway {
-    /// `Err` names every part the gateway cannot work with right now.
+    /// `Err` names every part the gateway cannot work with right now, or
+    /// says it has no slot map yet (docs/design.md#shard-identity).
     pub async fn check_ready(&self) -> Result<(), String> {
-        let slots = &self.inner.slots;
+        let slots =
+            self.inner.slots.get().ok_or_else(|| "waiting for every shard to say which slots it owns".to_owned())?;
         let keys = slots.key_shards().iter().enumerate().map(|(shard, client)| async move {
             within_part(client.check_serving()).await.map_err(|why| format!("key shard {shard} {why}"))
         });

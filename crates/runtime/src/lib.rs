@@ -1,16 +1,21 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
-//! code path for PostgreSQL and SQLite) and runs its migrations, [`grpc`]
-//! serves a service with `grpc.health.v1` and reflection beside it,
+//! code path for PostgreSQL and SQLite) and runs the migrations it is given, [`grpc`]
+//! serves a service with `grpc.health.v1` (and reflection, if asked) beside it,
+//! [`tls`] loads the mutual-TLS files every server and client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
-//! every Prometheus metric the services export, and [`readiness`] is what
-//! `/readyz` and gRPC health say about whether the process can work.
+//! every Prometheus metric the services export, [`shard_slots`] keeps a
+//! shard's slot range in its database and refuses calls outside it, and
+//! [`readiness`] is what `/readyz` and gRPC health say about whether the
+//! process can work.
 
 pub mod db;
 pub mod grpc;
 pub mod metrics;
 pub mod readiness;
+pub mod shard_slots;
 mod shutdown;
 pub mod telemetry;
+pub mod tls;
 
 pub use shutdown::shutdown_signal;

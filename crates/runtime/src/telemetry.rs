@@ -1,7 +1,7 @@
 //! Logs and traces (docs/deployment.md#logs-and-traces).
 //!
 //! Logs go to stderr as text or, with `--log-format json`, one JSON object per
-//! line; `RUST_LOG` overrides the default `info`. When the standard
+//! line; `RUST_LOG` overrides [`DEFAULT_FILTER`]. When the standard
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set, spans are also exported by OTLP/HTTP
 //! and every call carries a W3C `traceparent`: the gateway's HTTP and gRPC
 //! requests, its calls to K and P ([`inject`]) and the shards' handling of
@@ -42,6 +42,12 @@ impl FromStr for LogFormat {
     }
 }
 
+/// What is logged unless `RUST_LOG` says otherwise. tonic reports a refused
+/// TLS handshake (no client certificate, a certificate from another CA, a
+/// plaintext client) only at debug level, on its `io_stream` target; an
+/// operator turning mutual TLS on needs to see those, so that target is on.
+pub const DEFAULT_FILTER: &str = "info,sqlx=warn,tonic::transport::server::io_stream=debug";
+
 /// Whether spans are exported, so trace context is worth propagating.
 static TRACING: AtomicBool = AtomicBool::new(false);
 
@@ -72,7 +78,7 @@ pub fn init(service: &str, format: LogFormat) -> Telemetry {
             None
         }
     });
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let text = (format == LogFormat::Text).then(|| {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)

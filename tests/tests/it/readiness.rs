@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use pastebin_runtime::grpc::{channel, check_serving};
+use pastebin_runtime::grpc::check_serving;
+use pastebin_shards::channel;
 use pastebin_tests::{
     cluster::{Cluster, ClusterOptions, Process},
     postgres::OwnServer,
@@ -41,7 +42,7 @@ async fn alive(admin: &str) {
 }
 
 async fn grpc_health(address: &str) -> Result<(), String> {
-    check_serving(channel(&format!("http://{address}")).unwrap()).await
+    check_serving(channel(&format!("http://{address}"), None).unwrap()).await
 }
 
 async fn shard_follows_its_database(kind: &str) {

@@ -9,6 +9,7 @@ use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
     time::Instant,
 };
+use tracing::Instrument;
 
 use crate::{
     admission::{Admission, CreateRateLimit},
@@ -177,11 +178,15 @@ impl Gateway {
         let started = std::time::Instant::now();
         let gateway = self.clone();
         let result = match self.validate(command).and_then(|request| Ok((self.admit(&request)?, request))) {
-            Ok((admitted, request)) => tokio::spawn(async move {
-                let answer = gateway.run_create(request).await;
-                drop(admitted);
-                answer
-            })
+            // The task stays in the request's span: its steps are part of the request's trace.
+            Ok((admitted, request)) => tokio::spawn(
+                async move {
+                    let answer = gateway.run_create(request).await;
+                    drop(admitted);
+                    answer
+                }
+                .in_current_span(),
+            )
             .await
             .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
             Err(error) => Err(error),

@@ -90,8 +90,18 @@ fn router(gateway: Gateway) -> Router {
         .route(raw, get(get_raw))
         .route(page, get(get_page))
         .route(delete_page, get(delete_form).post(delete_from_form))
+        .route_layer(axum::middleware::from_fn(traced))
         .fallback(|| async { ApiError::NotFound })
         .with_state(gateway)
+}
+
+/// Runs each request in a span named by its route (never by a paste id),
+/// joined to the caller's trace when it sent a `traceparent`.
+async fn traced(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("", |route| route.as_str());
+    let span = pastebin_runtime::telemetry::server_span(&format!("{} {route}", request.method()), request.headers());
+    next.run(request).instrument(span).await
 }
 
 async fn healthz() -> Json<serde_json::Value> {

@@ -11,6 +11,8 @@
 //! admission gate checks the caller's [`create_tokens`] and its address's
 //! [`CreateRateLimit`]; the public listener's limits and headers are set where
 //! the router is served (docs/design.md#edge).
+//! [`Gateway::check_ready`] says whether every slot's shards and the object
+//! store can work.
 
 mod admission;
 mod cache;
@@ -22,6 +24,7 @@ mod gateway;
 mod grpc;
 mod http;
 mod pages;
+mod readiness;
 mod saga;
 mod step;
 

@@ -19,6 +19,8 @@ use crate::{convert, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 #[derive(Clone)]
 pub struct KeyClient {
     inner: KeyServiceClient<Channel>,
+    /// Kept for the shard's `grpc.health.v1`, which is beside the service.
+    channel: Channel,
     deadline: Deadline,
 }
 
@@ -28,12 +30,18 @@ fn bad_reply(malformed: Malformed) -> CallError {
 
 impl KeyClient {
     pub fn new(channel: Channel) -> Self {
-        Self { inner: KeyServiceClient::new(channel), deadline: Deadline::default() }
+        Self { inner: KeyServiceClient::new(channel.clone()), channel, deadline: Deadline::default() }
+    }
+
+    /// Whether the shard can work now: it answers and says it serves (it
+    /// does not while its database is unreachable).
+    pub async fn check_serving(&self) -> Result<(), String> {
+        pastebin_runtime::grpc::check_serving(self.channel.clone()).await
     }
 
     /// The same shard, with every call carrying `deadline` (see [`Deadline`]).
     pub fn with_deadline(&self, deadline: Instant) -> Self {
-        Self { inner: self.inner.clone(), deadline: Deadline::at(deadline) }
+        Self { inner: self.inner.clone(), channel: self.channel.clone(), deadline: Deadline::at(deadline) }
     }
 
     pub async fn begin(&self, new: &NewKey) -> Result<Begun, CallError> {

@@ -158,3 +158,20 @@ fn make_sqlite_files_private(url: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Whether the database answers a trivial query now. The error says only
+/// that it does not: the driver's message is logged, never shown, as it can
+/// name the server.
+pub async fn check_reachable(pool: &AnyPool) -> Result<(), String> {
+    // The pool keeps retrying a refused connection until its acquire timeout;
+    // a readiness check wants the answer sooner.
+    let query = sqlx::query("SELECT 1").execute(pool);
+    match tokio::time::timeout(Duration::from_secs(1), query).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "readiness: database query failed");
+            Err("the database does not answer".to_owned())
+        }
+        Err(_elapsed) => Err("the database does not answer".to_owned()),
+    }
+}

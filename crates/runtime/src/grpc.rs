@@ -1,4 +1,4 @@
-use std::{future::Future, time::Duration};
+use std::{convert::Infallible, future::Future, time::Duration};
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -50,11 +50,12 @@ pub struct ServerOptions {
     pub limits: GrpcLimits,
 }
 
-/// Serves `routes` on `listener` with `grpc.health.v1` (reporting the
-/// described services and the server as a whole as serving) and, if asked,
+/// Serves `routes` on `listener` with `grpc.health.v1` and, if asked,
 /// reflection over both `grpc.reflection.v1` and `v1alpha` (grpcio's and
 /// several GUI clients speak only v1alpha), within the options' limits, until
-/// `shutdown` resolves; in-flight calls are allowed to finish.
+/// `shutdown` resolves; in-flight calls are allowed to finish. Health reports
+/// the described services and the server as a whole as serving while the
+/// process is ready ([`crate::readiness`]), and not serving while it is not.
 pub async fn serve(
     listener: TcpListener,
     routes: Routes,
@@ -63,10 +64,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_service_status("", ServingStatus::Serving).await;
-    for service in described.services {
-        reporter.set_service_status(*service, ServingStatus::Serving).await;
-    }
+    let services: Vec<String> =
+        std::iter::once("").chain(described.services.iter().copied()).map(str::to_owned).collect();
     let mut routes = routes.add_service(health);
     if options.reflection {
         let reflection = || {
@@ -88,12 +87,56 @@ pub async fn serve(
             .tls_config(tls)
             .context("cannot serve TLS with --tls-cert and --tls-key (is the key the certificate's?)")?;
     }
-    server
+    let server = server
+        .trace_fn(request_span)
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
         .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
-        .await?;
-    Ok(())
+        .serve_with_incoming_shutdown(incoming(listener), shutdown);
+    tokio::select! {
+        served = server => Ok(served?),
+        never = follow_readiness(reporter, services) => match never {},
+    }
+}
+
+/// The span a call runs in, a child of the caller's trace. Health checks
+/// (every second, from each gateway) get none: they are not work to trace.
+fn request_span(request: &http::Request<()>) -> tracing::Span {
+    let method = request.uri().path();
+    if method.starts_with("/grpc.health.v1.Health/") {
+        return tracing::Span::none();
+    }
+    crate::telemetry::server_span(method, request.headers())
+}
+
+/// Keeps the health status of `services` equal to the process's readiness.
+async fn follow_readiness(reporter: tonic_health::server::HealthReporter, services: Vec<String>) -> Infallible {
+    let mut checks = crate::readiness::process().subscribe();
+    loop {
+        let status = if crate::readiness::all_pass(&checks.borrow_and_update()) {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        for service in &services {
+            reporter.set_service_status(service, status).await;
+        }
+        if checks.changed().await.is_err() {
+            // The readiness lives in a static and is never dropped.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Whether the server behind `channel` says, through `grpc.health.v1`, that
+/// it serves: a shard whose database is down answers NOT_SERVING.
+pub async fn check_serving(channel: tonic::transport::Channel) -> Result<(), String> {
+    use tonic_health::pb::{health_check_response::ServingStatus as Answer, health_client::HealthClient};
+    let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    match HealthClient::new(channel).check(request).await {
+        Ok(reply) if reply.get_ref().status() == Answer::Serving => Ok(()),
+        Ok(reply) => Err(format!("reports {:?}", reply.get_ref().status())),
+        Err(status) => Err(format!("unreachable ({:?})", status.code())),
+    }
 }
 
 /// Accepted connections with `TCP_NODELAY`: without it a small reply can
@@ -191,9 +234,11 @@ impl Deadline {
         Self(Some(instant))
     }
 
-    /// Wraps `message` in a request that carries the time left.
+    /// Wraps `message` in a request that carries the time left, and the
+    /// trace it is part of.
     pub fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
+        crate::telemetry::inject(request.metadata_mut());
         if let Some(deadline) = self.0 {
             request.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
         }

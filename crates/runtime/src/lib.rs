@@ -6,8 +6,10 @@
 //! client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
-//! every Prometheus metric the services export, and [`shard_slots`] keeps a
-//! shard's slot range in its database and refuses calls outside it.
+//! every Prometheus metric the services export, [`shard_slots`] keeps a
+//! shard's slot range in its database and refuses calls outside it, and
+//! [`readiness`] is what `/readyz` and gRPC health say about whether the
+//! process can work.
 
 pub mod db;
 pub mod failpoints;
@@ -16,6 +18,7 @@ mod group_commit;
 pub mod grpc;
 pub mod http;
 pub mod metrics;
+pub mod readiness;
 pub mod shard_slots;
 mod shutdown;
 pub mod telemetry;

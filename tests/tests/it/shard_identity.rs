@@ -287,7 +287,7 @@ fn stderr(output: &Output) -> String {
 #[tokio::test]
 async fn a_paste_shard_restarted_with_other_slots_refuses_to_start_unless_resharding() {
     let url = fresh_url(Backend::Sqlite).await;
-    let (mut first, _) = start_shard("paste-service", &url, range(LOW), None).await;
+    let (mut first, _) = start_shard("paste-service", &url, range(LOW), None, &[]).await;
     first.kill().await;
 
     let base = ["paste-service", "--database-url", &url, "--listen", "127.0.0.1:0", "--slots", "0-255"];
@@ -311,7 +311,7 @@ async fn shards(kind: &str, ranges: &[&str]) -> (Vec<Process>, Vec<String>) {
     let mut processes = Vec::new();
     let mut addresses = Vec::new();
     for slots in ranges {
-        let (process, address) = start_shard(kind, &fresh_url(Backend::Sqlite).await, range(slots), None).await;
+        let (process, address) = start_shard(kind, &fresh_url(Backend::Sqlite).await, range(slots), None, &[]).await;
         processes.push(process);
         addresses.push(address);
     }

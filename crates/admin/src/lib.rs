@@ -1,6 +1,6 @@
 //! The admin listener of a pastebin process: Prometheus metrics for every
 //! service, and for a process that runs the sweeper, the pending-age alert
-//! dashboard of SPEC §9.
+//! dashboard of docs/design.md#alert-card.
 //!
 //! [`AdminState`] holds the metrics handle and, with a sweeper, samples
 //! [`pastebin_sweeper::Sweeper::observe`] every few seconds into a short

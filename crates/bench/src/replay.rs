@@ -1,5 +1,5 @@
 //! The replay check: every 201 for a key must be byte-identical to the first
-//! 201 seen for that key (SPEC §4 step 6). Only a SHA-256 of each body is
+//! 201 seen for that key (docs/design.md#saga, step 6). Only a SHA-256 of each body is
 //! kept, so a long run holds 32 bytes per key and never a delete token.
 
 use std::{collections::HashMap, sync::Mutex};

@@ -166,7 +166,7 @@ pub struct SweeperArgs {
     /// Seconds between sweeper rounds.
     #[arg(long, env = "PASTEBIN_SWEEP_INTERVAL_SECS", default_value_t = 5, value_parser = seconds_flag())]
     pub sweep_interval_secs: u64,
-    /// Pending keys younger than this are never touched (SPEC: 60 s, 30x the create budget).
+    /// Pending keys younger than this are never touched (docs/design.md#sweeper: 60 s, 30x the create budget).
     #[arg(long, env = "PASTEBIN_RECOVERY_THRESHOLD_SECS", default_value_t = 60, value_parser = seconds_flag())]
     pub recovery_threshold_secs: u64,
     /// Keys per page and ids per P round trip.

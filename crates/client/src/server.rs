@@ -339,7 +339,7 @@ impl GrpcServer {
     }
 }
 
-/// The codes the gateway uses for a considered "no" (SPEC §7). Everything
+/// The codes the gateway uses for a considered "no" (docs/design.md#status-codes). Everything
 /// else — UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL — may hide a success.
 fn is_grpc_refusal(code: tonic::Code) -> bool {
     use tonic::Code::*;

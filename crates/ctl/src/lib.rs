@@ -1,4 +1,4 @@
-//! `pastebin ctl`: what the people on call run (SPEC §9).
+//! `pastebin ctl`: what the people on call run (docs/design.md#operators).
 //!
 //! - `pending`: stale pending keys across every K shard, oldest first;
 //! - `recover KEY`: resolve one key now with the sweeper's rules (reads P first);

@@ -28,7 +28,7 @@ pub struct GatewaySettings {
     pub public_url: String,
     /// The largest paste accepted, in bytes of content (default 1 MiB).
     pub max_content_bytes: usize,
-    /// The whole create's budget, propagated as a deadline to every call (SPEC: 2 s).
+    /// The whole create's budget, propagated as a deadline to every call (docs/design.md#saga: 2 s).
     pub request_budget: Duration,
     /// Bytes of pastes the read cache holds (0: no cache).
     pub read_cache_bytes: u64,

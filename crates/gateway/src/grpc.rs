@@ -1,5 +1,5 @@
 //! The public gRPC API: the same [`Gateway`] as HTTP, with the status mapping
-//! of SPEC §7 (from [`ApiError`]).
+//! of docs/design.md#status-codes (from [`ApiError`]).
 
 use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
 use tonic::{Request, Response, Status};

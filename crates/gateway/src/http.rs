@@ -1,4 +1,4 @@
-//! The HTTP API (SPEC §6–7): JSON for programs, `text/plain` for curl, HTML
+//! The HTTP API (docs/design.md#read-and-delete, #status-codes): JSON for programs, `text/plain` for curl, HTML
 //! for browsers. Handlers translate HTTP onto [`Gateway`] and use `?`; the
 //! mapping of errors to statuses lives in [`ApiError`]. Every route served
 //! here is described in the OpenAPI document at [`OPENAPI_PATH`]

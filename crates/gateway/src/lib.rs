@@ -2,7 +2,7 @@
 //!
 //! A request enters through [`http`] (axum) or [`grpc`] (tonic), both thin
 //! translators onto [`Gateway`]. A create runs [`saga`]: K begin → object PUT
-//! → P insert → K done → 201, with the compensations of SPEC §4. The
+//! → P insert → K done → 201, with the compensations of docs/design.md#compensations. The
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Reads are served from a bounded [`cache`] while P keeps
 //! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in

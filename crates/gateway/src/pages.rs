@@ -52,7 +52,7 @@ fn layout(title: &str, main: &str, script: bool) -> String {
     )
 }
 
-/// The expiry choices the new-paste page offers (all within SPEC §6's range).
+/// The expiry choices the new-paste page offers (all within the range of docs/design.md#expiry).
 const EXPIRY_CHOICES: &[(u64, &str)] =
     &[(3_600, "1 hour"), (86_400, "1 day"), (604_800, "1 week"), (2_592_000, "30 days"), (31_536_000, "1 year")];
 

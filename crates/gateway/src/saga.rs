@@ -1,4 +1,4 @@
-//! The create saga, step by step as SPEC §4 writes it:
+//! The create saga, step by step as docs/design.md#saga writes it:
 //!
 //! 1. validate and mint (id, token, expiry, 201 body): no commit yet;
 //! 2. **K begin**: insert the key as pending, or act on what is there;

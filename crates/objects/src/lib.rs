@@ -1,8 +1,8 @@
 //! The object store: the bytes of a paste, one object per paste id, at `pastes/<id>`.
 //!
-//! The create saga (SPEC §4 step 3) writes an object with a create-only [`ObjectStore::put`]
+//! The create saga (docs/design.md#saga, step 3) writes an object with a create-only [`ObjectStore::put`]
 //! before the paste row exists, so an object can outlive an aborted create; the sweeper's
-//! object reaper (SPEC §5) pages through [`ObjectStore::list`] and deletes the orphans.
+//! object reaper (docs/design.md#object-reaper) pages through [`ObjectStore::list`] and deletes the orphans.
 //!
 //! - [`LocalDirStore`] (`local`): a directory, for the embedded single-machine default.
 //! - [`S3Store`] (`s3`): any S3-compatible service, through aws-sdk-s3.

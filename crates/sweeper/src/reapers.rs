@@ -1,4 +1,4 @@
-//! Key retention, paste expiry and the object reaper (SPEC §5).
+//! Key retention, paste expiry and the object reaper (docs/design.md#retention, #expiry, #object-reaper).
 
 use std::collections::BTreeMap;
 

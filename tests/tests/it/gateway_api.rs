@@ -507,7 +507,7 @@ async fn grpc_api_round_trip_and_status_mapping() {
     expect_status("1 MiB + 1 byte", result, too_large);
     // Far over the limit, including past the server's message size limit
     // (where tonic refuses before the gateway's own check): still the status
-    // SPEC §7 gives "content too large", never OUT_OF_RANGE.
+    // docs/design.md#status-codes gives "content too large", never OUT_OF_RANGE.
     for mebibytes in [2, 8] {
         let result = api.create_paste(create_request(&new_key(), &"a".repeat(mebibytes * MIB), None)).await;
         expect_status(&format!("{mebibytes} MiB"), result, too_large);

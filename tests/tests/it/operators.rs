@@ -1,4 +1,4 @@
-//! What the people on call use (SPEC §9, docs/alerts.md), against real
+//! What the people on call use (docs/design.md#operators, docs/alerts.md), against real
 //! processes: `pastebin ctl` (through its library entry point, with the
 //! exact output an operator would read), the admin listener's `/metrics`
 //! and dashboard (the dashboard in a real headless Chromium), and the

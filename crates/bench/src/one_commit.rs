@@ -88,7 +88,7 @@ impl OneCommit {
     async fn create(&self, key: IdempotencyKey, content: String, expiry: Expiry) -> anyhow::Result<Response> {
         let content = Bytes::from(content);
         let request_hash =
-            CreateRequest { content: &content, expires_in_seconds: expiry.seconds(), title: None, language: None }
+            CreateRequest::text(&content, expiry.seconds())
                 .hash()
                 .to_hex();
         let id = PasteId::mint(key.slot());

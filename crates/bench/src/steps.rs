@@ -96,7 +96,7 @@ impl Harness {
 
         let expiry = Expiry::from_seconds(None).unwrap_or_else(|_| unreachable!("the default expiry is valid"));
         let request_hash =
-            CreateRequest { content: &self.content, expires_in_seconds: expiry.seconds(), title: None, language: None }
+            CreateRequest::text(&self.content, expiry.seconds())
                 .hash();
         let token = DeleteToken::generate();
         let expires_at = chrono::Utc::now() + expiry.duration();

@@ -276,12 +276,7 @@ impl Client {
     /// Saves `save` at most once per subject and content (see the module doc).
     pub async fn paste(&self, save: Save) -> Result<Pasted, PasteError> {
         let expiry = Expiry::from_seconds(save.expires_in_seconds)?;
-        let request = CreateRequest {
-            content: save.content.as_bytes(),
-            expires_in_seconds: expiry.seconds(),
-            title: None,
-            language: None,
-        };
+        let request = CreateRequest::text(save.content.as_bytes(), expiry.seconds());
         let request_hash = request.hash().to_hex();
         let _lock = self.lock(&save.subject).await?;
 

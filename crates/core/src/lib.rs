@@ -9,6 +9,7 @@
 //! saga's state machine as it is stored on the key shard. [`Clock`] makes time
 //! injectable so the 60 s and 25 h rules are testable without sleeping.
 
+mod attributes;
 mod clock;
 mod expiry;
 mod key;
@@ -19,6 +20,7 @@ mod slot;
 mod state;
 mod token;
 
+pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttributes};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use expiry::{Expiry, ExpiryError};
 pub use key::{IdempotencyKey, KeyError};

@@ -129,6 +129,7 @@ impl Harness {
             expires_at,
             size: self.content.len() as u64,
             content_sha256: Sha256::digest(&self.content).into(),
+            attributes: Default::default(),
         };
         let started = Instant::now();
         if let Err(e) = self.pastes.insert(&paste).await {

@@ -235,6 +235,7 @@ impl GrpcServer {
             request_id: call.key.canonical(),
             content: call.content.to_owned(),
             expires_in_seconds: Some(call.expires_in_seconds),
+            ..Default::default()
         };
         match self.client.clone().create_paste(request).await {
             Ok(response) => {

@@ -1,13 +1,16 @@
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
-use pastebin_core::{Clock, CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, RequestHash, ResponseBody};
+use pastebin_core::{
+    Clock, CreateRequest, DeleteToken, Expiry, FileName, IdempotencyKey, Language, MediaType, PasteAttributes, PasteId,
+    RequestHash, ResponseBody,
+};
 use pastebin_objects::ObjectStore;
-use pastebin_pastes::DeleteOutcome;
+use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteRow};
 use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
 
-use crate::{saga::within, ApiError, Created, SlotMap};
+use crate::{rendered::RenderedPages, saga::within, ApiError, Created, SlotMap};
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]
@@ -41,14 +44,21 @@ pub(crate) struct Inner {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
+    /// Highlighted paste bodies by id (an id's content never changes).
+    pub(crate) rendered: RenderedPages,
 }
 
 /// A create as a client sent it, before validation.
 #[derive(Debug, Clone, Default)]
 pub struct CreateCommand {
     pub idempotency_key: Option<String>,
-    pub content: String,
+    /// UTF-8 text unless `media_type` is given (then any bytes).
+    pub content: Vec<u8>,
     pub expires_in_seconds: Option<u64>,
+    pub media_type: Option<String>,
+    pub file_name: Option<String>,
+    pub language: Option<String>,
+    pub burn_after_reading: bool,
 }
 
 /// A create that passed step 1's validation.
@@ -56,6 +66,7 @@ pub(crate) struct ValidCreate {
     pub(crate) key: IdempotencyKey,
     pub(crate) content: Bytes,
     pub(crate) expiry: Expiry,
+    pub(crate) attributes: PasteAttributes,
     pub(crate) request_hash: RequestHash,
 }
 
@@ -67,14 +78,22 @@ pub struct CreateAnswer {
     pub replayed: bool,
 }
 
-/// A paste as `GET` shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What a reader may know of a paste without reading (or burning) it.
+#[derive(Debug, Clone)]
 pub struct PasteView {
     pub id: String,
-    pub content: String,
     pub created_at: String,
     pub expires_at: String,
     pub size: u64,
+    pub attributes: PasteAttributes,
+}
+
+/// A paste read in full. For a burn-after-reading paste, holding one means
+/// this reader won the claim: the paste is gone for everyone else.
+#[derive(Debug, Clone)]
+pub struct ReadPaste {
+    pub view: PasteView,
+    pub content: Bytes,
 }
 
 fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
@@ -88,15 +107,15 @@ impl Gateway {
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
-        Self { inner: Arc::new(Inner { slots, objects, clock, settings }) }
+        Self { inner: Arc::new(Inner { slots, objects, clock, settings, rendered: RenderedPages::default() }) }
     }
 
     pub fn settings(&self) -> &GatewaySettings {
         &self.inner.settings
     }
 
-    /// Step 1's validation: key, size, expiry, in that order; nothing is
-    /// stored for a request that fails here.
+    /// Step 1's validation: key, size, expiry, then the reader attributes,
+    /// in that order; nothing is stored for a request that fails here.
     pub(crate) fn validate(&self, command: CreateCommand) -> Result<ValidCreate, ApiError> {
         let key = IdempotencyKey::parse(command.idempotency_key.as_deref().unwrap_or(""))
             .map_err(|e| ApiError::InvalidKey(e.to_string()))?;
@@ -106,14 +125,21 @@ impl Gateway {
         }
         let expiry =
             Expiry::from_seconds(command.expires_in_seconds).map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
+        let attributes = attributes_of(&command)?;
+        if !attributes.is_binary() && std::str::from_utf8(&command.content).is_err() {
+            return Err(ApiError::InvalidRequest("text content must be UTF-8 (send binary with a media type)".into()));
+        }
         let request_hash = CreateRequest {
-            content: command.content.as_bytes(),
+            content: &command.content,
             expires_in_seconds: expiry.seconds(),
             title: None,
-            language: None,
+            language: attributes.language.as_ref().map(Language::as_str),
+            media_type: attributes.media_type.as_ref().map(MediaType::as_str),
+            file_name: attributes.file_name.as_ref().map(FileName::as_str),
+            burn_after_reading: attributes.burn_after_reading,
         }
         .hash();
-        Ok(ValidCreate { key, content: Bytes::from(command.content), expiry, request_hash })
+        Ok(ValidCreate { key, content: Bytes::from(command.content), expiry, attributes, request_hash })
     }
 
     /// Runs the create saga to completion in its own task: a client that
@@ -141,15 +167,23 @@ impl Gateway {
         result
     }
 
-    pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {
+    /// A live paste's row, without its content: never burns anything (the
+    /// HTML page of a burn paste, `HEAD`).
+    pub async fn describe(&self, raw_id: &str) -> Result<PasteView, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
-        let row = within(deadline, pastes.get(&id))
-            .await
-            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
-            .ok_or(ApiError::NotFound)?;
-        let bytes = within(deadline, self.inner.objects.get(id.as_str()))
+        let row = self.live_row(&id, deadline).await?;
+        Ok(view_of(row))
+    }
+
+    /// A live paste with its content. A burn-after-reading paste is read
+    /// first and then claimed on P; only the claimer gets it, everyone else
+    /// a 404 (docs/reader-features.md#burn-after-reading).
+    pub async fn get(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
+        let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
+        let deadline = Instant::now() + self.inner.settings.request_budget;
+        let view = view_of(self.live_row(&id, deadline).await?);
+        let content = within(deadline, self.inner.objects.get(id.as_str()))
             .await
             .map_err(|_| ApiError::Unavailable("the object store is unavailable"))?
             .ok_or_else(|| {
@@ -157,17 +191,39 @@ impl Gateway {
                 tracing::error!(paste_id = %id, "live paste row without its object");
                 ApiError::NotFound
             })?;
-        let content = String::from_utf8(bytes.to_vec()).map_err(|_| {
-            tracing::error!(paste_id = %id, "stored object is not UTF-8");
-            ApiError::NotFound
-        })?;
-        Ok(PasteView {
-            id: id.to_string(),
-            content,
-            created_at: rfc3339(row.created_at),
-            expires_at: rfc3339(row.expires_at),
-            size: row.size,
-        })
+        if view.attributes.burn_after_reading {
+            self.claim_burn(&id, deadline).await?;
+        }
+        Ok(ReadPaste { view, content })
+    }
+
+    async fn live_row(&self, id: &PasteId, deadline: Instant) -> Result<PasteRow, ApiError> {
+        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        within(deadline, pastes.get(id))
+            .await
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
+            .ok_or(ApiError::NotFound)
+    }
+
+    /// The one guarded update that picks the single reader. The object is
+    /// deleted behind the claim (best effort; the reaper gets any leftover,
+    /// since the id is a tombstone now).
+    async fn claim_burn(&self, id: &PasteId, deadline: Instant) -> Result<(), ApiError> {
+        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let claim = within(deadline, pastes.claim_burn(id))
+            .await
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        if claim == BurnClaim::Gone {
+            return Err(ApiError::NotFound);
+        }
+        metrics::counter!(names::PASTES_BURNED).increment(1);
+        let (objects, id) = (self.inner.objects.clone(), id.clone());
+        tokio::spawn(async move {
+            if let Err(error) = objects.delete(id.as_str()).await {
+                tracing::warn!(paste_id = %id, %error, "burned object delete failed; the reaper will remove it");
+            }
+        });
+        Ok(())
     }
 
     /// Deletes the row (it becomes a tombstone), then the object. If the
@@ -183,6 +239,7 @@ impl Gateway {
             DeleteOutcome::NotFound => Err(ApiError::NotFound),
             DeleteOutcome::WrongToken => Err(ApiError::WrongToken),
             DeleteOutcome::Deleted => {
+                self.inner.rendered.forget(id.as_str());
                 if let Err(error) = within(deadline, self.inner.objects.delete(id.as_str())).await {
                     tracing::warn!(paste_id = %id, %error, "object delete failed; the reaper will remove it");
                 }
@@ -190,4 +247,25 @@ impl Gateway {
             }
         }
     }
+}
+
+fn view_of(row: PasteRow) -> PasteView {
+    PasteView {
+        id: row.id.to_string(),
+        created_at: rfc3339(row.created_at),
+        expires_at: rfc3339(row.expires_at),
+        size: row.size,
+        attributes: row.attributes,
+    }
+}
+
+/// The reader attributes of a create, each checked (400 on a bad one).
+fn attributes_of(command: &CreateCommand) -> Result<PasteAttributes, ApiError> {
+    let invalid = |e: pastebin_core::AttributeError| ApiError::InvalidRequest(e.to_string());
+    Ok(PasteAttributes {
+        media_type: command.media_type.as_deref().map(MediaType::parse).transpose().map_err(invalid)?,
+        file_name: command.file_name.as_deref().map(FileName::parse).transpose().map_err(invalid)?,
+        language: command.language.as_deref().map(Language::parse).transpose().map_err(invalid)?,
+        burn_after_reading: command.burn_after_reading,
+    })
 }

@@ -10,7 +10,7 @@ use axum::{
         rejection::{FormRejection, QueryRejection},
         Path, Query, State,
     },
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{header, HeaderMap, HeaderValue, Method, StatusCode},
     response::{Html, IntoResponse, Response},
     routing::get,
     Form, Json, Router,
@@ -19,7 +19,10 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use serde::Deserialize;
 
-use crate::{error::RETRY_AFTER_SECONDS, gateway::CreateAnswer, pages, ApiError, CreateCommand, Gateway};
+use crate::{
+    error::RETRY_AFTER_SECONDS, gateway::CreateAnswer, highlight, pages, ApiError, CreateCommand, Gateway, PasteView,
+    ReadPaste,
+};
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -32,7 +35,7 @@ const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 
 /// Every route, in the OpenAPI document's path syntax (which axum shares).
 /// The unit test below checks this list against the document's `paths`.
-const ROUTES: [&str; 9] = [
+const ROUTES: [&str; 10] = [
     "/",
     "/healthz",
     "/assets/{name}",
@@ -42,10 +45,11 @@ const ROUTES: [&str; 9] = [
     "/raw/{id}",
     "/{id}",
     "/{id}/delete",
+    "/{id}/qr.svg",
 ];
 
 pub(crate) fn router(gateway: Gateway) -> Router {
-    let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page] = ROUTES;
+    let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page, qr] = ROUTES;
     Router::new()
         .route(home, get(new_paste_page))
         .route(healthz_path, get(healthz))
@@ -54,8 +58,9 @@ pub(crate) fn router(gateway: Gateway) -> Router {
         .route(pastes, axum::routing::post(create))
         .route(paste, get(get_json).delete(delete))
         .route(raw, get(get_raw))
-        .route(page, get(get_page))
+        .route(page, get(get_page).post(reveal_page))
         .route(delete_page, get(delete_form).post(delete_from_form))
+        .route(qr, get(qr_code))
         .fallback(|| async { ApiError::NotFound })
         .with_state(gateway)
 }
@@ -68,12 +73,14 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-/// The page's own stylesheet and script: the only things the CSP lets a
+/// The page's own stylesheets and scripts: the only things the CSP lets a
 /// page load.
 async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
     let (content_type, body) = match name.as_str() {
         "app.js" => ("text/javascript; charset=utf-8", pages::APP_JS),
+        "theme.js" => ("text/javascript; charset=utf-8", pages::THEME_JS),
         "style.css" => ("text/css; charset=utf-8", pages::STYLE),
+        "highlight.css" => ("text/css; charset=utf-8", highlight::THEME_CSS.as_str()),
         _ => return Err(ApiError::NotFound),
     };
     Ok((
@@ -92,6 +99,10 @@ async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
 struct CreateJson {
     content: String,
     expires_in_seconds: Option<u64>,
+    language: Option<String>,
+    #[serde(default)]
+    burn_after_reading: bool,
+    file_name: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -99,11 +110,41 @@ struct CreateQuery {
     expires_in_seconds: Option<u64>,
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"))
+/// The reader attributes of a raw-body create, as query parameters.
+#[derive(Debug, Default, Deserialize)]
+struct AttributeQuery {
+    language: Option<String>,
+    #[serde(default)]
+    burn_after_reading: bool,
+    file_name: Option<String>,
+}
+
+/// What a create's body is, by its `Content-Type`.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyKind {
+    Json,
+    /// UTF-8 text: `text/plain`, no type, or curl's default form type.
+    Text,
+    /// Any bytes, stored with this media type.
+    Binary(String),
+}
+
+fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
+    let Some(raw) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(BodyKind::Text);
+    };
+    let raw = raw.to_str().map_err(|_| ApiError::InvalidRequest("Content-Type must be ASCII".into()))?;
+    let essence = raw.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    Ok(match essence.as_str() {
+        "application/json" => BodyKind::Json,
+        "" | "text/plain" | "application/x-www-form-urlencoded" => BodyKind::Text,
+        "multipart/form-data" => {
+            return Err(ApiError::InvalidRequest(
+                "send a file as the raw request body with its own Content-Type, not as a form".into(),
+            ))
+        }
+        _ => BodyKind::Binary(raw.to_owned()),
+    })
 }
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
@@ -170,6 +211,7 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
 async fn create(
     State(gateway): State<Gateway>,
     query: Result<Query<CreateQuery>, QueryRejection>,
+    attributes: Result<Query<AttributeQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -193,12 +235,14 @@ async fn create(
         })
         .transpose()?;
     let limit = gateway.settings().max_content_bytes;
-    let command = if is_json(&headers) {
+    let kind = body_kind(&headers)?;
+    let command = if kind == BodyKind::Json {
         // JSON escaping can make content up to six times longer on the wire.
         let raw = read_body(body, limit.saturating_mul(6).saturating_add(4096)).await?;
         let parsed: CreateJson = serde_json::from_slice(&raw).map_err(|e| {
             ApiError::InvalidRequest(format!(
-                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer}}: {e}"
+                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer, \"language\"?: string, \
+                 \"burn_after_reading\"?: boolean, \"file_name\"?: string}}: {e}"
             ))
         })?;
         // The body's own expiry wins; the query parameter (documented for raw
@@ -207,15 +251,31 @@ async fn create(
             Ok(from_query) => parsed.expires_in_seconds.or(from_query),
             Err(()) => Some(OUT_OF_RANGE_EXPIRY),
         };
-        CreateCommand { idempotency_key, content: parsed.content, expires_in_seconds }
+        CreateCommand {
+            idempotency_key,
+            content: parsed.content.into_bytes(),
+            expires_in_seconds,
+            media_type: None,
+            file_name: parsed.file_name,
+            language: parsed.language,
+            burn_after_reading: parsed.burn_after_reading,
+        }
     } else {
-        let raw = read_body(body, limit).await?;
-        let content = String::from_utf8(raw.to_vec())
-            .map_err(|_| ApiError::InvalidRequest("a text/plain body must be UTF-8".into()))?;
+        let Query(attributes) = attributes
+            .map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
+        let content = read_body(body, limit).await?.to_vec();
+        let media_type = match kind {
+            BodyKind::Binary(media_type) => Some(media_type),
+            BodyKind::Json | BodyKind::Text => None,
+        };
         CreateCommand {
             idempotency_key,
             content,
             expires_in_seconds: query_expiry.unwrap_or(Some(OUT_OF_RANGE_EXPIRY)),
+            media_type,
+            file_name: attributes.file_name,
+            language: attributes.language,
+            burn_after_reading: attributes.burn_after_reading,
         }
     };
     let answer = gateway.create(command).await?;
@@ -241,17 +301,140 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     response
 }
 
-async fn get_json(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
-    Ok(Json(gateway.get(&id).await?).into_response())
+/// `GET /api/v1/pastes/{id}` as JSON: text as `content`, binary as
+/// `content_base64`, never both; neither for `HEAD`.
+#[derive(Debug, serde::Serialize)]
+struct PasteJson<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_base64: Option<String>,
+    created_at: &'a str,
+    expires_at: &'a str,
+    size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    media_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    language: Option<&'a str>,
+    burn_after_reading: bool,
 }
 
-async fn get_raw(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
-    let paste = gateway.get(&id).await?;
-    Ok((
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
-        paste.content,
+impl<'a> PasteJson<'a> {
+    fn new(view: &'a PasteView, content: Option<&[u8]>) -> Self {
+        use base64::Engine;
+        let attributes = &view.attributes;
+        let (content, content_base64) = match content {
+            None => (None, None),
+            Some(bytes) if attributes.is_binary() => {
+                (None, Some(base64::engine::general_purpose::STANDARD.encode(bytes)))
+            }
+            Some(bytes) => (Some(String::from_utf8_lossy(bytes).into_owned()), None),
+        };
+        Self {
+            id: &view.id,
+            content,
+            content_base64,
+            created_at: &view.created_at,
+            expires_at: &view.expires_at,
+            size: view.size,
+            media_type: attributes.media_type.as_ref().map(|t| t.as_str()),
+            file_name: attributes.file_name.as_ref().map(|n| n.as_str()),
+            language: attributes.language.as_ref().map(|l| l.as_str()),
+            burn_after_reading: attributes.burn_after_reading,
+        }
+    }
+}
+
+/// A burn paste's answer must never be stored by a cache on the way.
+fn no_store_if_burned(mut response: Response, view: &PasteView) -> Response {
+    if view.attributes.burn_after_reading {
+        response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// `GET` reads (and burns a burn paste); `HEAD` only describes, never burns.
+async fn get_json(
+    State(gateway): State<Gateway>,
+    method: Method,
+    PasteIdParam(id): PasteIdParam,
+) -> Result<Response, ApiError> {
+    if method == Method::HEAD {
+        let view = gateway.describe(&id).await?;
+        return Ok(no_store_if_burned(Json(PasteJson::new(&view, None)).into_response(), &view));
+    }
+    let read = gateway.get(&id).await?;
+    let response = Json(PasteJson::new(&read.view, Some(&read.content))).into_response();
+    Ok(no_store_if_burned(response, &read.view))
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawQuery {
+    /// Present (any value, even empty): answer as a download.
+    download: Option<String>,
+}
+
+/// `/raw/{id}`: the exact bytes with the stored type. `HEAD` never burns.
+async fn get_raw(
+    State(gateway): State<Gateway>,
+    method: Method,
+    PasteIdParam(id): PasteIdParam,
+    query: Result<Query<RawQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let download = query.is_ok_and(|Query(q)| q.download.is_some());
+    if method == Method::HEAD {
+        let view = gateway.describe(&id).await?;
+        return Ok(raw_response(&view, Bytes::new(), download));
+    }
+    let ReadPaste { view, content } = gateway.get(&id).await?;
+    Ok(raw_response(&view, content, download))
+}
+
+/// The raw answer's headers (docs/reader-features.md#binary-content): never
+/// sniffed, always sandboxed, and an attachment when asked for or when the
+/// type is one a browser would render actively.
+fn raw_response(view: &PasteView, content: Bytes, download: bool) -> Response {
+    let attributes = &view.attributes;
+    let content_type = attributes.media_type.as_ref().map_or("text/plain; charset=utf-8", |t| t.as_str());
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/octet-stream"))),
+            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox")),
+        ],
+        content,
     )
-        .into_response())
+        .into_response();
+    let passive = attributes.media_type.as_ref().is_none_or(|t| t.is_passive());
+    if download || !passive {
+        let default_name = format!("{}.{}", view.id, if attributes.is_binary() { "bin" } else { "txt" });
+        let name = attributes.file_name.as_ref().map_or(default_name.as_str(), |n| n.as_str());
+        if let Ok(value) = HeaderValue::from_str(&content_disposition(name)) {
+            response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
+        }
+    }
+    no_store_if_burned(response, view)
+}
+
+/// `attachment` with the file name twice (RFC 6266): an ASCII fallback for
+/// old clients, and the exact name percent-encoded as UTF-8 (RFC 5987).
+fn content_disposition(file_name: &str) -> String {
+    let fallback: String = file_name
+        .chars()
+        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' && c != '%' || c == ' ' { c } else { '_' })
+        .collect();
+    let mut encoded = String::with_capacity(file_name.len() * 3);
+    for byte in file_name.bytes() {
+        if byte.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}")
 }
 
 async fn delete(
@@ -300,17 +483,43 @@ async fn new_paste_page(State(gateway): State<Gateway>) -> Response {
     html(StatusCode::OK, pages::new_paste(&settings.public_url, settings.max_content_bytes))
 }
 
+/// `GET /{id}`: never burns; a burn paste shows a notice and a button.
 async fn get_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.get(&id).await {
-        Ok(paste) => html(StatusCode::OK, pages::paste(&paste)),
+    match gateway.page(&id).await {
+        Ok(content) => html(StatusCode::OK, pages::paste(&content, false)),
         Err(error) => html_error(&error),
     }
 }
 
+/// `POST /{id}`: the notice's button. Reads the paste, burning a burn paste.
+async fn reveal_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
+    match gateway.reveal(&id).await {
+        Ok(content) => html(StatusCode::OK, pages::paste(&content, true)),
+        Err(error) => html_error(&error),
+    }
+}
+
+/// `/{id}/qr.svg`: the share link as a QR code, for reading on a phone.
+/// Only well-formed ids: it encodes this gateway's link, never arbitrary text.
+async fn qr_code(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
+    let id = pastebin_core::PasteId::parse(&id).map_err(|_| ApiError::NotFound)?;
+    let svg = pages::qr_svg(&format!("{}/{id}", gateway.settings().public_url)).ok_or(ApiError::NotFound)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
 /// The delete form, for a paste that exists (so a mistyped link says so
-/// before anyone hunts for a token).
+/// before anyone hunts for a token). Describing never burns.
 async fn delete_form(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.get(&id).await {
+    match gateway.describe(&id).await {
         Ok(paste) => html(StatusCode::OK, pages::delete_form(&paste.id, None)),
         Err(error) => html_error(&error),
     }
@@ -370,6 +579,31 @@ mod tests {
         routed.sort_unstable();
         assert_eq!(routed, documented);
         assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
+    }
+
+    #[test]
+    fn download_names_are_quoted_safely_and_kept_exactly() {
+        assert_eq!(
+            content_disposition("r\u{e9}sum\u{e9} \"1\".pdf"),
+            "attachment; filename=\"r_sum_ _1_.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%221%22.pdf"
+        );
+        assert_eq!(content_disposition("a.txt"), "attachment; filename=\"a.txt\"; filename*=UTF-8''a.txt");
+    }
+
+    #[test]
+    fn the_content_type_picks_text_json_or_binary() {
+        let kind = |value: Option<&'static str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = value {
+                headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            }
+            body_kind(&headers)
+        };
+        assert_eq!(kind(None).unwrap(), BodyKind::Text);
+        assert_eq!(kind(Some("application/x-www-form-urlencoded")).unwrap(), BodyKind::Text);
+        assert_eq!(kind(Some("Application/JSON; charset=utf-8")).unwrap(), BodyKind::Json);
+        assert_eq!(kind(Some("image/png")).unwrap(), BodyKind::Binary("image/png".into()));
+        assert!(kind(Some("multipart/form-data; boundary=x")).is_err());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! → P insert → K done → 201, with the compensations of SPEC §4. The
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
-//! one place each. [`failpoints`] are crash points at each saga step boundary,
+//! one place each. Reads go through [`reader`] for pages (burn notices,
+//! binary descriptions, [`highlight`]ed text kept in [`rendered`]). [`failpoints`] are crash points at each saga step boundary,
 //! compiled in only with the `failpoints` feature.
 
 mod created;
@@ -13,13 +14,16 @@ mod error;
 pub mod failpoints;
 mod gateway;
 mod grpc;
+mod highlight;
 mod http;
 mod pages;
+mod reader;
+mod rendered;
 mod saga;
 
 pub use created::Created;
 pub use error::ApiError;
-pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
+pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste};
 pub use grpc::PasteApiService;
 pub use pastebin_shards::SlotMap;
 

@@ -4,7 +4,9 @@ use pastebin_runtime::grpc::{CallError, Deadline};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{
+    wire::{attributes_from_pb, attributes_to_pb},
+    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -44,6 +46,7 @@ impl PasteClient {
             expires_at_ms: to_millis(paste.expires_at),
             size: paste.size,
             content_sha256: paste.content_sha256.to_vec(),
+            attributes: Some(attributes_to_pb(&paste.attributes)),
         };
         let reply = self.inner.clone().insert(self.deadline.request(request)).await?.into_inner();
         match pb::InsertOutcome::try_from(reply.outcome) {
@@ -64,9 +67,21 @@ impl PasteClient {
                     expires_at: from_millis(raw.expires_at_ms),
                     size: raw.size,
                     content_sha256: raw.content_sha256.try_into().map_err(|_| bad_reply("content_sha256"))?,
+                    attributes: attributes_from_pb(raw.attributes).map_err(|_| bad_reply("attributes"))?,
                 }))
             }
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(status.into()),
+        }
+    }
+
+    /// Burn after reading: whether this caller won the one read (see
+    /// [`crate::PasteStore::claim_burn`]). A malformed id is simply `Gone`.
+    pub async fn claim_burn(&self, id: &PasteId) -> Result<BurnClaim, CallError> {
+        match self.inner.clone().claim_burn(self.deadline.request(pb::GetRequest { id: id.to_string() })).await {
+            Ok(reply) if reply.get_ref().claimed => Ok(BurnClaim::Claimed),
+            Ok(_) => Ok(BurnClaim::Gone),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(BurnClaim::Gone),
             Err(status) => Err(status.into()),
         }
     }

@@ -11,9 +11,10 @@ mod client;
 mod record;
 mod service;
 mod store;
+mod wire;
 
 pub use client::PasteClient;
-pub use record::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 

@@ -2,7 +2,9 @@ use pastebin_core::{from_millis, to_millis, DeleteToken, DeleteTokenHash, PasteI
 use pastebin_proto::pastes::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore, PasteStoreError};
+use crate::{
+    wire::{attributes_from_pb, attributes_to_pb},
+    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore, PasteStoreError};
 
 /// The most ids one `ResolveBatch` takes.
 const MAX_BATCH: usize = 1_000;
@@ -66,6 +68,7 @@ fn paste_to_pb(row: PasteRow) -> pb::Paste {
         expires_at_ms: to_millis(row.expires_at),
         size: row.size,
         content_sha256: row.content_sha256.to_vec(),
+        attributes: Some(attributes_to_pb(&row.attributes)),
     }
 }
 
@@ -83,6 +86,8 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
             expires_at: from_millis(request.expires_at_ms),
             size: request.size,
             content_sha256: sha256(request.content_sha256, "content_sha256")?,
+            attributes: attributes_from_pb(request.attributes)
+                .map_err(|e| Status::invalid_argument(format!("attributes: {e}")))?,
         };
         let outcome = match self.store.insert(&paste).await? {
             InsertOutcome::Inserted => pb::InsertOutcome::Inserted,
@@ -129,6 +134,12 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
                 .map(|(id, fate)| pb::ResolvedId { id: id.to_string(), fate: fate_to_pb(fate) })
                 .collect(),
         }))
+    }
+
+    async fn claim_burn(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::ClaimBurnResponse>, Status> {
+        let id = id_lookup(&request.into_inner().id)?;
+        let claimed = self.store.claim_burn(&id).await? == BurnClaim::Claimed;
+        Ok(Response::new(pb::ClaimBurnResponse { claimed }))
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {

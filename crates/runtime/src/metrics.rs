@@ -30,6 +30,8 @@ pub const EXPIRED_PASTES: &str = "pastebin_expired_pastes_total";
 pub const REAPED_OBJECTS: &str = "pastebin_reaped_objects_total";
 /// Tombstones purged from P after their retention.
 pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
+/// Burn-after-reading pastes read (and so deleted) by their one reader.
+pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
@@ -45,6 +47,7 @@ pub const ALL: &[&str] = &[
     EXPIRED_PASTES,
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
+    PASTES_BURNED,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

@@ -1,0 +1,79 @@
+//! What the HTML page of a paste shows, decided here so the page code only
+//! formats (docs/reader-features.md): a burn paste shows a notice and never
+//! its content on `GET`; a binary paste shows its size and type; a text
+//! paste shows its highlighted lines, from the cache when this gateway has
+//! rendered it before.
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+
+use crate::{
+    highlight::{self, Rendered},
+    ApiError, Gateway, PasteView, ReadPaste,
+};
+
+/// How long a page waits for a render before showing plain text. The render
+/// itself stops at its own budget; this bounds the wait if the blocking
+/// pool is busy.
+const RENDER_WAIT: Duration = Duration::from_secs(3);
+
+/// The body of a paste's page.
+pub(crate) enum PageContent {
+    /// A burn-after-reading paste, not read: the page offers to read it.
+    Sealed(PasteView),
+    /// A binary paste: described, linked, never inlined as text.
+    Binary(PasteView),
+    /// A text paste's lines as `<li>` items (escaped, maybe highlighted).
+    Text { view: PasteView, lines: Arc<str> },
+}
+
+impl Gateway {
+    /// `GET /{id}`: never burns (link previewers fetch pages).
+    pub(crate) async fn page(&self, raw_id: &str) -> Result<PageContent, ApiError> {
+        let view = self.describe(raw_id).await?;
+        if view.attributes.burn_after_reading {
+            return Ok(PageContent::Sealed(view));
+        }
+        if view.attributes.is_binary() {
+            return Ok(PageContent::Binary(view));
+        }
+        if let Some(lines) = self.inner.rendered.get(&view.id) {
+            return Ok(PageContent::Text { view, lines });
+        }
+        let read = self.get(raw_id).await?;
+        let rendered = render(&read).await;
+        let lines: Arc<str> = rendered.lines.into();
+        if rendered.is_final {
+            self.inner.rendered.keep(&read.view.id, lines.clone());
+        }
+        Ok(PageContent::Text { view: read.view, lines })
+    }
+
+    /// `POST /{id}`: the button on a sealed page. Reads, and so burns, a
+    /// burn paste; the render is never cached (nobody may see it again).
+    pub(crate) async fn reveal(&self, raw_id: &str) -> Result<PageContent, ApiError> {
+        let read = self.get(raw_id).await?;
+        if read.view.attributes.is_binary() {
+            return Ok(PageContent::Binary(read.view));
+        }
+        let lines = render(&read).await.lines.into();
+        Ok(PageContent::Text { view: read.view, lines })
+    }
+}
+
+/// Highlights on the blocking pool, so a slow grammar never holds up the
+/// async workers; plain text (not final) if it does not finish in time.
+async fn render(read: &ReadPaste) -> Rendered {
+    let content: Bytes = read.content.clone();
+    let language = read.view.attributes.language.as_ref().map(|l| l.as_str().to_owned());
+    let extension = read.view.attributes.file_name.as_ref().and_then(|n| n.extension().map(str::to_owned));
+    let work = tokio::task::spawn_blocking(move || {
+        let text = String::from_utf8_lossy(&content);
+        highlight::render_lines(&text, language.as_deref(), extension.as_deref(), highlight::TIME_BUDGET)
+    });
+    match tokio::time::timeout(RENDER_WAIT, work).await {
+        Ok(Ok(rendered)) => rendered,
+        _ => Rendered { lines: highlight::plain_lines(&String::from_utf8_lossy(&read.content)), is_final: false },
+    }
+}

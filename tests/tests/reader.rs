@@ -58,8 +58,13 @@ async fn create_raw(base: &str, key: &str, content_type: &str, query: &str, body
 }
 
 async fn create_json(base: &str, key: &str, body: Value) -> (StatusCode, String) {
-    let response =
-        Client::new().post(format!("{base}/api/v1/pastes")).header("Idempotency-Key", key).json(&body).send().await.unwrap();
+    let response = Client::new()
+        .post(format!("{base}/api/v1/pastes"))
+        .header("Idempotency-Key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     (response.status(), response.text().await.unwrap())
 }
 
@@ -250,7 +255,9 @@ async fn a_delete_drops_the_cached_page(base: &str) {
 
 /// Bad attributes are a 400 and store nothing.
 async fn bad_attributes_are_refused(base: &str) {
-    for (query, body) in [("?file_name=a%2Fb", "x"), ("?language=%3Cscript%3E", "x"), ("?burn_after_reading=maybe", "x")] {
+    for (query, body) in
+        [("?file_name=a%2Fb", "x"), ("?language=%3Cscript%3E", "x"), ("?burn_after_reading=maybe", "x")]
+    {
         let (status, answer) = create_raw(base, &new_key(), "text/plain", query, body.into()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {answer}");
     }

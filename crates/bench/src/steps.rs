@@ -95,9 +95,7 @@ impl Harness {
         }
 
         let expiry = Expiry::from_seconds(None).unwrap_or_else(|_| unreachable!("the default expiry is valid"));
-        let request_hash =
-            CreateRequest::text(&self.content, expiry.seconds())
-                .hash();
+        let request_hash = CreateRequest::text(&self.content, expiry.seconds()).hash();
         let token = DeleteToken::generate();
         let expires_at = chrono::Utc::now() + expiry.duration();
         let body = serde_json::json!({

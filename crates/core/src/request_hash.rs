@@ -128,8 +128,15 @@ mod tests {
         let (&burn, rest) = raw.split_first()?;
         // An extension is only ever written with something in it.
         let extended = media_type.is_some() || file_name.is_some() || burn == 1;
-        (rest.is_empty() && burn <= 1 && extended)
-            .then_some((content, expires, title, language, media_type, file_name, burn == 1))
+        (rest.is_empty() && burn <= 1 && extended).then_some((
+            content,
+            expires,
+            title,
+            language,
+            media_type,
+            file_name,
+            burn == 1,
+        ))
     }
 
     proptest! {

@@ -100,8 +100,7 @@ struct CreateJson {
     content: String,
     expires_in_seconds: Option<u64>,
     language: Option<String>,
-    #[serde(default)]
-    burn_after_reading: bool,
+    burn_after_reading: Option<bool>,
     file_name: Option<String>,
 }
 
@@ -110,12 +109,12 @@ struct CreateQuery {
     expires_in_seconds: Option<u64>,
 }
 
-/// The reader attributes of a raw-body create, as query parameters.
+/// The reader attributes as query parameters: documented for raw bodies;
+/// with a JSON body they apply where the body leaves a field out.
 #[derive(Debug, Default, Deserialize)]
 struct AttributeQuery {
     language: Option<String>,
-    #[serde(default)]
-    burn_after_reading: bool,
+    burn_after_reading: Option<bool>,
     file_name: Option<String>,
 }
 
@@ -234,6 +233,9 @@ async fn create(
             v.to_str().map(str::to_owned).map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
         })
         .transpose()?;
+    // Like a bad expiry, a bad attribute in the query is never ignored.
+    let Query(attributes) =
+        attributes.map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
     let limit = gateway.settings().max_content_bytes;
     let kind = body_kind(&headers)?;
     let command = if kind == BodyKind::Json {
@@ -256,13 +258,11 @@ async fn create(
             content: parsed.content.into_bytes(),
             expires_in_seconds,
             media_type: None,
-            file_name: parsed.file_name,
-            language: parsed.language,
-            burn_after_reading: parsed.burn_after_reading,
+            file_name: parsed.file_name.or(attributes.file_name),
+            language: parsed.language.or(attributes.language),
+            burn_after_reading: parsed.burn_after_reading.or(attributes.burn_after_reading).unwrap_or(false),
         }
     } else {
-        let Query(attributes) = attributes
-            .map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
         let content = read_body(body, limit).await?.to_vec();
         let media_type = match kind {
             BodyKind::Binary(media_type) => Some(media_type),
@@ -275,7 +275,7 @@ async fn create(
             media_type,
             file_name: attributes.file_name,
             language: attributes.language,
-            burn_after_reading: attributes.burn_after_reading,
+            burn_after_reading: attributes.burn_after_reading.unwrap_or(false),
         }
     };
     let answer = gateway.create(command).await?;
@@ -401,7 +401,10 @@ fn raw_response(view: &PasteView, content: Bytes, download: bool) -> Response {
     let content_type = attributes.media_type.as_ref().map_or("text/plain; charset=utf-8", |t| t.as_str());
     let mut response = (
         [
-            (header::CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/octet-stream"))),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+            ),
             (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
             (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox")),
         ],

@@ -159,7 +159,9 @@ fn meta(view: &PasteView) -> String {
 fn sealed(view: &PasteView) -> String {
     let id = escape(&view.id);
     let action = if view.attributes.is_binary() {
-        format!("<a class=\"button danger\" id=\"reveal\" href=\"/raw/{id}?download\">Download it (this deletes it)</a>")
+        format!(
+            "<a class=\"button danger\" id=\"reveal\" href=\"/raw/{id}?download\">Download it (this deletes it)</a>"
+        )
     } else {
         format!(
             "<form method=\"post\" action=\"/{id}\"><button type=\"submit\" id=\"reveal\" class=\"danger\">\

@@ -6,7 +6,8 @@ use tonic::transport::Channel;
 
 use crate::{
     wire::{attributes_from_pb, attributes_to_pb},
-    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow,
+};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).

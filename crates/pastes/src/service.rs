@@ -4,7 +4,8 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     wire::{attributes_from_pb, attributes_to_pb},
-    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore, PasteStoreError};
+    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore, PasteStoreError,
+};
 
 /// The most ids one `ResolveBatch` takes.
 const MAX_BATCH: usize = 1_000;

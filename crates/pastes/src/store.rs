@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
 use pastebin_core::{
-    from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes, PasteId,
+    from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes,
+    PasteId,
 };
 use sqlx::{any::AnyRow, AnyPool, Row};
 

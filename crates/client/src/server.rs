@@ -11,7 +11,7 @@ use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteReque
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
-use crate::journal::Answer;
+use crate::journal::{Answer, Body};
 
 /// The embedded default (`pastebin up`) listens here.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -20,7 +20,7 @@ pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 #[derive(Debug, Clone, Copy)]
 pub struct CreateCall<'a> {
     pub key: IdempotencyKey,
-    pub content: &'a str,
+    pub body: &'a Body,
     pub expires_in_seconds: u64,
 }
 
@@ -132,15 +132,23 @@ struct ErrorDetail {
 
 impl HttpServer {
     async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
-        let body = serde_json::json!({ "content": call.content, "expires_in_seconds": call.expires_in_seconds });
-        let sent = self
+        let request = self
             .http
             .post(format!("{}/api/v1/pastes", self.url))
             .header("Idempotency-Key", call.key.canonical())
-            .header(header::ACCEPT, "application/json")
-            .json(&body)
-            .send()
-            .await;
+            .header(header::ACCEPT, "application/json");
+        // Text as JSON (as always); a file's bytes as they are, with its type.
+        let request = match call.body {
+            Body::Text(text) => {
+                request.json(&serde_json::json!({ "content": text, "expires_in_seconds": call.expires_in_seconds }))
+            }
+            Body::Binary { media_type, file_name, bytes } => {
+                let mut query = vec![("expires_in_seconds", call.expires_in_seconds.to_string())];
+                query.extend(file_name.iter().map(|name| ("file_name", name.clone())));
+                request.query(&query).header(header::CONTENT_TYPE, media_type.as_str()).body(bytes.clone())
+            }
+        };
+        let sent = request.send().await;
         let response = sent.map_err(|e| CreateFailure::Uncertain { reason: describe(&e), retry_after: None })?;
         let status = response.status();
         let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v.as_bytes() == b"true");
@@ -231,10 +239,17 @@ pub struct GrpcServer {
 
 impl GrpcServer {
     async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
+        let (content, data) = match call.body {
+            Body::Text(text) => (text.clone(), Vec::new()),
+            Body::Binary { bytes, .. } => (String::new(), bytes.clone()),
+        };
         let request = CreatePasteRequest {
             request_id: call.key.canonical(),
-            content: call.content.to_owned(),
+            content,
             expires_in_seconds: Some(call.expires_in_seconds),
+            data,
+            media_type: call.body.media_type().map(str::to_owned),
+            file_name: call.body.file_name().map(str::to_owned),
             ..Default::default()
         };
         match self.client.clone().create_paste(request).await {

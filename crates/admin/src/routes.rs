@@ -23,7 +23,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The admin listener: `GET /metrics`, and with a sweeper, `GET /dashboard`
-/// (page, `app.js`, `app.css`, `status.json`).
+/// (page, `app.js`, `app.css`, `theme.js`, `status.json`).
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/dashboard") }))
@@ -32,6 +32,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/dashboard/status.json", get(status))
         .route("/dashboard/app.js", get(|| async { asset("text/javascript; charset=utf-8", DASHBOARD_JS) }))
         .route("/dashboard/app.css", get(|| async { asset("text/css; charset=utf-8", DASHBOARD_CSS) }))
+        .route(
+            "/dashboard/theme.js",
+            get(|| async { asset("text/javascript; charset=utf-8", pastebin_runtime::THEME_JS) }),
+        )
         .route("/dashboard/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON_SVG) }))
         .with_state(state)
 }

@@ -19,10 +19,8 @@ pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// per save, kept in `sessionStorage` until a 201) and the copy buttons.
 pub(crate) const APP_JS: &str = include_str!("assets/app.js");
 
-/// `/assets/theme.js`: light or dark as the system prefers, unless the
-/// toggle chose one (remembered in `localStorage`). Loaded in `<head>`
-/// without `defer` so the page never flashes the other theme.
-pub(crate) const THEME_JS: &str = include_str!("assets/theme.js");
+/// `/assets/theme.js`: light or dark (see [`pastebin_runtime::THEME_JS`]).
+pub(crate) const THEME_JS: &str = pastebin_runtime::THEME_JS;
 
 /// Escapes text for HTML element content and attribute values.
 pub(crate) fn escape(text: &str) -> String {

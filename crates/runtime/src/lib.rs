@@ -3,7 +3,8 @@
 //! serves a service with `grpc.health.v1` and reflection beside it,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain, and [`metrics`] names
-//! every Prometheus metric the services export.
+//! every Prometheus metric the services export. [`THEME_JS`] is the
+//! light/dark switch every part's HTML pages load.
 
 pub mod db;
 pub mod grpc;
@@ -12,3 +13,10 @@ mod shutdown;
 pub mod telemetry;
 
 pub use shutdown::shutdown_signal;
+
+/// Light or dark for every HTML page any part serves (the gateway's pages,
+/// the admin dashboard): the system's `prefers-color-scheme` unless the
+/// page's `#theme-toggle` chose one, remembered in `localStorage`. Served as
+/// a file (the pages' CSP allows no inline script) and loaded in `<head>`
+/// without `defer`, so a chosen theme never flashes the other one.
+pub const THEME_JS: &str = include_str!("assets/theme.js");

@@ -1,7 +1,8 @@
 // Light or dark: the system's preference (prefers-color-scheme) unless the
 // toggle in the header chose one, which is remembered in localStorage. Runs
 // in <head> before the body paints, so a chosen theme never flashes the
-// other one; the CSS does the rest (see style.css and highlight.css).
+// other one; each page's CSS does the rest (colours as variables, with a
+// dark set under prefers-color-scheme and under :root[data-theme=dark]).
 "use strict";
 
 (function () {

@@ -52,11 +52,18 @@ impl Gateway {
 
     /// `POST /{id}`: the button on a sealed page. Reads, and so burns, a
     /// burn paste; the render is never cached (nobody may see it again).
+    /// A binary paste is never read here (a page cannot hand over its
+    /// bytes): its sealed page links the download instead.
     pub(crate) async fn reveal(&self, raw_id: &str) -> Result<PageContent, ApiError> {
-        let read = self.get(raw_id).await?;
-        if read.view.attributes.is_binary() {
-            return Ok(PageContent::Binary(read.view));
+        let view = self.describe(raw_id).await?;
+        if view.attributes.is_binary() {
+            return Ok(if view.attributes.burn_after_reading {
+                PageContent::Sealed(view)
+            } else {
+                PageContent::Binary(view)
+            });
         }
+        let read = self.get(raw_id).await?;
         let lines = render(&read).await.lines.into();
         Ok(PageContent::Text { view: read.view, lines })
     }

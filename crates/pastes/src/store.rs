@@ -181,8 +181,9 @@ impl PasteStore {
     /// Burn after reading: the one guarded update that decides which reader
     /// gets the content. Concurrent claims serialize on the row (PostgreSQL
     /// re-checks the `WHERE` after a concurrent update; SQLite has one
-    /// writer), so exactly one sees a changed row. The object stays for the
-    /// reaper: the row is a tombstone now, so reaping it is safe.
+    /// writer), so exactly one sees a changed row. The row becomes a
+    /// tombstone, so deleting the object afterwards (the caller, else the
+    /// object reaper) is safe.
     pub async fn claim_burn(&self, id: &PasteId) -> Result<BurnClaim, PasteStoreError> {
         let now = to_millis(self.clock.now());
         let changed = sqlx::query(

@@ -87,26 +87,16 @@ fn syntax_for(language: Option<&str>, extension: Option<&str>) -> Option<&'stati
     (found.name != "Plain Text").then_some(found)
 }
 
-/// A paste's lines as `<li>` items.
-pub(crate) struct Rendered {
-    pub(crate) lines: String,
-    /// False when the time budget ran out: the plain text shown instead is
-    /// not the paste's final rendering and must not be cached.
-    pub(crate) is_final: bool,
-}
-
-/// One `<li>` per line, highlighted when a syntax applies and the paste is
-/// within the bounds, escaped plain text otherwise.
-pub(crate) fn render_lines(text: &str, language: Option<&str>, extension: Option<&str>, budget: Duration) -> Rendered {
+/// One `<li>` per line, highlighted when a syntax applies, the paste is
+/// within the bounds and the render finishes within `budget`; escaped plain
+/// text otherwise.
+pub(crate) fn render_lines(text: &str, language: Option<&str>, extension: Option<&str>, budget: Duration) -> String {
     let body = text.strip_suffix('\n').unwrap_or(text);
     let within_bounds = body.len() <= MAX_BYTES && body.split('\n').all(|line| line.len() <= MAX_LINE_BYTES);
-    let Some(syntax) = syntax_for(language, extension).filter(|_| within_bounds) else {
-        return Rendered { lines: plain(body), is_final: true };
-    };
-    match highlighted(&body.replace("\r\n", "\n"), syntax, Instant::now() + budget) {
-        Some(lines) => Rendered { lines, is_final: true },
-        None => Rendered { lines: plain(body), is_final: false },
-    }
+    syntax_for(language, extension)
+        .filter(|_| within_bounds)
+        .and_then(|syntax| highlighted(&body.replace("\r\n", "\n"), syntax, Instant::now() + budget))
+        .unwrap_or_else(|| plain(body))
 }
 
 /// Escaped lines, no highlighting.
@@ -172,9 +162,7 @@ mod tests {
     const TEST_BUDGET: Duration = Duration::from_secs(600);
 
     fn render(text: &str, language: Option<&str>, extension: Option<&str>) -> String {
-        let rendered = render_lines(text, language, extension, TEST_BUDGET);
-        assert!(rendered.is_final);
-        rendered.lines
+        render_lines(text, language, extension, TEST_BUDGET)
     }
 
     fn balanced(html: &str) -> bool {
@@ -211,10 +199,9 @@ mod tests {
     }
 
     #[test]
-    fn a_render_out_of_time_is_plain_and_not_final() {
+    fn a_render_out_of_time_is_plain_text() {
         let rendered = render_lines("fn main() {}\nfn other() {}", Some("rust"), None, Duration::ZERO);
-        assert!(!rendered.is_final);
-        assert_eq!(rendered.lines, "<li>fn main() {}</li><li>fn other() {}</li>");
+        assert_eq!(rendered, "<li>fn main() {}</li><li>fn other() {}</li>");
     }
 
     #[test]

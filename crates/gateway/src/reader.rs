@@ -8,10 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
 
-use crate::{
-    highlight::{self, Rendered},
-    ApiError, Gateway, PasteView, ReadPaste,
-};
+use crate::{highlight, ApiError, Gateway, PasteView, ReadPaste};
 
 /// How long a page waits for a render before showing plain text. The render
 /// itself stops at its own budget; this bounds the wait if the blocking
@@ -42,11 +39,7 @@ impl Gateway {
             return Ok(PageContent::Text { view, lines });
         }
         let read = self.get(raw_id).await?;
-        let rendered = render(&read).await;
-        let lines: Arc<str> = rendered.lines.into();
-        if rendered.is_final {
-            self.inner.rendered.keep(&read.view.id, lines.clone());
-        }
+        let lines = render(&read, Some(self.clone())).await;
         Ok(PageContent::Text { view: read.view, lines })
     }
 
@@ -64,23 +57,32 @@ impl Gateway {
             });
         }
         let read = self.get(raw_id).await?;
-        let lines = render(&read).await.lines.into();
+        let lines = render(&read, None).await;
         Ok(PageContent::Text { view: read.view, lines })
     }
 }
 
 /// Highlights on the blocking pool, so a slow grammar never holds up the
-/// async workers; plain text (not final) if it does not finish in time.
-async fn render(read: &ReadPaste) -> Rendered {
+/// async workers; plain text if the page cannot wait for it. With `keep`,
+/// the render is cached by id when it finishes, even if the page stopped
+/// waiting and even when it ran out of budget (then as plain text): each
+/// paste costs at most one render per gateway, however often it is viewed.
+async fn render(read: &ReadPaste, keep: Option<Gateway>) -> Arc<str> {
     let content: Bytes = read.content.clone();
+    let id = read.view.id.clone();
     let language = read.view.attributes.language.as_ref().map(|l| l.as_str().to_owned());
     let extension = read.view.attributes.file_name.as_ref().and_then(|n| n.extension().map(str::to_owned));
     let work = tokio::task::spawn_blocking(move || {
         let text = String::from_utf8_lossy(&content);
-        highlight::render_lines(&text, language.as_deref(), extension.as_deref(), highlight::TIME_BUDGET)
+        let lines: Arc<str> =
+            highlight::render_lines(&text, language.as_deref(), extension.as_deref(), highlight::TIME_BUDGET).into();
+        if let Some(gateway) = keep {
+            gateway.inner.rendered.keep(&id, lines.clone());
+        }
+        lines
     });
     match tokio::time::timeout(RENDER_WAIT, work).await {
-        Ok(Ok(rendered)) => rendered,
-        _ => Rendered { lines: highlight::plain_lines(&String::from_utf8_lossy(&read.content)), is_final: false },
+        Ok(Ok(lines)) => lines,
+        _ => highlight::plain_lines(&String::from_utf8_lossy(&read.content)).into(),
     }
 }

@@ -3,9 +3,10 @@
 //! An id's content never changes, so a render can be reused until the paste
 //! goes away. Every page view still reads the row on P first, so an expired,
 //! deleted or burned paste is a 404 at once on every gateway whatever this
-//! cache holds; a delete through this gateway also drops its entry at once,
-//! so the bytes do not linger here. Burn-after-reading pastes are never put
-//! in. Bounded by the bytes it holds, not by a count.
+//! cache holds; a delete through this gateway also drops its entry at once
+//! (a render still running then may put it back; it is never shown, and
+//! eviction removes it). Burn-after-reading pastes are never put in.
+//! Bounded by the bytes it holds, not by a count.
 
 use std::sync::Arc;
 

@@ -173,6 +173,9 @@ fn pin_ports(process: &mut Process) {
     }
 }
 
+/// The gateway's highlighting budget in tests (see docs/reader-features.md#highlighting).
+pub const HIGHLIGHT_BUDGET_FOR_TESTS: (&str, &str) = ("PASTEBIN_HIGHLIGHT_BUDGET_MS", "120000");
+
 /// How many shards of each kind, and which failpoints the first gateway arms.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -259,6 +262,9 @@ impl Cluster {
             ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
             ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
             ("AWS_REGION".into(), "us-east-1".into()),
+            // Generous: a debug build on a busy machine must not decide
+            // whether a page the tests look at is highlighted.
+            (HIGHLIGHT_BUDGET_FOR_TESTS.0.into(), HIGHLIGHT_BUDGET_FOR_TESTS.1.into()),
         ];
         if let Some(failpoints) = &options.failpoints {
             env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use pastebin_proto::api::v1::{self as pb, paste_api_client::PasteApiClient};
-use pastebin_tests::cluster::{Cluster, ClusterOptions, Process};
+use pastebin_tests::cluster::{Cluster, ClusterOptions, Process, HIGHLIGHT_BUDGET_FOR_TESTS};
 use reqwest::{header, Client, Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
@@ -39,7 +39,8 @@ async fn embedded() -> Embedded {
         .chain(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
         .map(str::to_owned)
         .collect();
-    let process = Process::start(args, vec![], &["gateway-http"]).await;
+    let (name, value) = HIGHLIGHT_BUDGET_FOR_TESTS;
+    let process = Process::start(args, vec![(name.into(), value.into())], &["gateway-http"]).await;
     let http = format!("http://{}", process.address("gateway-http"));
     Embedded { _process: process, _dir: dir, http }
 }

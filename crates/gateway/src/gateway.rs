@@ -21,6 +21,9 @@ pub struct GatewaySettings {
     pub max_content_bytes: usize,
     /// The whole create's budget, propagated as a deadline to every call (SPEC: 2 s).
     pub request_budget: Duration,
+    /// How long highlighting one paste may run before its page shows plain
+    /// text (docs/reader-features.md#highlighting; default 2 s).
+    pub highlight_budget: Duration,
 }
 
 impl GatewaySettings {
@@ -29,6 +32,7 @@ impl GatewaySettings {
             public_url: public_url.into().trim_end_matches('/').to_owned(),
             max_content_bytes: 1024 * 1024,
             request_budget: pastebin_core::CREATE_BUDGET,
+            highlight_budget: crate::highlight::TIME_BUDGET,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! `style-src 'self'`; [`THEME_CSS`] holds a light and a dark theme for them.
 //! Highlighting is bounded: a paste above [`MAX_BYTES`] or with a line above
 //! [`MAX_LINE_BYTES`] is shown as plain text, and a render that runs past
-//! its time budget gives up and falls back to plain text too. Unknown
+//! its time budget (default [`TIME_BUDGET`]) falls back to plain text too. Unknown
 //! languages are plain text, never an error.
 
 use std::{
@@ -23,11 +23,12 @@ use crate::pages::escape;
 
 /// Larger pastes are shown as plain text: highlighting is for reading code,
 /// and the cost grows with size.
-pub(crate) const MAX_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_BYTES: usize = 128 * 1024;
 /// One very long line (minified code, a data dump) makes the regexes slow
 /// and is unreadable highlighted anyway.
 pub(crate) const MAX_LINE_BYTES: usize = 4 * 1024;
-/// How long one render may take before it gives up (checked between lines).
+/// How long one render may take by default before it gives up (checked
+/// between lines); `GatewaySettings::highlight_budget` overrides it.
 pub(crate) const TIME_BUDGET: Duration = Duration::from_secs(2);
 
 const CLASS_STYLE: ClassStyle = ClassStyle::SpacedPrefixed { prefix: "hl-" };

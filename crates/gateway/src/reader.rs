@@ -10,10 +10,9 @@ use bytes::Bytes;
 
 use crate::{highlight, ApiError, Gateway, PasteView, ReadPaste};
 
-/// How long a page waits for a render before showing plain text. The render
-/// itself stops at its own budget; this bounds the wait if the blocking
-/// pool is busy.
-const RENDER_WAIT: Duration = Duration::from_secs(3);
+/// How much longer than the render's own budget a page waits for it before
+/// showing plain text: bounds the wait when the blocking pool is busy.
+const QUEUE_ALLOWANCE: Duration = Duration::from_secs(1);
 
 /// The body of a paste's page.
 pub(crate) enum PageContent {
@@ -39,7 +38,7 @@ impl Gateway {
             return Ok(PageContent::Text { view, lines });
         }
         let read = self.get(raw_id).await?;
-        let lines = render(&read, Some(self.clone())).await;
+        let lines = self.render(&read, true).await;
         Ok(PageContent::Text { view: read.view, lines })
     }
 
@@ -57,32 +56,35 @@ impl Gateway {
             });
         }
         let read = self.get(raw_id).await?;
-        let lines = render(&read, None).await;
+        let lines = self.render(&read, false).await;
         Ok(PageContent::Text { view: read.view, lines })
     }
-}
 
-/// Highlights on the blocking pool, so a slow grammar never holds up the
-/// async workers; plain text if the page cannot wait for it. With `keep`,
-/// the render is cached by id when it finishes, even if the page stopped
-/// waiting and even when it ran out of budget (then as plain text): each
-/// paste costs at most one render per gateway, however often it is viewed.
-async fn render(read: &ReadPaste, keep: Option<Gateway>) -> Arc<str> {
-    let content: Bytes = read.content.clone();
-    let id = read.view.id.clone();
-    let language = read.view.attributes.language.as_ref().map(|l| l.as_str().to_owned());
-    let extension = read.view.attributes.file_name.as_ref().and_then(|n| n.extension().map(str::to_owned));
-    let work = tokio::task::spawn_blocking(move || {
-        let text = String::from_utf8_lossy(&content);
-        let lines: Arc<str> =
-            highlight::render_lines(&text, language.as_deref(), extension.as_deref(), highlight::TIME_BUDGET).into();
-        if let Some(gateway) = keep {
-            gateway.inner.rendered.keep(&id, lines.clone());
+    /// Highlights on the blocking pool, so a slow grammar never holds up the
+    /// async workers; plain text if the page cannot wait for it. With
+    /// `keep`, the render is cached by id when it finishes, even if the page
+    /// stopped waiting and even when it ran out of budget (then as plain
+    /// text): each paste costs at most one render per gateway, however often
+    /// it is viewed.
+    async fn render(&self, read: &ReadPaste, keep: bool) -> Arc<str> {
+        let budget = self.inner.settings.highlight_budget;
+        let content: Bytes = read.content.clone();
+        let id = read.view.id.clone();
+        let language = read.view.attributes.language.as_ref().map(|l| l.as_str().to_owned());
+        let extension = read.view.attributes.file_name.as_ref().and_then(|n| n.extension().map(str::to_owned));
+        let gateway = self.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let text = String::from_utf8_lossy(&content);
+            let lines: Arc<str> =
+                highlight::render_lines(&text, language.as_deref(), extension.as_deref(), budget).into();
+            if keep {
+                gateway.inner.rendered.keep(&id, lines.clone());
+            }
+            lines
+        });
+        match tokio::time::timeout(budget + QUEUE_ALLOWANCE, work).await {
+            Ok(Ok(lines)) => lines,
+            _ => highlight::plain_lines(&String::from_utf8_lossy(&read.content)).into(),
         }
-        lines
-    });
-    match tokio::time::timeout(RENDER_WAIT, work).await {
-        Ok(Ok(lines)) => lines,
-        _ => highlight::plain_lines(&String::from_utf8_lossy(&read.content)).into(),
     }
 }

@@ -6,7 +6,8 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. Reads go through [`reader`] for pages (burn notices,
-//! binary descriptions, [`highlight`]ed text kept in [`rendered`]). [`failpoints`] are crash points at each saga step boundary,
+//! binary descriptions, [`highlight`]ed text kept in [`rendered`]) and
+//! [`read_answers`] for the JSON and raw answers. [`failpoints`] are crash points at each saga step boundary,
 //! compiled in only with the `failpoints` feature.
 
 mod created;
@@ -17,6 +18,7 @@ mod grpc;
 mod highlight;
 mod http;
 mod pages;
+mod read_answers;
 mod reader;
 mod rendered;
 mod saga;

@@ -282,6 +282,35 @@ async fn reader_features_on_postgres_and_s3() {
     let live_before = cluster.live_pastes().await;
     grpc_binary_and_burn(&cluster.grpc).await;
     assert_eq!(cluster.live_pastes().await, live_before + 1, "gRPC: one binary paste left; the burned one is gone");
+    for server in [&cluster.http, &cluster.grpc.replace("http://", "grpc://")] {
+        the_client_pastes_a_binary_file_once(server, base).await;
+    }
+}
+
+/// The command-line client's binary save, over HTTP or gRPC: the bytes as
+/// they are, with their type and name; saving the same file again is the
+/// journal's "already pasted", not a second paste.
+async fn the_client_pastes_a_binary_file_once(server: &str, http: &str) {
+    use pastebin_client::{Body, How, Save, Subject};
+    let state = tempfile::tempdir().unwrap();
+    let client = pastebin_client::Client::new(server, state.path()).unwrap();
+    let body =
+        Body::Binary { media_type: "image/gif".into(), file_name: Some("tiny.gif".into()), bytes: binary_sample() };
+    let save = || Save {
+        subject: Subject::named("tiny.gif"),
+        content: body.clone(),
+        expires_in_seconds: Some(3_600),
+        force_new: false,
+    };
+    let first = client.paste(save()).await.unwrap();
+    assert_eq!(first.how, How::Created);
+    let again = client.paste(save()).await.unwrap();
+    assert_eq!((again.how, again.answer.id.as_str()), (How::AlreadyPasted, first.answer.id.as_str()));
+    let raw = fetch(Method::GET, format!("{http}/raw/{}", first.answer.id)).await;
+    assert_eq!(raw.headers()[header::CONTENT_TYPE], "image/gif");
+    assert_eq!(raw.bytes().await.unwrap().as_ref(), binary_sample().as_slice(), "{server}: byte-exact");
+    let download = fetch(Method::GET, format!("{http}/raw/{}?download", first.answer.id)).await;
+    assert!(download.headers()[header::CONTENT_DISPOSITION].to_str().unwrap().contains("filename=\"tiny.gif\""));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,21 +1,32 @@
 //! Compiles `proto/**/*.proto` with protox (pure Rust: no system `protoc`) and
-//! writes the file descriptor set that the servers hand to reflection.
+//! writes one file descriptor set per API, so each server's reflection
+//! describes only its own API: the gateway's public reflection must not
+//! reveal the internal K and P services (docs/design.md#mtls).
 
 use std::{env, path::PathBuf};
 
 use prost::Message;
 
-const PROTOS: &[&str] =
-    &["pastebin/keys/v1/keys.proto", "pastebin/pastes/v1/pastes.proto", "pastebin/v1/pastebin.proto"];
+/// Each proto file and the name of its own descriptor set in `OUT_DIR`.
+const PROTOS: &[(&str, &str)] = &[
+    ("pastebin/keys/v1/keys.proto", "keys_descriptor"),
+    ("pastebin/pastes/v1/pastes.proto", "pastes_descriptor"),
+    ("pastebin/v1/pastebin.proto", "api_descriptor"),
+];
+
+const SHARD_PROTO: &str = "pastebin/shard/v1/shard.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
-    for proto in PROTOS {
-        println!("cargo:rerun-if-changed={}", root.join(proto).display());
-    }
-    let fds = protox::compile(PROTOS, [&root])?;
     let out = PathBuf::from(env::var("OUT_DIR")?);
-    std::fs::write(out.join("pastebin_descriptor.bin"), fds.encode_to_vec())?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    for (proto, descriptor) in PROTOS {
+        println!("cargo:rerun-if-changed={}", root.join(proto).display());
+        let own = protox::compile([proto], [&root])?;
+        std::fs::write(out.join(format!("{descriptor}.bin")), own.encode_to_vec())?;
+    }
+    // The shard description is no API of its own: K and P both import it.
+    println!("cargo:rerun-if-changed={}", root.join(SHARD_PROTO).display());
+    let all = protox::compile(PROTOS.iter().map(|(proto, _)| *proto).chain([SHARD_PROTO]), [&root])?;
+    tonic_prost_build::configure().compile_fds(all)?;
     Ok(())
 }

@@ -1,5 +1,5 @@
 // End-to-end checks of the gateway's pages in the system Chromium, driven by
-// playwright-core. Run by tests/tests/browser.rs, which starts a real
+// playwright-core. Run by tests/tests/it/browser.rs, which starts a real
 // deployment and checks the server side between the phases:
 //
 //   node e2e.mjs create                 BASE_URL, ARTIFACTS

@@ -11,15 +11,20 @@ use std::{
     time::Duration,
 };
 
+use crate::tls::{ClusterTls, TlsFiles};
+use pastebin_core::SlotRange;
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::grpc::channel;
+use pastebin_runtime::tls::MutualTls;
+use pastebin_shards::{channel, Shard};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
     sync::mpsc,
 };
+
+use crate::shards::even_split;
 
 /// Path of the failpoint-enabled binary. Cargo builds it before this
 /// package's integration tests, next to their `deps/` directory.
@@ -58,8 +63,8 @@ impl Process {
         let mut command = Command::new(testbed_binary());
         command
             .args(&args)
-            .envs(env.iter().cloned())
             .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -184,11 +189,13 @@ pub struct ClusterOptions {
     pub failpoints: Option<String>,
     /// Overrides the S3 endpoint (e.g. a port where nothing listens).
     pub s3_endpoint: Option<String>,
+    /// Every part speaks mutual TLS with these files (K and P require client certificates).
+    pub tls: Option<ClusterTls>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None }
+        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None, tls: None }
     }
 }
 
@@ -203,35 +210,106 @@ pub struct Cluster {
     pub s3: S3Settings,
     /// e.g. `http://127.0.0.1:PORT`
     pub http: String,
+    /// `https://` when the cluster speaks TLS.
     pub grpc: String,
+    pub tls: Option<ClusterTls>,
 }
 
-async fn start_shard(kind: &str, database_url: &str) -> (Process, String) {
-    let mut process = Process::start(
-        vec![kind.into(), "--database-url".into(), database_url.into(), "--listen".into(), "127.0.0.1:0".into()],
-        vec![],
-        &[kind],
-    )
-    .await;
+/// `https` when a part has TLS files, else `http`.
+fn scheme(tls: Option<&TlsFiles>) -> &'static str {
+    if tls.is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// A part's command line: `args`, then its TLS flags if it has files.
+fn with_tls(mut args: Vec<String>, tls: Option<&TlsFiles>) -> Vec<String> {
+    args.extend(tls.map(TlsFiles::flags).unwrap_or_default());
+    args
+}
+
+/// What the gateway and a sweeper share: the shards, the bucket, an admin listener.
+fn backend_flags(key_addresses: &[String], paste_addresses: &[String], s3: &S3Settings) -> Vec<String> {
+    vec![
+        "--key-shards".into(),
+        key_addresses.join(","),
+        "--paste-shards".into(),
+        paste_addresses.join(","),
+        "--s3-bucket".into(),
+        s3.bucket.clone(),
+        "--s3-endpoint".into(),
+        s3.endpoint.clone().unwrap_or_default(),
+        "--s3-path-style".into(),
+        "--admin".into(),
+        "127.0.0.1:0".into(),
+    ]
+}
+
+/// moto accepts any credentials; the AWS SDK insists on having some.
+fn s3_credentials() -> Vec<(String, String)> {
+    [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .to_vec()
+}
+
+/// Starts a K or P shard owning `slots` on `database_url`, over mutual TLS
+/// when `tls` has the shard's files.
+pub async fn start_shard(
+    kind: &str,
+    database_url: &str,
+    slots: SlotRange,
+    tls: Option<&TlsFiles>,
+) -> (Process, String) {
+    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.to_string()];
+    let args = args.iter().map(|a| a.to_string()).collect();
+    let mut process = Process::start(with_tls(args, tls), vec![], &[kind]).await;
     pin_ports(&mut process);
-    let address = format!("http://{}", process.address(kind));
+    let address = format!("{}://{}", scheme(tls), process.address(kind));
     (process, address)
+}
+
+/// A gateway process over these shards and bucket, every listener on port 0.
+async fn start_gateway(
+    key_addresses: &[String],
+    paste_addresses: &[String],
+    s3: &S3Settings,
+    tls: Option<&TlsFiles>,
+    failpoints: &str,
+) -> Process {
+    let mut args: Vec<String> =
+        ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
+    args.extend(backend_flags(key_addresses, paste_addresses, s3));
+    let mut env = s3_credentials();
+    // Generous: a debug build on a busy machine must not decide
+    // whether a page the tests look at is highlighted.
+    env.push((HIGHLIGHT_BUDGET_FOR_TESTS.0.into(), HIGHLIGHT_BUDGET_FOR_TESTS.1.into()));
+    if !failpoints.is_empty() {
+        env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.to_owned()));
+    }
+    let mut gateway = Process::start(with_tls(args, tls), env, &["gateway-http", "gateway-grpc", "admin"]).await;
+    pin_ports(&mut gateway);
+    gateway
 }
 
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.key_shards {
+        for shard in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("key-service", &url).await;
+            let tls = options.tls.as_ref().map(|tls| &tls.key_service);
+            let (process, address) = start_shard("key-service", &url, even_split(shard, options.key_shards), tls).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
         }
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.paste_shards {
+        for shard in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
-            let (process, address) = start_shard("paste-service", &url).await;
+            let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
+            let (process, address) =
+                start_shard("paste-service", &url, even_split(shard, options.paste_shards), tls).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -240,39 +318,11 @@ impl Cluster {
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
-        let args = vec![
-            "gateway".to_string(),
-            "--http".into(),
-            "127.0.0.1:0".into(),
-            "--grpc".into(),
-            "127.0.0.1:0".into(),
-            "--key-shards".into(),
-            key_addresses.join(","),
-            "--paste-shards".into(),
-            paste_addresses.join(","),
-            "--s3-bucket".into(),
-            s3.bucket.clone(),
-            "--s3-endpoint".into(),
-            s3.endpoint.clone().unwrap_or_default(),
-            "--s3-path-style".into(),
-            "--admin".into(),
-            "127.0.0.1:0".into(),
-        ];
-        let mut env = vec![
-            ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
-            ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-            // Generous: a debug build on a busy machine must not decide
-            // whether a page the tests look at is highlighted.
-            (HIGHLIGHT_BUDGET_FOR_TESTS.0.into(), HIGHLIGHT_BUDGET_FOR_TESTS.1.into()),
-        ];
-        if let Some(failpoints) = &options.failpoints {
-            env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.clone()));
-        }
-        let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
-        pin_ports(&mut gateway);
+        let failpoints = options.failpoints.as_deref().unwrap_or_default();
+        let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
-        let grpc = format!("http://{}", gateway.address("gateway-grpc"));
+        let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
         Cluster {
             keys,
             pastes,
@@ -284,7 +334,21 @@ impl Cluster {
             s3,
             http,
             grpc,
+            tls: options.tls,
         }
+    }
+
+    /// Another gateway in front of the same shards, on `s3` (e.g. a bucket
+    /// that does not exist, whose PUTs are refused), with `failpoints` armed.
+    pub async fn another_gateway(&self, s3: &S3Settings, failpoints: &str) -> Process {
+        start_gateway(
+            &self.key_addresses,
+            &self.paste_addresses,
+            s3,
+            self.tls.as_ref().map(|tls| &tls.gateway),
+            failpoints,
+        )
+        .await
     }
 
     /// The gateway's admin listener (`/metrics`).
@@ -297,21 +361,49 @@ impl Cluster {
         self.gateway.restart(&[("PASTEBIN_FAILPOINTS", failpoints)], &["gateway-http", "gateway-grpc", "admin"]).await;
     }
 
+    /// The test's own identity towards K and P, when the cluster speaks TLS.
+    fn client_tls(&self) -> Option<MutualTls> {
+        self.tls.as_ref().map(|tls| tls.client.load())
+    }
+
     pub fn key_client(&self, shard: usize) -> KeyClient {
-        KeyClient::new(channel(&self.key_addresses[shard]).unwrap())
+        KeyClient::new(channel(&self.key_addresses[shard], self.client_tls().as_ref()).unwrap())
     }
 
     pub fn paste_client(&self, shard: usize) -> PasteClient {
-        PasteClient::new(channel(&self.paste_addresses[shard]).unwrap())
+        PasteClient::new(channel(&self.paste_addresses[shard], self.client_tls().as_ref()).unwrap())
     }
 
-    /// The cluster's slot map, as a gateway or sweeper would build it.
+    /// A `pastebin sweeper` process over this cluster's shards and bucket
+    /// (with the sweeper's TLS files when the cluster has them), plus `extra` flags.
+    pub async fn start_sweeper(&self, extra: &[&str]) -> Process {
+        let mut args = vec!["sweeper".to_string()];
+        args.extend(backend_flags(&self.key_addresses, &self.paste_addresses, &self.s3));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Process::start(with_tls(args, self.tls.as_ref().map(|tls| &tls.sweeper)), s3_credentials(), &["admin"]).await
+    }
+
+    /// The cluster's slot map, as a gateway or sweeper would build it from the
+    /// shards' answers (the cluster started them on these ranges).
     pub fn slot_map(&self) -> pastebin_shards::SlotMap {
+        let (keys, pastes) = (self.key_addresses.len(), self.paste_addresses.len());
         pastebin_shards::SlotMap::new(
-            (0..self.key_addresses.len()).map(|i| self.key_client(i)).collect(),
-            (0..self.paste_addresses.len()).map(|i| self.paste_client(i)).collect(),
+            (0..keys)
+                .map(|i| Shard {
+                    address: self.key_addresses[i].clone(),
+                    slots: Some(even_split(i, keys)),
+                    client: self.key_client(i),
+                })
+                .collect(),
+            (0..pastes)
+                .map(|i| Shard {
+                    address: self.paste_addresses[i].clone(),
+                    slots: Some(even_split(i, pastes)),
+                    client: self.paste_client(i),
+                })
+                .collect(),
         )
-        .expect("at least one shard of each kind")
+        .expect("the cluster's shards cover every slot once")
     }
 
     /// The gateway's object store (its moto bucket).
@@ -322,8 +414,26 @@ impl Cluster {
     /// A sweeper over this cluster's shards and bucket, in this process, on
     /// `clock`: tests move the clock instead of waiting a minute or a day.
     pub async fn sweeper(&self, clock: pastebin_core::ManualClock) -> pastebin_sweeper::Sweeper {
-        let settings = pastebin_sweeper::SweeperSettings::default();
+        self.sweeper_with(clock, pastebin_sweeper::SweeperSettings::default()).await
+    }
+
+    /// [`Self::sweeper`] with `settings`.
+    pub async fn sweeper_with(
+        &self,
+        clock: pastebin_core::ManualClock,
+        settings: pastebin_sweeper::SweeperSettings,
+    ) -> pastebin_sweeper::Sweeper {
         pastebin_sweeper::Sweeper::new(self.slot_map(), self.object_store().await, std::sync::Arc::new(clock), settings)
+    }
+
+    /// Makes every pending key on every K shard `by` older, in K's own
+    /// database: K judges a pending key's age on its own clock, so this is
+    /// how a test lets "a minute pass" for the recovery threshold.
+    pub async fn age_pending_keys(&self, by: Duration) {
+        let sql = format!("UPDATE idempotency_keys SET created_at = created_at - {} WHERE state = $1", by.as_millis());
+        for url in &self.key_database_urls {
+            execute(url, &sql, "pending").await;
+        }
     }
 
     /// Counts rows on every P shard's database directly: `state = 'live'`.

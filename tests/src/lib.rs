@@ -4,3 +4,4 @@ pub mod cluster;
 pub mod postgres;
 pub mod s3;
 pub mod shards;
+pub mod tls;

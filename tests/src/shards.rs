@@ -4,8 +4,10 @@
 //!   PostgreSQL through [`crate::postgres::fresh_database_url`], SQLite as a new file in one
 //!   process-wide temporary directory.
 //! * [`spawn_key_service`] / [`spawn_paste_service`] serve a store over real gRPC (with
-//!   health and reflection) on `127.0.0.1:0` in the current tokio runtime and hand back
+//!   health, and reflection or TLS as the options say) on `127.0.0.1:0` in the current tokio runtime and hand back
 //!   its address and a typed client. The server lives until the test's runtime is dropped.
+//!   The `_owning` variants serve a shard that owns only some slots; [`even_split`] is
+//!   the range of one of N shards.
 //! * [`both_backends!`](crate::both_backends) runs one async test body as two
 //!   `#[tokio::test]`s, `<name>::postgres` and `<name>::sqlite`.
 //!
@@ -22,10 +24,10 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{Clock, DeleteToken, IdempotencyKey, PasteId, RequestHash, ResponseBody};
+use pastebin_core::{Clock, DeleteToken, IdempotencyKey, PasteId, RequestHash, ResponseBody, SlotRange, SLOT_COUNT};
 use pastebin_keys::{KeyClient, KeyStore, NewKey};
 use pastebin_pastes::{NewPaste, PasteClient, PasteStore};
-use pastebin_runtime::db;
+use pastebin_runtime::{db, grpc::ServerOptions};
 use sqlx::{migrate::Migrator, AnyPool};
 use tokio::net::TcpListener;
 
@@ -95,12 +97,12 @@ pub async fn fresh_pool(backend: Backend, migrations: &Migrator, max_connections
 
 /// A key store (shard K) on a fresh database.
 pub async fn key_store(backend: Backend, clock: Arc<dyn Clock>) -> KeyStore {
-    KeyStore::new(fresh_pool(backend, &db::KEY_MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
+    KeyStore::new(fresh_pool(backend, &pastebin_keys::MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
 }
 
 /// A paste store (shard P) on a fresh database.
 pub async fn paste_store(backend: Backend, clock: Arc<dyn Clock>) -> PasteStore {
-    PasteStore::new(fresh_pool(backend, &db::PASTE_MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
+    PasteStore::new(fresh_pool(backend, &pastebin_pastes::MIGRATIONS, DEFAULT_POOL_SIZE).await, clock)
 }
 
 async fn local_listener() -> (TcpListener, String) {
@@ -109,29 +111,55 @@ async fn local_listener() -> (TcpListener, String) {
     (listener, address)
 }
 
-/// Serves `store` as a key service on a free port until the runtime ends. The listener is
-/// bound before this returns, so the client can be used at once.
-pub async fn spawn_key_service(store: KeyStore) -> (String, KeyClient) {
+/// Serves `store` as a key service owning every slot on a free port until the runtime
+/// ends. The listener is bound before this returns, so the client can be used at once.
+pub async fn spawn_key_service(store: KeyStore, options: ServerOptions) -> (String, KeyClient) {
+    spawn_key_service_owning(store, SlotRange::ALL, options).await
+}
+
+/// [`spawn_key_service`] for a shard that owns only `slots`.
+pub async fn spawn_key_service_owning(
+    store: KeyStore,
+    slots: SlotRange,
+    options: ServerOptions,
+) -> (String, KeyClient) {
     let (listener, address) = local_listener().await;
     tokio::spawn(async move {
-        if let Err(e) = pastebin_keys::serve(listener, store, pending()).await {
+        if let Err(e) = pastebin_keys::serve(listener, store, slots, options, pending()).await {
             panic!("key service stopped: {e:#}");
         }
     });
-    let channel = pastebin_runtime::grpc::channel(&address).expect("channel to the key service");
+    let channel = pastebin_shards::channel(&address, None).expect("channel to the key service");
     (address, KeyClient::new(channel))
 }
 
-/// Serves `store` as a paste service on a free port until the runtime ends.
-pub async fn spawn_paste_service(store: PasteStore) -> (String, PasteClient) {
+/// Serves `store` as a paste service owning every slot on a free port until the runtime ends.
+pub async fn spawn_paste_service(store: PasteStore, options: ServerOptions) -> (String, PasteClient) {
+    spawn_paste_service_owning(store, SlotRange::ALL, options).await
+}
+
+/// [`spawn_paste_service`] for a shard that owns only `slots`.
+pub async fn spawn_paste_service_owning(
+    store: PasteStore,
+    slots: SlotRange,
+    options: ServerOptions,
+) -> (String, PasteClient) {
     let (listener, address) = local_listener().await;
     tokio::spawn(async move {
-        if let Err(e) = pastebin_pastes::serve(listener, store, pending()).await {
+        if let Err(e) = pastebin_pastes::serve(listener, store, slots, options, pending()).await {
             panic!("paste service stopped: {e:#}");
         }
     });
-    let channel = pastebin_runtime::grpc::channel(&address).expect("channel to the paste service");
+    let channel = pastebin_shards::channel(&address, None).expect("channel to the paste service");
     (address, PasteClient::new(channel))
+}
+
+/// The range of shard `index` of `count` when the 256 slots are split evenly in
+/// contiguous runs (shard `i` owns the slots `s` with `s * count / 256 == i`).
+pub fn even_split(index: usize, count: usize) -> SlotRange {
+    let first = (index * SLOT_COUNT).div_ceil(count);
+    let last = ((index + 1) * SLOT_COUNT).div_ceil(count) - 1;
+    SlotRange::new(first as u8, last as u8).expect("an even split of 256 slots")
 }
 
 /// A request hash no other call will produce.

@@ -5,17 +5,15 @@
 //! [`AdminState`] holds the metrics handle and, with a sweeper, samples
 //! [`pastebin_sweeper::Sweeper::observe`] every few seconds into a short
 //! history and keeps the sweeper's recent round reports (pushed by the
-//! process with [`AdminState::record_round`]). [`router`] serves them;
-//! [`level`] is the alert card itself, shared with `pastebin ctl stats`.
+//! process with [`AdminState::record_round`]). [`router`] serves them,
+//! placed on the alert card of [`pastebin_core::alert`].
 
-pub mod level;
 mod routes;
 mod state;
 mod status;
 
 use std::future::Future;
 
-pub use level::{alert_level, Level, CARD};
 pub use routes::{router, CONTENT_SECURITY_POLICY};
 pub use state::{AdminState, DEFAULT_SAMPLE_INTERVAL};
 pub use status::{climb_per_minute, Sample, Status};

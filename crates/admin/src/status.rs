@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use pastebin_sweeper::{Observation, RoundReport};
 use serde::Serialize;
 
-use crate::level::{alert_level, CardRow, Level, CARD, CLIMBING_PER_MINUTE};
+use pastebin_core::alert::{alert_level, CardRow, Level, CARD, CLIMBING_PER_MINUTE};
 
 /// The window over which "the count is climbing" is judged.
 const CLIMB_WINDOW_SECONDS: f64 = 60.0;

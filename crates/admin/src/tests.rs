@@ -8,7 +8,7 @@ use http_body_util::BodyExt;
 use pastebin_core::SystemClock;
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::grpc::channel;
+use pastebin_shards::{channel, Shard};
 use pastebin_sweeper::{RoundReport, Sweeper, SweeperSettings};
 use tower::ServiceExt;
 
@@ -18,9 +18,14 @@ use crate::{router, AdminState, CONTENT_SECURITY_POLICY};
 const NOWHERE: &str = "http://127.0.0.1:9";
 
 fn unreachable_sweeper(objects: &tempfile::TempDir) -> Sweeper {
+    let every = Some(pastebin_core::SlotRange::ALL);
     let slots = pastebin_shards::SlotMap::new(
-        vec![KeyClient::new(channel(NOWHERE).unwrap())],
-        vec![PasteClient::new(channel(NOWHERE).unwrap())],
+        vec![Shard { address: NOWHERE.into(), slots: every, client: KeyClient::new(channel(NOWHERE, None).unwrap()) }],
+        vec![Shard {
+            address: NOWHERE.into(),
+            slots: every,
+            client: PasteClient::new(channel(NOWHERE, None).unwrap()),
+        }],
     )
     .unwrap();
     let objects = Arc::new(pastebin_objects::LocalDirStore::open(objects.path()).unwrap());

@@ -1,6 +1,6 @@
 //! The flags of `pastebin bench ...` (clap derive, wired into the `pastebin` binary).
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -103,21 +103,6 @@ pub struct MixedArgs {
 }
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct ObjectFlags {
-    /// Objects in a local directory.
-    #[arg(long, conflicts_with = "s3_bucket")]
-    pub objects_dir: Option<PathBuf>,
-    #[arg(long)]
-    pub s3_bucket: Option<String>,
-    #[arg(long)]
-    pub s3_endpoint: Option<String>,
-    #[arg(long, default_value = "us-east-1")]
-    pub s3_region: String,
-    #[arg(long, default_value_t = false)]
-    pub s3_path_style: bool,
-}
-
-#[derive(Debug, Clone, clap::Args)]
 pub struct StepsArgs {
     /// Key service (shard K) gRPC address.
     #[arg(long)]
@@ -125,8 +110,11 @@ pub struct StepsArgs {
     /// Paste service (shard P) gRPC address.
     #[arg(long)]
     pub paste_service: String,
+    /// The harness's identity towards K and P (mutual TLS).
     #[command(flatten)]
-    pub objects: ObjectFlags,
+    pub tls: pastebin_runtime::tls::TlsArgs,
+    #[command(flatten)]
+    pub objects: pastebin_shards::ObjectStoreArgs,
     /// K's database: also time K begin's INSERT straight on it, without gRPC.
     #[arg(long)]
     pub key_database_url: Option<String>,
@@ -153,7 +141,7 @@ pub struct OneCommitArgs {
     #[arg(long, default_value = "127.0.0.1:8090")]
     pub http: SocketAddr,
     #[command(flatten)]
-    pub objects: ObjectFlags,
+    pub objects: pastebin_shards::ObjectStoreArgs,
     /// Database connections in the pool (the shard services default to 16).
     #[arg(long, default_value_t = 16)]
     pub db_connections: u32,

@@ -27,8 +27,8 @@ use sqlx::{AnyPool, Row};
 
 use crate::args::OneCommitArgs;
 
-const KEYS_SCHEMA: &str = include_str!("../../../migrations/keys/20261129000001_idempotency_keys.sql");
-const PASTES_SCHEMA: &str = include_str!("../../../migrations/pastes/20261129000001_pastes.sql");
+const KEYS_SCHEMA: &str = include_str!("../../keys/migrations/20261129000001_idempotency_keys.sql");
+const PASTES_SCHEMA: &str = include_str!("../../pastes/migrations/20261129000001_pastes.sql");
 const RETENTION_MS: i64 = 25 * 3600 * 1000;
 const MAX_CONTENT_BYTES: usize = 1024 * 1024;
 
@@ -169,7 +169,7 @@ pub async fn run(args: OneCommitArgs) -> anyhow::Result<()> {
         .await
         .context("cannot connect to the one-commit database")?;
     ensure_schema(&pool).await?;
-    let objects = args.objects.open().await?;
+    let objects = crate::steps::open_objects(&args.objects).await?;
     let listener = tokio::net::TcpListener::bind(args.http).await?;
     let public_url = format!("http://{}", listener.local_addr()?);
     tracing::info!(address = %listener.local_addr()?, "one-commit baseline listening");

@@ -10,48 +10,28 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use bytes::Bytes;
 use futures::StreamExt;
+use pastebin_core::SlotRange;
 use pastebin_core::{CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, ResponseBody};
 use pastebin_keys::{KeyClient, NewKey};
-use pastebin_objects::{LocalDirStore, ObjectStore, S3Settings, S3Store};
+use pastebin_objects::{ObjectStore, S3Store};
 use pastebin_pastes::{NewPaste, PasteClient};
-use pastebin_runtime::grpc::channel;
+use pastebin_shards::{channel, ObjectStoreArgs, ObjectStoreConfig};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
 use tokio::sync::Mutex;
 
 use crate::{
-    args::{ObjectFlags, StepsArgs},
+    args::StepsArgs,
     replay::ReplayCheck,
     stats::{Recorder, Report},
 };
 
-impl ObjectFlags {
-    /// Opens the store; an S3 bucket is created if it does not exist yet.
-    pub async fn open(&self) -> anyhow::Result<Arc<dyn ObjectStore>> {
-        match (&self.objects_dir, &self.s3_bucket) {
-            (Some(dir), None) => Ok(Arc::new(LocalDirStore::open(dir)?)),
-            (None, Some(bucket)) => {
-                let store = S3Store::connect(S3Settings {
-                    bucket: bucket.clone(),
-                    endpoint: self.s3_endpoint.clone(),
-                    region: self.s3_region.clone(),
-                    force_path_style: self.s3_path_style,
-                })
-                .await?;
-                store.ensure_bucket().await?;
-                Ok(Arc::new(store))
-            }
-            _ => anyhow::bail!("choose an object store: --objects-dir DIR or --s3-bucket NAME"),
-        }
+/// The benchmark's object store; an S3 bucket is created if it does not exist yet.
+pub(crate) async fn open_objects(flags: &ObjectStoreArgs) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    if let Some(ObjectStoreConfig::S3(settings)) = flags.config() {
+        S3Store::connect(settings).await?.ensure_bucket().await?;
     }
-}
-
-fn address(raw: &str) -> String {
-    if raw.contains("://") {
-        raw.to_owned()
-    } else {
-        format!("http://{raw}")
-    }
+    flags.open().await
 }
 
 struct Harness {
@@ -61,6 +41,9 @@ struct Harness {
     health: tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
     key_db: Option<sqlx::AnyPool>,
     content: Bytes,
+    /// Slots both shards own: the harness only makes keys there, since a
+    /// shard refuses any other.
+    slots: SlotRange,
     recorder: Mutex<Recorder>,
 }
 
@@ -78,9 +61,18 @@ impl Harness {
         self.recorder.lock().await.count_status(&format!("{step} failed"));
     }
 
+    fn key_in_range(&self) -> IdempotencyKey {
+        loop {
+            let key = IdempotencyKey::new_random();
+            if self.slots.contains(key.slot()) {
+                return key;
+            }
+        }
+    }
+
     /// One saga, step by step, as the gateway runs it for a fresh key.
     async fn saga(&self, put_only: bool) {
-        let key = IdempotencyKey::new_random();
+        let key = self.key_in_range();
         let paste_id = PasteId::mint(key.slot());
         let saga_started = Instant::now();
 
@@ -174,23 +166,36 @@ impl Harness {
     }
 }
 
+/// The slots the K and the P shard under test both own.
+async fn shared_slots(keys: &KeyClient, pastes: &PasteClient) -> anyhow::Result<SlotRange> {
+    let (k, p) = (keys.describe().await?, pastes.describe().await?);
+    let (first, last) = (k.first().max(p.first()), k.last().min(p.last()));
+    SlotRange::new(first.0, last.0)
+        .map_err(|_| anyhow::anyhow!("the K shard owns slots {k} and the P shard {p}: no slot in common"))
+}
+
 pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
-    let key_channel = channel(&address(&args.key_service))?;
+    let tls = args.tls.load()?;
+    let key_channel = channel(&args.key_service, tls.as_ref())?;
+    let keys = KeyClient::new(key_channel.clone());
+    let pastes = PasteClient::new(channel(&args.paste_service, tls.as_ref())?);
+    let slots = shared_slots(&keys, &pastes).await?;
     let key_db = match &args.key_database_url {
         Some(url) => Some(
-            pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_runtime::db::KEY_MIGRATIONS)
+            pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_keys::MIGRATIONS)
                 .await
                 .context("cannot open K's database")?,
         ),
         None => None,
     };
     let harness = Arc::new(Harness {
-        keys: KeyClient::new(key_channel.clone()),
-        pastes: PasteClient::new(channel(&address(&args.paste_service))?),
-        objects: args.objects.open().await?,
+        keys,
+        pastes,
+        objects: open_objects(&args.objects).await?,
         health: tonic_health::pb::health_client::HealthClient::new(key_channel),
         key_db,
         content: Bytes::from(vec![b'x'; args.size]),
+        slots,
         recorder: Mutex::new(Recorder::default()),
     });
     let started = Instant::now();

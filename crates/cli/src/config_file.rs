@@ -24,7 +24,10 @@ fn load(path: &Path) -> anyhow::Result<()> {
     for (name, value) in parse(&text).with_context(|| format!("in {}", path.display()))? {
         if std::env::var_os(&name).is_none() {
             // SAFETY: called from `main` before the runtime or any thread starts.
-            unsafe { std::env::set_var(name, value) };
+            #[allow(unsafe_code, reason = "set_var is unsafe from edition 2024: see SAFETY")]
+            unsafe {
+                std::env::set_var(name, value)
+            };
         }
     }
     Ok(())

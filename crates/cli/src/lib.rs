@@ -11,8 +11,15 @@ mod up;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use pastebin_admin::AdminState;
-use pastebin_core::SystemClock;
-use pastebin_runtime::{db, shutdown_signal, telemetry};
+use pastebin_core::{Clock, SlotRange, SystemClock};
+use pastebin_runtime::{
+    db,
+    grpc::ServerOptions,
+    shard_slots::{self, Resharding},
+    shutdown_signal, telemetry,
+    tls::{ClientAuth, MutualTls, TlsArgs},
+};
+use pastebin_shards::{Patience, SlotMap};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -49,24 +56,34 @@ pub enum Command {
 pub struct SweeperCommand {
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+    /// The sweeper's identity towards K and P.
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub sweeper: flags::SweeperArgs,
     #[command(flatten)]
-    pub shards: flags::ShardAddresses,
+    pub shards: pastebin_shards::ShardAddresses,
     #[command(flatten)]
-    pub objects: flags::ObjectStoreArgs,
+    pub objects: pastebin_shards::ObjectStoreArgs,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct GatewayCommand {
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+    /// The gateway's identity towards K and P, and its public gRPC listener's certificate.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Whether the public gRPC listener asks its clients for a certificate
+    /// signed by --tls-ca (needs the --tls-* flags).
+    #[arg(long, env = "PASTEBIN_TLS_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off)]
+    pub tls_client_auth: ClientAuth,
     #[command(flatten)]
     pub gateway: flags::GatewayArgs,
     #[command(flatten)]
-    pub shards: flags::ShardAddresses,
+    pub shards: pastebin_shards::ShardAddresses,
     #[command(flatten)]
-    pub objects: flags::ObjectStoreArgs,
+    pub objects: pastebin_shards::ObjectStoreArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,8 +97,23 @@ pub struct ShardArgs {
     /// Database connections in the pool.
     #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
     pub db_connections: u32,
+    /// The slots this shard owns, FIRST-LAST inclusive. Stored in its
+    /// database on first start; a later start with another range refuses.
+    #[arg(long, env = "PASTEBIN_SLOTS", default_value_t = SlotRange::ALL)]
+    pub slots: SlotRange,
+    /// Replace the stored slot range with --slots: one step of a resharding
+    /// (docs/operations.md, "Changing the slot map"). Deliberately a flag only, with
+    /// no environment variable, so it cannot stay set by accident.
+    #[arg(long)]
+    pub reshard: bool,
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+    /// Serve TLS only, to clients with a certificate signed by --tls-ca.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Answer gRPC reflection (off by default: the service is internal).
+    #[arg(long, env = "PASTEBIN_REFLECTION")]
+    pub reflection: bool,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -121,47 +153,94 @@ pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpL
     Ok(listener)
 }
 
-/// Runs one shard service: open its database (running `migrations`), listen,
-/// and serve with the admin listener beside it.
+/// Runs one shard service: open its database (running `migrations`),
+/// claim its slot range there, listen, and serve with the admin listener
+/// beside it. With TLS files the shard serves mutual TLS only: every client
+/// must present a certificate signed by --tls-ca (docs/design.md#mtls).
 async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(sqlx::AnyPool, TcpListener) -> F,
+    serve: impl FnOnce(sqlx::AnyPool, SlotRange, TcpListener, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
+    let tls = args.tls.load()?;
+    let options = ServerOptions { tls: tls.map(|tls| tls.server(ClientAuth::Required)), reflection: args.reflection };
     let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
+    let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
+    let now = pastebin_core::to_millis(SystemClock.now());
+    let slots = shard_slots::claim(&pool, args.slots, resharding, now).await?;
+    tracing::info!(%what, %slots, "owning slots");
     let listener = bind(args.listen, what).await?;
-    tokio::try_join!(serve(pool, listener), args.admin.serve(AdminState::metrics_only()))?;
+    if options.tls.is_some() {
+        tracing::info!(%what, "serving mutual TLS only: clients need a certificate signed by --tls-ca");
+    }
+    tokio::try_join!(serve(pool, slots, listener, options), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::KEY_MIGRATIONS, "key-service", |pool, listener| {
-        pastebin_keys::serve(listener, pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)), shutdown_signal())
+    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", |pool, slots, listener, options| {
+        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
+        pastebin_keys::serve(listener, store, slots, options, shutdown_signal())
     })
     .await
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &db::PASTE_MIGRATIONS, "paste-service", |pool, listener| {
-        pastebin_pastes::serve(
-            listener,
-            pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock)),
-            shutdown_signal(),
-        )
+    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", |pool, slots, listener, options| {
+        let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
+        pastebin_pastes::serve(listener, store, slots, options, shutdown_signal())
     })
     .await
 }
 
+/// The public gRPC listener's options: TLS with the gateway's own
+/// certificate when it has one, asking clients for theirs as
+/// --tls-client-auth says; reflection of the public API always.
+fn public_grpc_options(tls: Option<&MutualTls>, client_auth: ClientAuth) -> anyhow::Result<ServerOptions> {
+    anyhow::ensure!(
+        tls.is_some() || client_auth == ClientAuth::Off,
+        "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca"
+    );
+    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true })
+}
+
+/// The slot map of a process that routes creates or recovers keys: every
+/// shard must answer first; a silent one is waited for, never guessed.
+async fn slot_map(shards: &pastebin_shards::ShardAddresses, tls: Option<&MutualTls>) -> anyhow::Result<SlotMap> {
+    let map = pastebin_shards::discover(shards, tls, Patience::WaitForEveryShard, DESCRIBE_TIMEOUT).await?;
+    tracing::info!(key_shards = ?map.key_addresses(), paste_shards = ?map.paste_addresses(), "slot map ready");
+    Ok(map)
+}
+
+/// How long one `Describe` of a shard may take at start-up.
+const DESCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a gateway waits for every shard before it listens without a slot map.
+const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The gateway listens with its slot map ready when every shard answers at
+/// start-up (the usual case); otherwise it listens anyway, answers 503 ("not
+/// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
+    let tls = args.tls.load()?;
+    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth)?;
     let objects = args.objects.open().await?;
-    let slots = args.shards.slot_map()?;
+    let slots = pastebin_shards::SlotMapCell::default();
+    if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
+        slots.fill(map?);
+    }
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
-    let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let gateway = args.gateway.gateway(slots.clone(), objects, http.local_addr()?);
     tokio::try_join!(
+        async {
+            if slots.get().is_none() {
+                slots.fill(slot_map(&args.shards, tls.as_ref()).await?);
+            }
+            anyhow::Ok(())
+        },
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())
@@ -169,7 +248,8 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
 
 async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
-    let sweeper = args.sweeper.sweeper(args.shards.slot_map()?, objects);
+    let tls = args.tls.load()?;
+    let sweeper = args.sweeper.sweeper(slot_map(&args.shards, tls.as_ref()).await?, objects);
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
     let admin = AdminState::new(sweeper.clone());
     let rounds = admin.clone();
@@ -181,4 +261,17 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
         args.admin.serve(admin),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {
+        let error = public_grpc_options(None, ClientAuth::Required).unwrap_err();
+        assert_eq!(error.to_string(), "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca");
+        let plaintext = public_grpc_options(None, ClientAuth::Off).unwrap();
+        assert!(plaintext.tls.is_none() && plaintext.reflection, "the public API is reflected, over plaintext");
+    }
 }

@@ -8,12 +8,17 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use pastebin_admin::AdminState;
-use pastebin_core::SystemClock;
+use pastebin_core::{Clock, SlotRange, SystemClock};
 use pastebin_keys::{KeyClient, KeyStore};
 use pastebin_objects::LocalDirStore;
 use pastebin_pastes::{PasteClient, PasteStore};
-use pastebin_runtime::{db, grpc::channel, shutdown_signal};
-use serde::Serialize;
+use pastebin_runtime::{
+    db,
+    grpc::ServerOptions,
+    shard_slots::{self, Resharding},
+    shutdown_signal,
+};
+use pastebin_shards::{channel, Endpoints, Shard, SlotMap, SlotMapCell};
 
 use crate::{
     bind,
@@ -34,18 +39,6 @@ pub struct UpArgs {
     pub admin: SocketAddr,
 }
 
-/// Written to `<data-dir>/endpoints.json` so operator tools find the parts
-/// of a running `pastebin up` from the data directory alone.
-#[derive(Debug, Serialize)]
-struct Endpoints {
-    key_shards: Vec<String>,
-    paste_shards: Vec<String>,
-    http: String,
-    grpc: String,
-    admin: String,
-    objects_dir: PathBuf,
-}
-
 fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
     let path = dir.join(file);
     let path = path.to_str().context("the data directory path must be UTF-8")?;
@@ -57,8 +50,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let clock = Arc::new(SystemClock);
 
-    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &db::KEY_MIGRATIONS).await?;
-    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &db::PASTE_MIGRATIONS).await?;
+    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &pastebin_keys::MIGRATIONS).await?;
+    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &pastebin_pastes::MIGRATIONS).await?;
+    // One shard of each kind, owning every slot, like any lone shard.
+    let now = pastebin_core::to_millis(clock.now());
+    for pool in [&key_pool, &paste_pool] {
+        shard_slots::claim(pool, SlotRange::ALL, Resharding::Refuse, now).await?;
+    }
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
 
@@ -68,41 +66,66 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let key_address = format!("http://{}", key_listener.local_addr()?);
     let paste_address = format!("http://{}", paste_listener.local_addr()?);
 
-    let slots = pastebin_shards::SlotMap::new(
-        vec![KeyClient::new(channel(&key_address)?)],
-        vec![PasteClient::new(channel(&paste_address)?)],
+    // The shards are this process's own, so their ranges are known without asking.
+    let slots = SlotMap::new(
+        vec![Shard {
+            address: key_address.clone(),
+            slots: Some(SlotRange::ALL),
+            client: KeyClient::new(channel(&key_address, None)?),
+        }],
+        vec![Shard {
+            address: paste_address.clone(),
+            slots: Some(SlotRange::ALL),
+            client: PasteClient::new(channel(&paste_address, None)?),
+        }],
     )?;
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
-    let gateway = args.gateway.gateway(slots, objects, http.local_addr()?);
+    let gateway = args.gateway.gateway(SlotMapCell::ready(slots), objects, http.local_addr()?);
     let admin_listener = bind(args.admin, "admin").await?;
     let admin = AdminState::new(sweeper.clone());
 
+    let (http_url, grpc_url, admin_url) = (
+        format!("http://{}", http.local_addr()?),
+        format!("http://{}", grpc.local_addr()?),
+        format!("http://{}", admin_listener.local_addr()?),
+    );
     let endpoints = Endpoints {
         key_shards: vec![key_address],
         paste_shards: vec![paste_address],
-        http: format!("http://{}", http.local_addr()?),
-        grpc: format!("http://{}", grpc.local_addr()?),
-        admin: format!("http://{}", admin_listener.local_addr()?),
-        objects_dir,
+        http: Some(http_url.clone()),
+        grpc: Some(grpc_url.clone()),
+        admin: Some(admin_url.clone()),
+        objects_dir: Some(objects_dir),
     };
-    std::fs::write(dir.join("endpoints.json"), serde_json::to_vec_pretty(&endpoints)?)
-        .context("cannot write endpoints.json")?;
+    endpoints.write(dir)?;
     println!(
-        "pastebin is up\n  web & HTTP API  {}\n  gRPC API        {}\n  dashboard       {}/dashboard\n  metrics         {}/metrics\n  data            {}\nCtrl-C to stop.",
-        endpoints.http,
-        endpoints.grpc,
-        endpoints.admin,
-        endpoints.admin,
+        "pastebin is up\n  web & HTTP API  {http_url}\n  gRPC API        {grpc_url}\n  dashboard       {admin_url}/dashboard\n  metrics         {admin_url}/metrics\n  data            {}\nCtrl-C to stop.",
         dir.display()
     );
 
+    // K and P listen on loopback only, without reflection; the public gRPC
+    // API answers reflection for its own API.
+    let internal = ServerOptions::default();
+    let public = ServerOptions { reflection: true, ..ServerOptions::default() };
     tokio::try_join!(
-        pastebin_keys::serve(key_listener, KeyStore::new(key_pool, clock.clone()), shutdown_signal()),
-        pastebin_pastes::serve(paste_listener, PasteStore::new(paste_pool, clock), shutdown_signal()),
+        pastebin_keys::serve(
+            key_listener,
+            KeyStore::new(key_pool, clock.clone()),
+            SlotRange::ALL,
+            internal.clone(),
+            shutdown_signal()
+        ),
+        pastebin_pastes::serve(
+            paste_listener,
+            PasteStore::new(paste_pool, clock),
+            SlotRange::ALL,
+            internal,
+            shutdown_signal()
+        ),
         pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
-        pastebin_gateway::serve_grpc(grpc, gateway, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
         async {
             let rounds = admin.clone();
             sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;

@@ -7,8 +7,11 @@
 //! tells a retry from a different request under the same key, the
 //! [`DeleteToken`] is the paste's only credential, and [`KeyState`] is the
 //! saga's state machine as it is stored on the key shard. [`Clock`] makes time
-//! injectable so the 60 s and 25 h rules are testable without sleeping.
+//! injectable so the 60 s and 25 h rules are testable without sleeping. The
+//! [`alert`] card reads the age of pending keys against the create budget
+//! and the recovery threshold.
 
+pub mod alert;
 mod attributes;
 mod clock;
 mod expiry;
@@ -27,7 +30,7 @@ pub use key::{IdempotencyKey, KeyError};
 pub use paste_id::{PasteId, PasteIdError};
 pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
-pub use slot::{Slot, SLOT_COUNT};
+pub use slot::{Slot, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
 pub use token::{DeleteToken, DeleteTokenHash};
 

@@ -3,7 +3,8 @@
 //! - `pending`: stale pending keys across every K shard, oldest first;
 //! - `recover KEY`: resolve one key now with the sweeper's rules (reads P first);
 //! - `reconcile`: a read-only report of what K, P and the object store disagree on;
-//! - `stats`: pending counts, oldest age and the alert-card level per shard.
+//! - `stats`: pending counts, oldest age and the alert-card level per shard;
+//! - `certs`: a development CA and a certificate for each part (mutual TLS).
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
 //! `endpoints.json` of a `pastebin up` data directory). Every command writes
@@ -14,6 +15,7 @@
 //! listing carries neither, and the one record read in full (`recover`) is
 //! shown field by field, without its body.
 
+mod certs;
 mod deployment;
 mod format;
 mod pending;
@@ -25,7 +27,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-pub use deployment::{Deployment, EndpointArgs, Endpoints};
+pub use deployment::{Deployment, EndpointArgs};
 pub use format::parse_duration;
 
 /// `pastebin ctl [shard options] COMMAND`.
@@ -50,6 +52,9 @@ pub enum CtlCommand {
     Reconcile(reconcile::ReconcileArgs),
     /// Pending count, oldest pending age and alert level, per K shard and in total.
     Stats(stats::StatsArgs),
+    /// Make a development CA and a certificate and key for each part
+    /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.
+    Certs(certs::CertsArgs),
 }
 
 /// How a command ended, as the process exit code.
@@ -107,12 +112,15 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
 /// Runs a command, writing its report to `out` and warnings and errors to `err`.
 pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
     let result = async {
-        let deployment = Deployment::resolve(&args.endpoints)?;
+        // Resolved only by the commands that talk to shards: `certs` comes
+        // before there is anything to reach.
+        let deployment = || Deployment::resolve(&args.endpoints);
         match &args.command {
-            CtlCommand::Pending(command) => pending::run(&deployment, command, out, err).await,
-            CtlCommand::Recover(command) => recover::run(&deployment, command, out, err).await,
-            CtlCommand::Reconcile(command) => reconcile::run(&deployment, command, out, err).await,
-            CtlCommand::Stats(command) => stats::run(&deployment, command, out, err).await,
+            CtlCommand::Pending(command) => pending::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Recover(command) => recover::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Certs(command) => certs::run(command, out),
         }
     }
     .await;
@@ -192,7 +200,7 @@ mod tests {
         let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable);
         assert!(out.contains("K0") && out.contains("NO"), "{out}");
-        assert!(err.contains("K shard 0 (http://127.0.0.1:9) unreachable"), "{err}");
+        assert!(err.contains("K shard 0 (127.0.0.1:9) unreachable"), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
 
         let (exit, _, err) = run_args(&[&["pastebin ctl", "pending"][..], &nowhere].concat()).await;

@@ -52,13 +52,12 @@ pub(crate) async fn list_shard(
 ) -> Result<(Vec<PendingKey>, DateTime<Utc>), String> {
     let keys = deployment.keys(shard);
     let now = keys.pending_stats().await.map_err(|e| e.to_string())?.now;
-    let threshold = chrono::Duration::from_std(older_than).unwrap_or(chrono::Duration::MAX);
-    let page = keys.list_pending(now - threshold, None, limit).await.map_err(|e| e.to_string())?;
+    let page = keys.list_pending(older_than, None, limit).await.map_err(|e| e.to_string())?;
     Ok((page, now))
 }
 
 pub(crate) fn unreachable(deployment: &Deployment, kind: &str, shard: usize, error: &str) -> String {
-    let address = if kind == "K" { &deployment.key_addresses[shard] } else { &deployment.paste_addresses[shard] };
+    let address = if kind == "K" { &deployment.key_addresses()[shard] } else { &deployment.paste_addresses()[shard] };
     format!("{kind} shard {shard} ({address}) unreachable: {error}")
 }
 
@@ -71,7 +70,7 @@ pub async fn run(
     let mut exit = Exit::Ok;
     let mut rows = Vec::new();
     let mut truncated = false;
-    for shard in 0..deployment.key_addresses.len() {
+    for shard in 0..deployment.key_addresses().len() {
         match list_shard(deployment, shard, args.older_than, args.limit).await {
             Ok((page, now)) => {
                 truncated |= page.len() == args.limit as usize;

@@ -136,7 +136,7 @@ pub async fn run(
 
     // 1. Every pending key, oldest first, per K shard.
     let mut pending: Vec<Pending> = Vec::new();
-    for shard in 0..deployment.key_addresses.len() {
+    for shard in 0..deployment.key_addresses().len() {
         match scan_pending(deployment, shard, args.max_keys).await {
             Ok((keys, full)) => {
                 report.complete &= !full;
@@ -275,7 +275,11 @@ async fn scan_pending(deployment: &Deployment, shard: usize, max: usize) -> Resu
     let mut found = Vec::new();
     let mut cursor: Option<PendingKey> = None;
     loop {
-        let page = deployment.keys(shard).list_pending(now, cursor.as_ref(), PAGE).await.map_err(|e| e.to_string())?;
+        let page = deployment
+            .keys(shard)
+            .list_pending(Duration::ZERO, cursor.as_ref(), PAGE)
+            .await
+            .map_err(|e| e.to_string())?;
         let full = page.len() == PAGE as usize;
         cursor = page.last().cloned();
         for key in page {

@@ -4,14 +4,14 @@
 //! so it is left alone unless `--force` (the fence would make forcing safe,
 //! but the client in flight would get a 503 it need not have had).
 
-use std::{io::Write, sync::Arc};
+use std::io::Write;
 
-use pastebin_core::{IdempotencyKey, KeyState, SystemClock, RECOVERY_THRESHOLD};
-use pastebin_sweeper::{Decision, Sweeper, SweeperSettings};
+use pastebin_core::{IdempotencyKey, KeyState, RECOVERY_THRESHOLD};
+use pastebin_shards::Decision;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use crate::{
-    deployment::NoObjectStore,
     format::{age, seconds_between},
     CtlError, Deployment, Exit,
 };
@@ -51,7 +51,7 @@ pub async fn run(
 ) -> Result<Exit, CtlError> {
     let key = IdempotencyKey::parse(&args.key)
         .map_err(|_| CtlError::Usage(format!("`{}` is not an idempotency key (a UUID)", args.key)))?;
-    let shard = pastebin_shards::shard_of(key.slot(), deployment.key_addresses.len());
+    let shard = deployment.slots.key_shard_index(key.slot());
     let keys = deployment.keys(shard);
     let unreachable =
         |error: String| CtlError::Unreachable(crate::pending::unreachable(deployment, "K", shard, &error));
@@ -83,9 +83,8 @@ pub async fn run(
         );
         Exit::Failed
     } else {
-        let settings = SweeperSettings { call_timeout: deployment.timeout, ..SweeperSettings::default() };
-        let sweeper = Sweeper::new(deployment.slots.clone(), Arc::new(NoObjectStore), Arc::new(SystemClock), settings);
-        let decision = sweeper.recover_key(&key, args.dry_run).await;
+        let deadline = Instant::now() + deployment.timeout;
+        let decision = pastebin_shards::recover_key(&deployment.slots, &key, args.dry_run, deadline).await;
         let (name, detail, exit) = describe(&decision, args.dry_run);
         report.decision = name;
         report.detail = detail;

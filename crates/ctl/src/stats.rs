@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use pastebin_admin::{alert_level, Level};
+use pastebin_core::alert::{alert_level, Level};
 use serde::Serialize;
 
 use crate::{
@@ -68,7 +68,7 @@ pub async fn run(
 ) -> Result<Exit, CtlError> {
     let mut exit = Exit::Ok;
     let mut key_shards = Vec::new();
-    for (shard, address) in deployment.key_addresses.iter().enumerate() {
+    for (shard, address) in deployment.key_addresses().iter().enumerate() {
         let mut row = KeyShardStats {
             shard,
             address: address.clone(),
@@ -97,7 +97,7 @@ pub async fn run(
         key_shards.push(row);
     }
     let mut paste_shards = Vec::new();
-    for (shard, address) in deployment.paste_addresses.iter().enumerate() {
+    for (shard, address) in deployment.paste_addresses().iter().enumerate() {
         // An empty batch reads nothing and fences nothing: a pure probe.
         let reachable = match deployment.pastes(shard).resolve_batch(&[]).await {
             Ok(_) => true,

@@ -1,7 +1,9 @@
 //! Named crash points at the saga's step boundaries, for crash tests.
 //!
-//! Compiled in only with the `failpoints` cargo feature; in a production
-//! build [`hit`] is an empty inline function. Armed at process start by
+//! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
+//! through `RUSTFLAGS`); in every other build [`hit`] is an empty inline
+//! function. A cfg rather than a cargo feature because cargo unifies features
+//! across a workspace build, which put failpoints into the production binary. Armed at process start by
 //! `PASTEBIN_FAILPOINTS`, a comma-separated list of `name` (abort the process
 //! on the spot: no unwinding, no flushing, like a power cut) or
 //! `name=sleep:MILLIS` (hold the saga there, to stage races) or
@@ -14,7 +16,7 @@ pub const AFTER_P_INSERT: &str = "after_p_insert";
 pub const BEFORE_DONE: &str = "before_done";
 pub const AFTER_DONE: &str = "after_done";
 
-#[cfg(feature = "failpoints")]
+#[cfg(pastebin_failpoints)]
 mod armed {
     use std::{collections::HashMap, sync::OnceLock, time::Duration};
 
@@ -71,8 +73,8 @@ mod armed {
 /// Crash or pause here if `name` is armed; nothing in production builds.
 #[inline]
 pub async fn hit(name: &str) {
-    #[cfg(feature = "failpoints")]
+    #[cfg(pastebin_failpoints)]
     armed::hit(name).await;
-    #[cfg(not(feature = "failpoints"))]
+    #[cfg(not(pastebin_failpoints))]
     let _ = name;
 }

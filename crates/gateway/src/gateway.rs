@@ -10,7 +10,7 @@ use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteRow};
 use pastebin_runtime::metrics as names;
 use tokio::time::Instant;
 
-use crate::{rendered::RenderedPages, saga::within, ApiError, Created, SlotMap};
+use crate::{rendered::RenderedPages, step::within, ApiError, Created, SlotMap, SlotMapCell};
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct Gateway {
 }
 
 pub(crate) struct Inner {
-    pub(crate) slots: SlotMap,
+    pub(crate) slots: SlotMapCell,
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
@@ -106,12 +106,21 @@ fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
 
 impl Gateway {
     pub fn new(
-        slots: SlotMap,
+        slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
         Self { inner: Arc::new(Inner { slots, objects, clock, settings, rendered: RenderedPages::default() }) }
+    }
+
+    /// The slot map, or 503 while the shards have not all said which slots
+    /// they own (docs/design.md#shard-identity).
+    pub(crate) fn slots(&self) -> Result<&SlotMap, ApiError> {
+        self.inner
+            .slots
+            .get()
+            .ok_or(ApiError::Unavailable("not ready: waiting for every shard to say which slots it owns"))
     }
 
     pub fn settings(&self) -> &GatewaySettings {
@@ -202,7 +211,7 @@ impl Gateway {
     }
 
     async fn live_row(&self, id: &PasteId, deadline: Instant) -> Result<PasteRow, ApiError> {
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         within(deadline, pastes.get(id))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
@@ -213,7 +222,7 @@ impl Gateway {
     /// deleted behind the claim (best effort; the reaper gets any leftover,
     /// since the id is a tombstone now).
     async fn claim_burn(&self, id: &PasteId, deadline: Instant) -> Result<(), ApiError> {
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let claim = within(deadline, pastes.claim_burn(id))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
@@ -235,7 +244,7 @@ impl Gateway {
     pub async fn delete(&self, raw_id: &str, token: &str) -> Result<(), ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.inner.slots.paste_shard(id.slot()).with_deadline(deadline);
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
         let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;

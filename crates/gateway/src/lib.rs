@@ -7,8 +7,9 @@
 //! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. Reads go through [`reader`] for pages (burn notices,
 //! binary descriptions, [`highlight`]ed text kept in [`rendered`]) and
-//! [`read_answers`] for the JSON and raw answers. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with the `failpoints` feature.
+//! [`read_answers`] for the JSON and raw answers. [`failpoints`] are crash
+//! points at each saga step boundary, compiled in only with
+//! `--cfg pastebin_failpoints`.
 
 mod created;
 mod error;
@@ -22,12 +23,13 @@ mod read_answers;
 mod reader;
 mod rendered;
 mod saga;
+mod step;
 
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste};
 pub use grpc::PasteApiService;
-pub use pastebin_shards::SlotMap;
+pub use pastebin_shards::{SlotMap, SlotMapCell};
 
 use std::future::Future;
 
@@ -50,12 +52,18 @@ pub async fn serve_http(
     Ok(())
 }
 
-/// Serves the public gRPC API (with health and reflection) until `shutdown`.
+/// Serves the public gRPC API (with health, reflection of the public API
+/// alone, and TLS as `options` say) until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,
+    options: pastebin_runtime::grpc::ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[grpc::SERVICE_NAME], shutdown).await
+    let described = pastebin_runtime::grpc::Described {
+        services: &[grpc::SERVICE_NAME],
+        descriptors: pastebin_proto::api::v1::FILE_DESCRIPTOR_SET,
+    };
+    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
 }

@@ -13,13 +13,10 @@
 //! Nothing here ever deletes a paste: a pending key whose paste exists is
 //! finished, not undone.
 
-use std::future::Future;
-
 use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, ResponseBody};
 use pastebin_keys::{Begun, KeyClient, KeyRecord, NewKey};
-use pastebin_objects::ObjectError;
-use pastebin_pastes::{IdFate, InsertOutcome, NewPaste, PasteClient};
-use pastebin_runtime::grpc::CallError;
+use pastebin_pastes::{InsertOutcome, NewPaste, PasteClient};
+use pastebin_shards::{fence, FenceError, Fenced};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -27,58 +24,9 @@ use tracing::Instrument;
 use crate::{
     failpoints::{self, AFTER_DONE, AFTER_K_BEGIN, AFTER_PUT, AFTER_P_INSERT, BEFORE_DONE},
     gateway::{CreateAnswer, ValidCreate},
+    step::{timed, within, StepError},
     ApiError, Created, Gateway,
 };
-
-/// A failed step, split the way the saga must treat it.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StepError {
-    /// The other side answered: it did not act. Compensating is safe.
-    #[error("refused: {0}")]
-    Refused(String),
-    /// Timeout or no answer: it may have acted. Only waiting is safe.
-    #[error("uncertain: {0}")]
-    Uncertain(String),
-}
-
-impl From<CallError> for StepError {
-    fn from(error: CallError) -> Self {
-        match error {
-            CallError::Refused(status) => Self::Refused(status.message().to_owned()),
-            CallError::Uncertain(status) => Self::Uncertain(status.message().to_owned()),
-        }
-    }
-}
-
-impl From<ObjectError> for StepError {
-    fn from(error: ObjectError) -> Self {
-        match error {
-            ObjectError::Refused(message) => Self::Refused(message),
-            ObjectError::Uncertain(message) => Self::Uncertain(message),
-        }
-    }
-}
-
-/// Runs one call against the request's deadline; running out of time is
-/// uncertain, never refused.
-pub(crate) async fn within<T, E: Into<StepError>>(
-    deadline: Instant,
-    call: impl Future<Output = Result<T, E>>,
-) -> Result<T, StepError> {
-    match tokio::time::timeout_at(deadline, call).await {
-        Ok(result) => result.map_err(Into::into),
-        Err(_) => Err(StepError::Uncertain("deadline exceeded".into())),
-    }
-}
-
-/// Records how long one saga step took, whatever its outcome.
-async fn timed<T>(step: &'static str, call: impl Future<Output = T>) -> T {
-    let started = std::time::Instant::now();
-    let result = call.await;
-    metrics::histogram!(pastebin_runtime::metrics::SAGA_STEP_SECONDS, "step" => step)
-        .record(started.elapsed().as_secs_f64());
-    result
-}
 
 /// How many times a create re-reads its key after losing a guarded update
 /// to another executor before answering 503.
@@ -98,16 +46,22 @@ fn key_unavailable(error: StepError) -> ApiError {
     ApiError::Unavailable("the key service is unavailable")
 }
 
+fn paste_unreachable(error: &dyn std::fmt::Display) -> Result<bool, ApiError> {
+    tracing::warn!(%error, "cannot reach the paste service to abort; the key stays pending");
+    Err(ApiError::Unavailable("the paste service did not answer"))
+}
+
 impl Gateway {
     pub(crate) async fn run_create(&self, request: ValidCreate) -> Result<CreateAnswer, ApiError> {
         let slot = request.key.slot();
         let deadline = Instant::now() + self.inner.settings.request_budget;
+        let slots = self.slots()?;
         let saga = Saga {
             gateway: self,
             request: &request,
             deadline,
-            keys: self.inner.slots.key_shard(slot).with_deadline(deadline),
-            pastes: self.inner.slots.paste_shard(slot).with_deadline(deadline),
+            keys: slots.key_shard(slot).with_deadline(deadline),
+            pastes: slots.paste_shard(slot).with_deadline(deadline),
         };
         let span = tracing::info_span!("create", key = %request.key, slot = %slot, paste_id = tracing::field::Empty);
         saga.run().instrument(span).await
@@ -235,8 +189,10 @@ impl Saga<'_> {
             Ok(InsertOutcome::Inserted | InsertOutcome::AlreadyExists) => Ok(true),
             Ok(InsertOutcome::Tombstoned) => {
                 // The fence is already up, so recording the abort is safe; it
-                // lets the client's retry restart the key at once.
-                let _ = within(self.deadline, self.keys.abort(self.key(), paste_id)).await;
+                // lets the client's retry restart the key at once. Going
+                // through the fence again costs one idempotent call on P and
+                // keeps every abort of a key behind the one rule.
+                let _ = self.abort(paste_id).await;
                 Ok(false)
             }
             Err(StepError::Refused(reason)) => {
@@ -250,22 +206,20 @@ impl Saga<'_> {
         }
     }
 
-    /// The compensation. First the fence: tombstone the id on P unless a
-    /// paste holds it. If a paste holds it, the right action is done, not
-    /// abort (returns true). Only behind the tombstone is the key aborted.
-    /// If P cannot be read the key stays pending: never abort blind.
+    /// The compensation: the fence (docs/design.md#fence). P tombstones the
+    /// id unless a paste holds it; if a paste holds it, the right action is
+    /// done, not abort (returns true). Only behind the tombstone is the key
+    /// aborted. If P cannot be read the key stays pending: never abort blind.
     #[tracing::instrument(skip_all, err(Display))]
     async fn abort(&self, paste_id: &PasteId) -> Result<bool, ApiError> {
-        match within(self.deadline, self.pastes.tombstone_unless_live(paste_id)).await {
-            Ok(IdFate::Live) => Ok(true),
-            Ok(IdFate::Tombstoned) => {
-                within(self.deadline, self.keys.abort(self.key(), paste_id)).await.map_err(key_unavailable)?;
-                Ok(false)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot reach the paste service to abort; the key stays pending");
-                Err(ApiError::Unavailable("the paste service did not answer"))
-            }
+        let fenced =
+            tokio::time::timeout_at(self.deadline, fence(&self.keys, &self.pastes, self.key(), paste_id)).await;
+        match fenced {
+            Ok(Ok(Fenced::Live)) => Ok(true),
+            Ok(Ok(Fenced::Aborted { .. })) => Ok(false),
+            Ok(Err(FenceError::KeyShard(error))) => Err(key_unavailable(error.into())),
+            Ok(Err(FenceError::PasteShard(error))) => paste_unreachable(&error),
+            Err(_) => paste_unreachable(&"deadline exceeded"),
         }
     }
 

@@ -1,11 +1,18 @@
-use chrono::{DateTime, Utc};
-use pastebin_core::{from_millis, to_millis, IdempotencyKey, PasteId, RequestHash, ResponseBody};
-use pastebin_proto::keys::v1::{self as pb, key_service_client::KeyServiceClient};
-use pastebin_runtime::grpc::{CallError, Deadline};
+use std::time::Duration;
+
+use pastebin_core::{to_millis, IdempotencyKey, PasteId, ResponseBody, SlotRange};
+use pastebin_proto::{
+    keys::v1::{self as pb, key_service_client::KeyServiceClient},
+    shard::v1 as shard_pb,
+};
+use pastebin_runtime::{
+    grpc::{CallError, Deadline, Malformed},
+    shard_slots,
+};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+use crate::{convert, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 
 /// A K shard as the gateway, the sweeper and operators see it: domain types
 /// in, domain types out, every failure classified as refused or uncertain.
@@ -15,26 +22,8 @@ pub struct KeyClient {
     deadline: Deadline,
 }
 
-fn bad_reply(what: &str) -> CallError {
-    CallError::Uncertain(tonic::Status::internal(format!("malformed reply from the key service: {what}")))
-}
-
-fn record(raw: pb::KeyRecord) -> Result<KeyRecord, CallError> {
-    let state = match pb::KeyState::try_from(raw.state) {
-        Ok(pb::KeyState::Pending) => pastebin_core::KeyState::Pending,
-        Ok(pb::KeyState::Done) => pastebin_core::KeyState::Done,
-        Ok(pb::KeyState::Aborted) => pastebin_core::KeyState::Aborted,
-        _ => return Err(bad_reply("state")),
-    };
-    Ok(KeyRecord {
-        key: IdempotencyKey::parse(&raw.key).map_err(|_| bad_reply("key"))?,
-        request_hash: RequestHash(raw.request_hash.try_into().map_err(|_| bad_reply("request_hash"))?),
-        paste_id: PasteId::parse(&raw.paste_id).map_err(|_| bad_reply("paste_id"))?,
-        state,
-        response_body: ResponseBody::new(String::from_utf8(raw.response_body).map_err(|_| bad_reply("body"))?),
-        created_at: from_millis(raw.created_at_ms),
-        retain_until: from_millis(raw.retain_until_ms),
-    })
+fn bad_reply(malformed: Malformed) -> CallError {
+    malformed.in_reply_from("key service")
 }
 
 impl KeyClient {
@@ -48,36 +37,27 @@ impl KeyClient {
     }
 
     pub async fn begin(&self, new: &NewKey) -> Result<Begun, CallError> {
-        let reply = self
-            .inner
-            .clone()
-            .begin(self.deadline.request(pb::BeginRequest {
-                key: new.key.canonical(),
-                request_hash: new.request_hash.0.to_vec(),
-                paste_id: new.paste_id.to_string(),
-                response_body: new.response_body.expose().as_bytes().to_vec(),
-            }))
-            .await?
-            .into_inner();
-        let found = record(reply.record.ok_or_else(|| bad_reply("no record"))?)?;
+        let reply = self.inner.clone().begin(self.deadline.request(convert::begin_request(new))).await?.into_inner();
+        let raw = reply.record.ok_or_else(|| bad_reply(Malformed("no record".into())))?;
+        let found = convert::record_from_pb(raw).map_err(bad_reply)?;
         Ok(if reply.inserted { Begun::Inserted(found) } else { Begun::Existing(found) })
     }
 
     pub async fn get(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, CallError> {
         match self.inner.clone().get(self.deadline.request(pb::GetKeyRequest { key: key.canonical() })).await {
-            Ok(reply) => Ok(Some(record(reply.into_inner())?)),
+            Ok(reply) => Ok(Some(convert::record_from_pb(reply.into_inner()).map_err(bad_reply)?)),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
             Err(status) => Err(status.into()),
         }
     }
 
     pub async fn mark_done(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, CallError> {
-        let update = pb::GuardedUpdate { key: key.canonical(), paste_id: paste_id.to_string() };
+        let update = convert::guarded_update(key, paste_id);
         Ok(self.inner.clone().mark_done(self.deadline.request(update)).await?.into_inner().changed)
     }
 
     pub async fn abort(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, CallError> {
-        let update = pb::GuardedUpdate { key: key.canonical(), paste_id: paste_id.to_string() };
+        let update = convert::guarded_update(key, paste_id);
         Ok(self.inner.clone().abort(self.deadline.request(update)).await?.into_inner().changed)
     }
 
@@ -97,42 +77,29 @@ impl KeyClient {
         Ok(self.inner.clone().restart(self.deadline.request(request)).await?.into_inner().changed)
     }
 
+    /// Pending keys older than `older_than`, judged by the shard on its own
+    /// clock, after the cursor `after`.
     pub async fn list_pending(
         &self,
-        created_before: DateTime<Utc>,
+        older_than: Duration,
         after: Option<&PendingKey>,
         limit: u32,
     ) -> Result<Vec<PendingKey>, CallError> {
         let request = pb::ListPendingRequest {
-            created_before_ms: to_millis(created_before),
+            older_than_ms: u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX),
             after_created_at_ms: after.map(|p| to_millis(p.created_at)).unwrap_or(0),
             after_key: after.map(|p| p.key.canonical()).unwrap_or_default(),
             limit,
+            ..Default::default()
         };
         let reply = self.inner.clone().list_pending(self.deadline.request(request)).await?.into_inner();
-        reply
-            .keys
-            .into_iter()
-            .map(|raw| {
-                Ok(PendingKey {
-                    key: IdempotencyKey::parse(&raw.key).map_err(|_| bad_reply("key"))?,
-                    paste_id: PasteId::parse(&raw.paste_id).map_err(|_| bad_reply("paste_id"))?,
-                    created_at: from_millis(raw.created_at_ms),
-                })
-            })
-            .collect()
+        reply.keys.into_iter().map(|raw| convert::pending_from_pb(raw).map_err(bad_reply)).collect()
     }
 
     pub async fn pending_stats(&self) -> Result<PendingStats, CallError> {
         let reply =
             self.inner.clone().pending_stats(self.deadline.request(pb::PendingStatsRequest {})).await?.into_inner();
-        Ok(PendingStats {
-            pending: reply.pending,
-            oldest_created_at: (reply.oldest_created_at_ms != 0).then(|| from_millis(reply.oldest_created_at_ms)),
-            older_than_2s: reply.older_than_2s,
-            older_than_60s: reply.older_than_60s,
-            now: from_millis(reply.now_ms),
-        })
+        Ok(convert::stats_from_pb(reply))
     }
 
     pub async fn purge_retired(&self, limit: u32) -> Result<u64, CallError> {
@@ -143,5 +110,11 @@ impl KeyClient {
             .await?
             .into_inner()
             .deleted)
+    }
+
+    /// The slot range the shard says it owns.
+    pub async fn describe(&self) -> Result<SlotRange, CallError> {
+        let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
+        shard_slots::described_range(shard_pb::ShardKind::Key, answer.get_ref())
     }
 }

@@ -8,6 +8,7 @@
 //! harmless.
 
 mod client;
+mod convert;
 mod record;
 mod service;
 mod store;
@@ -17,16 +18,25 @@ pub use record::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
 
+/// Shard K's schema, run by [`pastebin_runtime::db::connect`] at start-up.
+pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.keys.v1.KeyService";
 
-/// Serves `store` over gRPC on `listener` (with health and reflection)
-/// until `shutdown` resolves.
+/// Serves `store` as the K shard owning `slots` over gRPC on `listener`
+/// (with health, and TLS and reflection as `options` say) until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: KeyStore,
+    slots: pastebin_core::SlotRange,
+    options: pastebin_runtime::grpc::ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let routes = tonic::service::Routes::new(KeyServiceImpl::new(store).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[SERVICE_NAME], shutdown).await
+    let routes = tonic::service::Routes::new(KeyServiceImpl::new(store, slots).into_server());
+    let described = pastebin_runtime::grpc::Described {
+        services: &[SERVICE_NAME],
+        descriptors: pastebin_proto::keys::v1::FILE_DESCRIPTOR_SET,
+    };
+    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
 }

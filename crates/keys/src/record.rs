@@ -42,7 +42,11 @@ pub struct PendingKey {
 pub struct PendingStats {
     pub pending: u64,
     pub oldest_created_at: Option<DateTime<Utc>>,
+    /// Pending keys older than the create budget: slow or stuck creates
+    /// (`pastebin_core::alert::SLOW_AFTER`).
     pub older_than_2s: u64,
+    /// Pending keys older than the recovery threshold: the sweeper's to
+    /// resolve (`pastebin_core::alert::RECOVERY_AFTER`).
     pub older_than_60s: u64,
     pub now: DateTime<Utc>,
 }

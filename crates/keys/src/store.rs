@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use pastebin_core::{
-    from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
+    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
 };
 use sqlx::{any::AnyRow, AnyPool, Row};
 
@@ -105,6 +105,9 @@ impl KeyStore {
         self.transition(key, paste_id, KeyState::Pending, KeyState::Aborted).await
     }
 
+    /// A resolved key's 25 h window starts when it is resolved, not when it
+    /// was created: a key finished after a long outage must still replay its
+    /// 201 to the client retrying it (docs/design.md#retention).
     async fn transition(
         &self,
         key: &IdempotencyKey,
@@ -113,15 +116,18 @@ impl KeyStore {
         to: KeyState,
     ) -> Result<bool, KeyStoreError> {
         debug_assert!(from.can_become(to));
-        let changed =
-            sqlx::query("UPDATE idempotency_keys SET state = $1 WHERE key = $2 AND state = $3 AND paste_id = $4")
-                .bind(to.as_str())
-                .bind(key.canonical())
-                .bind(from.as_str())
-                .bind(paste_id.as_str())
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+        let retain_until = to_millis(self.clock.now() + retention());
+        let changed = sqlx::query(
+            "UPDATE idempotency_keys SET state = $1, retain_until = $2 WHERE key = $3 AND state = $4 AND paste_id = $5",
+        )
+        .bind(to.as_str())
+        .bind(retain_until)
+        .bind(key.canonical())
+        .bind(from.as_str())
+        .bind(paste_id.as_str())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
         Ok(changed == 1)
     }
 
@@ -189,15 +195,18 @@ impl KeyStore {
 
     pub async fn pending_stats(&self) -> Result<PendingStats, KeyStoreError> {
         let now = self.clock.now();
-        let cutoff = |age: u64| to_millis(now - chrono::Duration::seconds(age as i64));
+        // Both ages are constants of seconds: always representable.
+        let cutoff = |age: std::time::Duration| {
+            to_millis(now - chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX))
+        };
         let row = sqlx::query(
             "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest,
                     COUNT(*) FILTER (WHERE created_at < $1) AS older_2s,
                     COUNT(*) FILTER (WHERE created_at < $2) AS older_60s
                FROM idempotency_keys WHERE state = 'pending'",
         )
-        .bind(cutoff(2))
-        .bind(cutoff(60))
+        .bind(cutoff(alert::SLOW_AFTER))
+        .bind(cutoff(alert::RECOVERY_AFTER))
         .fetch_one(&self.pool)
         .await?;
         let count =

@@ -1,13 +1,16 @@
-use pastebin_core::{from_millis, to_millis, DeleteToken, PasteId};
-use pastebin_proto::pastes::v1::{self as pb, paste_service_client::PasteServiceClient};
-use pastebin_runtime::grpc::{CallError, Deadline};
+use pastebin_core::{DeleteToken, PasteId, SlotRange};
+use pastebin_proto::{
+    pastes::v1::{self as pb, paste_service_client::PasteServiceClient},
+    shard::v1 as shard_pb,
+};
+use pastebin_runtime::{
+    grpc::{CallError, Deadline, Malformed},
+    shard_slots,
+};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::{
-    wire::{attributes_from_pb, attributes_to_pb},
-    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow,
-};
+use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -17,16 +20,13 @@ pub struct PasteClient {
     deadline: Deadline,
 }
 
-fn bad_reply(what: &str) -> CallError {
-    CallError::Uncertain(tonic::Status::internal(format!("malformed reply from the paste service: {what}")))
+fn bad_reply(malformed: Malformed) -> CallError {
+    malformed.in_reply_from("paste service")
 }
 
+/// A fence's answer, which is always live or tombstoned.
 fn fate(raw: i32) -> Result<IdFate, CallError> {
-    match pb::IdFate::try_from(raw) {
-        Ok(pb::IdFate::Live) => Ok(IdFate::Live),
-        Ok(pb::IdFate::Tombstoned) => Ok(IdFate::Tombstoned),
-        _ => Err(bad_reply("fate")),
-    }
+    convert::fate_from_pb(raw).and_then(|fate| fate.ok_or_else(|| Malformed("fate".into()))).map_err(bad_reply)
 }
 
 impl PasteClient {
@@ -40,37 +40,14 @@ impl PasteClient {
     }
 
     pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, CallError> {
-        let request = pb::InsertRequest {
-            id: paste.id.to_string(),
-            delete_token_sha256: paste.delete_token_hash.0.to_vec(),
-            created_at_ms: to_millis(paste.created_at),
-            expires_at_ms: to_millis(paste.expires_at),
-            size: paste.size,
-            content_sha256: paste.content_sha256.to_vec(),
-            attributes: Some(attributes_to_pb(&paste.attributes)),
-        };
+        let request = convert::insert_request(paste);
         let reply = self.inner.clone().insert(self.deadline.request(request)).await?.into_inner();
-        match pb::InsertOutcome::try_from(reply.outcome) {
-            Ok(pb::InsertOutcome::Inserted) => Ok(InsertOutcome::Inserted),
-            Ok(pb::InsertOutcome::AlreadyExists) => Ok(InsertOutcome::AlreadyExists),
-            Ok(pb::InsertOutcome::Tombstoned) => Ok(InsertOutcome::Tombstoned),
-            _ => Err(bad_reply("insert outcome")),
-        }
+        convert::outcome_from_pb(reply).map_err(bad_reply)
     }
 
     pub async fn get(&self, id: &PasteId) -> Result<Option<PasteRow>, CallError> {
         match self.inner.clone().get(self.deadline.request(pb::GetRequest { id: id.to_string() })).await {
-            Ok(reply) => {
-                let raw = reply.into_inner();
-                Ok(Some(PasteRow {
-                    id: PasteId::parse(&raw.id).map_err(|_| bad_reply("id"))?,
-                    created_at: from_millis(raw.created_at_ms),
-                    expires_at: from_millis(raw.expires_at_ms),
-                    size: raw.size,
-                    content_sha256: raw.content_sha256.try_into().map_err(|_| bad_reply("content_sha256"))?,
-                    attributes: attributes_from_pb(raw.attributes).map_err(|_| bad_reply("attributes"))?,
-                }))
-            }
+            Ok(reply) => Ok(Some(convert::paste_from_pb(reply.into_inner()).map_err(bad_reply)?)),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
             Err(status) => Err(status.into()),
         }
@@ -100,10 +77,7 @@ impl PasteClient {
     /// `None` when P has never seen the id.
     pub async fn peek_fate(&self, id: &PasteId) -> Result<Option<IdFate>, CallError> {
         let reply = self.inner.clone().fate(self.deadline.request(pb::TombstoneRequest { id: id.to_string() })).await?;
-        match reply.into_inner().fate {
-            0 => Ok(None),
-            raw => fate(raw).map(Some),
-        }
+        convert::fate_from_pb(reply.into_inner().fate).map_err(bad_reply)
     }
 
     pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, CallError> {
@@ -112,7 +86,7 @@ impl PasteClient {
         reply
             .ids
             .into_iter()
-            .map(|resolved| Ok((PasteId::parse(&resolved.id).map_err(|_| bad_reply("id"))?, fate(resolved.fate)?)))
+            .map(|resolved| Ok((convert::id(&resolved.id).map_err(bad_reply)?, fate(resolved.fate)?)))
             .collect()
     }
 
@@ -133,11 +107,17 @@ impl PasteClient {
             .purge_expired(self.deadline.request(pb::PurgeExpiredRequest { limit }))
             .await?
             .into_inner();
-        reply.ids.iter().map(|id| PasteId::parse(id).map_err(|_| bad_reply("id"))).collect()
+        reply.ids.iter().map(|id| convert::id(id).map_err(bad_reply)).collect()
     }
 
     pub async fn purge_tombstones(&self, min_age: std::time::Duration, limit: u32) -> Result<u64, CallError> {
         let request = pb::PurgeTombstonesRequest { min_age_seconds: min_age.as_secs(), limit };
         Ok(self.inner.clone().purge_tombstones(self.deadline.request(request)).await?.into_inner().deleted)
+    }
+
+    /// The slot range the shard says it owns.
+    pub async fn describe(&self) -> Result<SlotRange, CallError> {
+        let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
+        shard_slots::described_range(shard_pb::ShardKind::Paste, answer.get_ref())
     }
 }

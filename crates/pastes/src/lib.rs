@@ -8,26 +8,35 @@
 //! is the fence that makes "no paste can ever appear for this id" true.
 
 mod client;
+mod convert;
 mod record;
 mod service;
 mod store;
-mod wire;
 
 pub use client::PasteClient;
 pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 
+/// Shard P's schema, run by [`pastebin_runtime::db::connect`] at start-up.
+pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";
 
-/// Serves `store` over gRPC on `listener` (with health and reflection)
-/// until `shutdown` resolves.
+/// Serves `store` as the P shard owning `slots` over gRPC on `listener`
+/// (with health, and TLS and reflection as `options` say) until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: PasteStore,
+    slots: pastebin_core::SlotRange,
+    options: pastebin_runtime::grpc::ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let routes = tonic::service::Routes::new(PasteServiceImpl::new(store).into_server());
-    pastebin_runtime::grpc::serve(listener, routes, &[SERVICE_NAME], shutdown).await
+    let routes = tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server());
+    let described = pastebin_runtime::grpc::Described {
+        services: &[SERVICE_NAME],
+        descriptors: pastebin_proto::pastes::v1::FILE_DESCRIPTOR_SET,
+    };
+    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
 }

@@ -1,24 +1,33 @@
-use pastebin_core::{from_millis, to_millis, DeleteToken, DeleteTokenHash, PasteId};
-use pastebin_proto::pastes::v1 as pb;
+use pastebin_core::{to_millis, DeleteToken, PasteId, SlotRange};
+use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
+use pastebin_runtime::{
+    grpc::{store_status, StoreFailure},
+    shard_slots,
+};
 use tonic::{Request, Response, Status};
 
-use crate::{
-    wire::{attributes_from_pb, attributes_to_pb},
-    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore, PasteStoreError,
-};
+use crate::{convert, BurnClaim, DeleteOutcome, PasteStore, PasteStoreError};
 
 /// The most ids one `ResolveBatch` takes.
 const MAX_BATCH: usize = 1_000;
 const MAX_PAGE: u32 = 10_000;
 
-/// Shard P over gRPC. Every field is validated before storage is touched.
+/// Shard P over gRPC. Every field is validated before storage is touched,
+/// and an id whose slot is outside `slots` is FAILED_PRECONDITION.
 pub struct PasteServiceImpl {
     store: PasteStore,
+    slots: SlotRange,
 }
 
 impl PasteServiceImpl {
-    pub fn new(store: PasteStore) -> Self {
-        Self { store }
+    pub fn new(store: PasteStore, slots: SlotRange) -> Self {
+        Self { store, slots }
+    }
+
+    /// `id`, refused unless this shard owns its slot.
+    fn owned(&self, id: PasteId) -> Result<PasteId, Status> {
+        shard_slots::ensure_owned(self.slots, id.slot())?;
+        Ok(id)
     }
 
     pub fn into_server(self) -> pb::paste_service_server::PasteServiceServer<Self> {
@@ -26,19 +35,19 @@ impl PasteServiceImpl {
     }
 }
 
-impl From<PasteStoreError> for Status {
-    fn from(error: PasteStoreError) -> Self {
-        match error {
-            PasteStoreError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed) => {
-                Status::unavailable(error.to_string())
-            }
-            other => Status::internal(other.to_string()),
+impl StoreFailure for PasteStoreError {
+    fn database(&self) -> Option<&sqlx::Error> {
+        match self {
+            PasteStoreError::Database(error) => Some(error),
+            _ => None,
         }
     }
 }
 
-fn id_argument(raw: &str) -> Result<PasteId, Status> {
-    PasteId::parse(raw).map_err(|e| Status::invalid_argument(format!("id: {e}")))
+impl From<PasteStoreError> for Status {
+    fn from(error: PasteStoreError) -> Self {
+        store_status(&error)
+    }
 }
 
 /// Reads and deletes answer a malformed id exactly like a missing one.
@@ -50,72 +59,32 @@ fn not_found() -> Status {
     Status::not_found("no such paste")
 }
 
-fn sha256(raw: Vec<u8>, field: &str) -> Result<[u8; 32], Status> {
-    raw.try_into().map_err(|_| Status::invalid_argument(format!("{field} must be 32 bytes")))
-}
-
-fn fate_to_pb(fate: IdFate) -> i32 {
-    match fate {
-        IdFate::Live => pb::IdFate::Live,
-        IdFate::Tombstoned => pb::IdFate::Tombstoned,
-    }
-    .into()
-}
-
-fn paste_to_pb(row: PasteRow) -> pb::Paste {
-    pb::Paste {
-        id: row.id.to_string(),
-        created_at_ms: to_millis(row.created_at),
-        expires_at_ms: to_millis(row.expires_at),
-        size: row.size,
-        content_sha256: row.content_sha256.to_vec(),
-        attributes: Some(attributes_to_pb(&row.attributes)),
-    }
-}
-
 #[tonic::async_trait]
 impl pb::paste_service_server::PasteService for PasteServiceImpl {
     async fn insert(&self, request: Request<pb::InsertRequest>) -> Result<Response<pb::InsertResponse>, Status> {
-        let request = request.into_inner();
-        if request.expires_at_ms <= request.created_at_ms {
-            return Err(Status::invalid_argument("expires_at must be after created_at"));
-        }
-        let paste = NewPaste {
-            id: id_argument(&request.id)?,
-            delete_token_hash: DeleteTokenHash(sha256(request.delete_token_sha256, "delete_token_sha256")?),
-            created_at: from_millis(request.created_at_ms),
-            expires_at: from_millis(request.expires_at_ms),
-            size: request.size,
-            content_sha256: sha256(request.content_sha256, "content_sha256")?,
-            attributes: attributes_from_pb(request.attributes)
-                .map_err(|e| Status::invalid_argument(format!("attributes: {e}")))?,
-        };
-        let outcome = match self.store.insert(&paste).await? {
-            InsertOutcome::Inserted => pb::InsertOutcome::Inserted,
-            InsertOutcome::AlreadyExists => pb::InsertOutcome::AlreadyExists,
-            InsertOutcome::Tombstoned => pb::InsertOutcome::Tombstoned,
-        };
-        Ok(Response::new(pb::InsertResponse { outcome: outcome.into() }))
+        let paste = convert::new_paste(request.into_inner())?;
+        self.owned(paste.id.clone())?;
+        Ok(Response::new(convert::outcome_to_pb(self.store.insert(&paste).await?)))
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Paste>, Status> {
-        let id = id_lookup(&request.into_inner().id)?;
+        let id = self.owned(id_lookup(&request.into_inner().id)?)?;
         let row = self.store.get_live(&id).await?.ok_or_else(not_found)?;
-        Ok(Response::new(paste_to_pb(row)))
+        Ok(Response::new(convert::paste_to_pb(row)))
     }
 
     async fn tombstone_unless_live(
         &self,
         request: Request<pb::TombstoneRequest>,
     ) -> Result<Response<pb::TombstoneResponse>, Status> {
-        let id = id_argument(&request.into_inner().id)?;
+        let id = self.owned(convert::id(&request.into_inner().id)?)?;
         let fate = self.store.tombstone_unless_live(&id).await?;
-        Ok(Response::new(pb::TombstoneResponse { fate: fate_to_pb(fate) }))
+        Ok(Response::new(pb::TombstoneResponse { fate: convert::fate_to_pb(fate) }))
     }
 
     async fn fate(&self, request: Request<pb::TombstoneRequest>) -> Result<Response<pb::TombstoneResponse>, Status> {
-        let id = id_argument(&request.into_inner().id)?;
-        let fate = self.store.peek_fate(&id).await?.map(fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into());
+        let id = self.owned(convert::id(&request.into_inner().id)?)?;
+        let fate = self.store.peek_fate(&id).await?.map(convert::fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into());
         Ok(Response::new(pb::TombstoneResponse { fate }))
     }
 
@@ -127,25 +96,27 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if raw.len() > MAX_BATCH {
             return Err(Status::invalid_argument("at most 1000 ids per batch"));
         }
-        let ids = raw.iter().map(|id| id_argument(id)).collect::<Result<Vec<_>, _>>()?;
+        // One id outside the range refuses the whole batch: the caller's
+        // slot map is wrong, and no fence goes up for any of them.
+        let ids = raw.iter().map(|id| self.owned(convert::id(id)?)).collect::<Result<Vec<_>, _>>()?;
         let fates = self.store.resolve_batch(&ids).await?;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
                 .into_iter()
-                .map(|(id, fate)| pb::ResolvedId { id: id.to_string(), fate: fate_to_pb(fate) })
+                .map(|(id, fate)| pb::ResolvedId { id: id.to_string(), fate: convert::fate_to_pb(fate) })
                 .collect(),
         }))
     }
 
     async fn claim_burn(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::ClaimBurnResponse>, Status> {
-        let id = id_lookup(&request.into_inner().id)?;
+        let id = self.owned(id_lookup(&request.into_inner().id)?)?;
         let claimed = self.store.claim_burn(&id).await? == BurnClaim::Claimed;
         Ok(Response::new(pb::ClaimBurnResponse { claimed }))
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let request = request.into_inner();
-        let id = id_lookup(&request.id)?;
+        let id = self.owned(id_lookup(&request.id)?)?;
         match self.store.delete(&id, &DeleteToken::presented(&request.delete_token)).await? {
             DeleteOutcome::Deleted => Ok(Response::new(pb::DeleteResponse {})),
             DeleteOutcome::NotFound => Err(not_found()),
@@ -179,5 +150,13 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         }
         let deleted = self.store.purge_tombstones(min_age, request.limit).await?;
         Ok(Response::new(pb::PurgeTombstonesResponse { deleted }))
+    }
+
+    async fn describe(
+        &self,
+        _request: Request<shard_pb::DescribeRequest>,
+    ) -> Result<Response<shard_pb::ShardDescription>, Status> {
+        let now = to_millis(self.store.clock().now());
+        Ok(Response::new(shard_slots::description(shard_pb::ShardKind::Paste, self.slots, now)))
     }
 }

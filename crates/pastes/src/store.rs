@@ -48,6 +48,10 @@ impl PasteStore {
         Self { pool, clock }
     }
 
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Step 4 of the saga. Repeating it is safe: the same id again is
     /// `AlreadyExists`; an id the fence killed is `Tombstoned`.
     pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, PasteStoreError> {

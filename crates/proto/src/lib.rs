@@ -1,24 +1,38 @@
 //! Generated code for the three gRPC APIs under `proto/`: the key service
-//! (shard K), the paste service (shard P) and the public paste API, plus the
-//! encoded file descriptor set every server registers for reflection.
+//! (shard K), the paste service (shard P) and the public paste API, each
+//! with the encoded file descriptor set its server hands to reflection, and
+//! the shard description both shard services answer `Describe` with.
+
+/// What K and P say about themselves (`Describe`).
+pub mod shard {
+    pub mod v1 {
+        tonic::include_proto!("pastebin.shard.v1");
+    }
+}
 
 pub mod keys {
     pub mod v1 {
         tonic::include_proto!("pastebin.keys.v1");
+
+        /// For `tonic_reflection`: describes the key service alone.
+        pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("keys_descriptor");
     }
 }
 
 pub mod pastes {
     pub mod v1 {
         tonic::include_proto!("pastebin.pastes.v1");
+
+        /// For `tonic_reflection`: describes the paste service alone.
+        pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("pastes_descriptor");
     }
 }
 
 pub mod api {
     pub mod v1 {
         tonic::include_proto!("pastebin.v1");
+
+        /// For `tonic_reflection`: describes the public paste API alone.
+        pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("api_descriptor");
     }
 }
-
-/// For `tonic_reflection`: describes every service above.
-pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("pastebin_descriptor");

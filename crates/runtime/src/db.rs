@@ -1,6 +1,8 @@
 //! One database path for both backends: the shard stores speak portable SQL
 //! through `sqlx::Any`, so every storage behaviour is the same code on
-//! PostgreSQL and on SQLite and is tested on both.
+//! PostgreSQL and on SQLite and is tested on both. The schemas are not here:
+//! each shard crate owns its migrations (`pastebin_keys::MIGRATIONS`,
+//! `pastebin_pastes::MIGRATIONS`) and hands them to [`connect`].
 
 use std::time::Duration;
 
@@ -10,10 +12,6 @@ use sqlx::{
     migrate::Migrator,
     AnyPool,
 };
-
-/// Which migrations a shard runs at start-up.
-pub static KEY_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/keys");
-pub static PASTE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/pastes");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -1,30 +1,63 @@
 use std::future::Future;
 
+use anyhow::Context;
 use tokio::net::TcpListener;
-use tonic::service::Routes;
+use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
 
-/// Serves `routes` on `listener` with `grpc.health.v1` (reporting `services`
-/// and the server as a whole as serving) and server reflection, until
-/// `shutdown` resolves; in-flight calls are allowed to finish.
+/// What a server serves, for `grpc.health.v1` and reflection: the names of
+/// its services and the encoded descriptor set of its own API.
+#[derive(Debug, Clone, Copy)]
+pub struct Described<'a> {
+    pub services: &'a [&'a str],
+    pub descriptors: &'a [u8],
+}
+
+/// How a server presents itself: over TLS or plaintext, and whether it
+/// answers reflection. The default is plaintext without reflection.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    pub tls: Option<ServerTlsConfig>,
+    /// Off for K and P unless asked for: reflection would list every
+    /// internal method to whoever reaches the port (docs/design.md#mtls).
+    pub reflection: bool,
+}
+
+/// Serves `routes` on `listener` with `grpc.health.v1` (reporting the
+/// described services and the server as a whole as serving) and, if asked,
+/// reflection over both `grpc.reflection.v1` and `v1alpha` (grpcio's and
+/// several GUI clients speak only v1alpha), until `shutdown` resolves;
+/// in-flight calls are allowed to finish.
 pub async fn serve(
     listener: TcpListener,
     routes: Routes,
-    services: &[&str],
+    described: Described<'_>,
+    options: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_service_status("", ServingStatus::Serving).await;
-    for service in services {
+    for service in described.services {
         reporter.set_service_status(*service, ServingStatus::Serving).await;
     }
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pastebin_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    tonic::transport::Server::builder()
+    let mut routes = routes.add_service(health);
+    if options.reflection {
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(described.descriptors)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        routes = routes.add_service(reflection().build_v1()?).add_service(reflection().build_v1alpha()?);
+    }
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = options.tls {
+        server = server
+            .tls_config(tls)
+            .context("cannot serve TLS with --tls-cert and --tls-key (is the key the certificate's?)")?;
+    }
+    server
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
-        .add_routes(routes.add_service(health).add_service(reflection))
+        .add_routes(routes)
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;
     Ok(())
@@ -38,7 +71,7 @@ fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
 }
 
 /// Two refusals tonic makes before any handler runs, renamed to what the
-/// contract (SPEC §7) calls them: a message over the decoding limit is
+/// contract calls them (docs/design.md#status-codes): a message over the decoding limit is
 /// OUT_OF_RANGE in tonic and RESOURCE_EXHAUSTED here, and a message that does
 /// not decode (e.g. a string that is not UTF-8) is INTERNAL in tonic and
 /// INVALID_ARGUMENT here: it is the caller's input, not our fault.
@@ -92,13 +125,26 @@ impl CallError {
     }
 }
 
-/// A lazily connecting channel to `address` (`http://host:port`): a shard that
-/// is down at start-up is an error per call, not a failure to start.
-pub fn channel(address: &str) -> anyhow::Result<tonic::transport::Channel> {
-    Ok(tonic::transport::Endpoint::from_shared(address.to_owned())?
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .tcp_nodelay(true)
-        .connect_lazy())
+/// The URL a client dials for `address`: `http://` and `https://` are
+/// taken as written, and a bare `host:port` means TLS exactly when this
+/// client has TLS files. An address that contradicts the TLS setting is an
+/// error, so a configured client never falls back to plaintext by accident.
+pub fn shard_url(address: &str, tls: bool) -> anyhow::Result<String> {
+    let address = address.trim();
+    match (address.split_once("://"), tls) {
+        (None, false) => Ok(format!("http://{address}")),
+        (None, true) => Ok(format!("https://{address}")),
+        (Some(("http", _)), false) | (Some(("https", _)), true) => Ok(address.to_owned()),
+        (Some(("https", _)), false) => {
+            anyhow::bail!("{address}: https:// needs this part's --tls-cert, --tls-key and --tls-ca")
+        }
+        (Some(("http", _)), true) => {
+            anyhow::bail!(
+                "{address}: http:// would be plaintext although --tls-cert is set; write https:// or host:port"
+            )
+        }
+        (Some((scheme, _)), _) => anyhow::bail!("{address}: unknown scheme {scheme}:// (use host:port or https://)"),
+    }
 }
 
 /// The deadline a client carries into every call it makes: what is left of
@@ -119,5 +165,66 @@ impl Deadline {
             request.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
         }
         request
+    }
+}
+
+/// A protobuf field that does not convert to its domain type, and why. On a
+/// service it is the caller's bad input; in a reply it means the reply
+/// cannot be trusted, so nothing can be concluded from it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl From<Malformed> for tonic::Status {
+    fn from(malformed: Malformed) -> Self {
+        tonic::Status::invalid_argument(malformed.0)
+    }
+}
+
+impl Malformed {
+    /// The same field, found in a reply from `service`: uncertain, because
+    /// the callee may have acted before answering with something unreadable.
+    pub fn in_reply_from(self, service: &str) -> CallError {
+        CallError::Uncertain(tonic::Status::internal(format!("malformed reply from the {service}: {}", self.0)))
+    }
+}
+
+/// A shard store's failure, as the one mapping to gRPC needs to see it.
+pub trait StoreFailure: std::fmt::Display {
+    /// The database error underneath, if that is what failed.
+    fn database(&self) -> Option<&sqlx::Error>;
+}
+
+/// Every shard's store errors as gRPC status, in one place: losing the
+/// database (pool timeout, I/O, closed pool) is UNAVAILABLE, anything else
+/// INTERNAL. Callers read both as uncertain: the write may have committed.
+pub fn store_status(error: &impl StoreFailure) -> tonic::Status {
+    match error.database() {
+        Some(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed) => {
+            tonic::Status::unavailable(error.to_string())
+        }
+        _ => tonic::Status::internal(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shard_url;
+
+    #[test]
+    fn a_bare_address_means_tls_exactly_when_the_client_has_tls_files() {
+        assert_eq!(shard_url("127.0.0.1:50061", false).unwrap(), "http://127.0.0.1:50061");
+        assert_eq!(shard_url(" k1.internal:50061 ", true).unwrap(), "https://k1.internal:50061");
+        assert_eq!(shard_url("https://k1:1", true).unwrap(), "https://k1:1");
+        assert_eq!(shard_url("http://k1:1", false).unwrap(), "http://k1:1");
+    }
+
+    #[test]
+    fn an_address_that_contradicts_the_tls_setting_is_refused() {
+        let plaintext = shard_url("http://k1:1", true).unwrap_err().to_string();
+        assert!(plaintext.contains("http:// would be plaintext although --tls-cert is set"), "{plaintext}");
+        let no_files = shard_url("https://k1:1", false).unwrap_err().to_string();
+        assert!(no_files.contains("https:// needs this part's --tls-cert"), "{no_files}");
+        assert!(shard_url("ftp://k1:1", false).is_err());
     }
 }

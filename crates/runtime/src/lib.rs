@@ -1,16 +1,20 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
-//! code path for PostgreSQL and SQLite) and runs its migrations, [`grpc`]
-//! serves a service with `grpc.health.v1` and reflection beside it,
+//! code path for PostgreSQL and SQLite) and runs the migrations it is given, [`grpc`]
+//! serves a service with `grpc.health.v1` (and reflection, if asked) beside it,
+//! [`tls`] loads the mutual-TLS files every server and client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
-//! SIGINT and SIGTERM are turned into a drain, and [`metrics`] names
-//! every Prometheus metric the services export. [`THEME_JS`] is the
-//! light/dark switch every part's HTML pages load.
+//! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
+//! every Prometheus metric the services export, [`shard_slots`] keeps a
+//! shard's slot range in its database and refuses calls outside it, and
+//! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
 
 pub mod db;
 pub mod grpc;
 pub mod metrics;
+pub mod shard_slots;
 mod shutdown;
 pub mod telemetry;
+pub mod tls;
 
 pub use shutdown::shutdown_signal;
 

@@ -1,76 +1,128 @@
-//! The slot map: routing from a slot to the K shard and the P shard that own it.
+//! The deployment's topology: which shards there are, where, and which
+//! slots each owns.
+//!
+//! - [`SlotTable`] is the pure slot-map logic: the ranges the shards claim
+//!   become the owner of each of the 256 slots, or a [`CoverageError`] naming
+//!   the overlap or the gap. No I/O.
+//! - [`discover`] asks every shard address `Describe` and builds the
+//!   [`SlotMap`] from the answers, so the order of an address list never
+//!   matters (docs/design.md#shard-identity). A gateway holds it in a
+//!   [`SlotMapCell`], empty (not ready) until every shard has answered.
+//! - [`address_book`]: the flags every command flattens (shard addresses,
+//!   object store), `endpoints.json`, and [`channel`], the one place a
+//!   client channel to a shard is made.
 
-use pastebin_core::{Slot, SLOT_COUNT};
+pub mod address_book;
+mod discover;
+mod recovery;
+mod table;
+
+use std::sync::{Arc, OnceLock};
+
+use pastebin_core::{Slot, SlotRange};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
+pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
 
-/// Which K shard and which P shard own each of the 256 slots.
-///
-/// With N shards of a kind, slot `s` belongs to shard `s * N / 256`:
-/// contiguous ranges, so growing from N to 2N shards splits every range in
-/// two and each moved slot moves whole (see docs/operations.md, "Changing the
-/// slot map"). A key's slot picks its K shard; a paste id's prefix, which is
-/// that same slot, picks its P shard.
+pub use address_book::{
+    channel, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
+};
+pub use discover::{discover, DiscoveryError, Patience};
+pub use table::{Claim, CoverageError, SlotTable};
+
+/// One shard: where it is, the range it said it owns (`None` when it did
+/// not answer an operator tool), and the client that calls it.
 #[derive(Clone)]
-pub struct SlotMap {
-    key_shards: Vec<KeyClient>,
-    paste_shards: Vec<PasteClient>,
+pub struct Shard<C> {
+    pub address: String,
+    pub slots: Option<SlotRange>,
+    pub client: C,
 }
 
-/// The shard index owning `slot` when there are `shards` shards.
-pub fn shard_of(slot: Slot, shards: usize) -> usize {
-    slot.index() * shards / SLOT_COUNT
+/// Shards of one kind, in the order they were listed, and who owns each slot.
+#[derive(Clone)]
+struct ShardSet<C> {
+    clients: Vec<C>,
+    addresses: Vec<String>,
+    table: SlotTable,
+}
+
+impl<C> ShardSet<C> {
+    fn new(kind: &'static str, shards: Vec<Shard<C>>) -> Result<Self, CoverageError> {
+        let claims: Vec<Claim> = shards.iter().map(|s| Claim { address: s.address.clone(), slots: s.slots }).collect();
+        let table = SlotTable::build(kind, &claims)?;
+        let (addresses, clients) = shards.into_iter().map(|s| (s.address, s.client)).unzip();
+        Ok(Self { clients, addresses, table })
+    }
+}
+
+/// Which K shard and which P shard own each of the 256 slots. A key's slot
+/// picks its K shard; a paste id's prefix, which is that same slot, picks
+/// its P shard. Shard indices are positions in the address lists.
+#[derive(Clone)]
+pub struct SlotMap {
+    keys: ShardSet<KeyClient>,
+    pastes: ShardSet<PasteClient>,
 }
 
 impl SlotMap {
-    /// Needs at least one shard of each kind; at most 256 (one per slot).
-    pub fn new(key_shards: Vec<KeyClient>, paste_shards: Vec<PasteClient>) -> anyhow::Result<Self> {
-        for (kind, count) in [("key", key_shards.len()), ("paste", paste_shards.len())] {
-            anyhow::ensure!((1..=SLOT_COUNT).contains(&count), "need 1 to 256 {kind} shards, got {count}");
-        }
-        Ok(Self { key_shards, paste_shards })
+    /// Every slot must be owned by exactly one shard of each kind.
+    pub fn new(keys: Vec<Shard<KeyClient>>, pastes: Vec<Shard<PasteClient>>) -> Result<Self, CoverageError> {
+        Ok(Self { keys: ShardSet::new("key", keys)?, pastes: ShardSet::new("paste", pastes)? })
     }
 
     pub fn key_shard(&self, slot: Slot) -> &KeyClient {
-        &self.key_shards[shard_of(slot, self.key_shards.len())]
+        &self.keys.clients[self.key_shard_index(slot)]
     }
 
     pub fn paste_shard(&self, slot: Slot) -> &PasteClient {
-        &self.paste_shards[shard_of(slot, self.paste_shards.len())]
+        &self.pastes.clients[self.paste_shard_index(slot)]
+    }
+
+    pub fn key_shard_index(&self, slot: Slot) -> usize {
+        self.keys.table.owner(slot)
     }
 
     pub fn paste_shard_index(&self, slot: Slot) -> usize {
-        shard_of(slot, self.paste_shards.len())
+        self.pastes.table.owner(slot)
     }
 
     pub fn key_shards(&self) -> &[KeyClient] {
-        &self.key_shards
+        &self.keys.clients
     }
 
     pub fn paste_shards(&self) -> &[PasteClient] {
-        &self.paste_shards
+        &self.pastes.clients
+    }
+
+    pub fn key_addresses(&self) -> &[String] {
+        &self.keys.addresses
+    }
+
+    pub fn paste_addresses(&self) -> &[String] {
+        &self.pastes.addresses
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A slot map that may still be being discovered: empty until every shard
+/// has said which slots it owns. A gateway listens at once and answers
+/// "not ready" until then, instead of routing on a guess.
+#[derive(Clone, Default)]
+pub struct SlotMapCell(Arc<OnceLock<SlotMap>>);
 
-    #[test]
-    fn slots_split_into_contiguous_ranges() {
-        assert_eq!(shard_of(Slot(0), 1), 0);
-        assert_eq!(shard_of(Slot(255), 1), 0);
-        assert_eq!(shard_of(Slot(127), 2), 0);
-        assert_eq!(shard_of(Slot(128), 2), 1);
-        assert_eq!(shard_of(Slot(255), 2), 1);
-        // Doubling the shard count only ever splits a range: slot s on shard
-        // i of N lands on shard 2i or 2i+1 of 2N.
-        for n in 1..=128 {
-            for s in 0..=255u8 {
-                let before = shard_of(Slot(s), n);
-                let after = shard_of(Slot(s), 2 * n);
-                assert!(after == 2 * before || after == 2 * before + 1, "slot {s}, {n} shards");
-            }
-        }
+impl SlotMapCell {
+    pub fn ready(map: SlotMap) -> Self {
+        Self(Arc::new(OnceLock::from(map)))
+    }
+
+    /// The map, once discovered.
+    pub fn get(&self) -> Option<&SlotMap> {
+        self.0.get()
+    }
+
+    /// Sets the map; the first one set stays (a map never changes under a
+    /// running process: a new slot map is a restart).
+    pub fn fill(&self, map: SlotMap) {
+        let _ = self.0.set(map);
     }
 }

@@ -18,8 +18,9 @@ use pastebin_objects::ObjectStore;
 use pastebin_shards::SlotMap;
 
 pub use observe::Observation;
+pub use pastebin_shards::Decision;
 pub use reapers::ReapReport;
-pub use recovery::{Decision, RecoveryReport};
+pub use recovery::RecoveryReport;
 
 #[derive(Debug, Clone)]
 pub struct SweeperSettings {

@@ -43,7 +43,7 @@ async fn ctl(cluster: &Cluster, args: &[&str]) -> (Exit, String, String) {
 }
 
 fn key_shard_of(cluster: &Cluster, key: &IdempotencyKey) -> usize {
-    pastebin_shards::shard_of(key.slot(), cluster.key_addresses.len())
+    cluster.slot_map().key_shard_index(key.slot())
 }
 
 /// Begins a pending key directly on its K shard (as if its gateway died
@@ -372,7 +372,7 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
     ] {
         assert!(alerts.contains(expected), "missing alert {expected}");
     }
-    let climbing = pastebin_admin::level::CLIMBING_PER_MINUTE;
+    let climbing = pastebin_core::alert::CLIMBING_PER_MINUTE;
     let text = std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap();
     assert!(text.contains(&format!("> {climbing}")), "the rule and the dashboard climb at the same rate");
 

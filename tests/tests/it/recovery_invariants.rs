@@ -91,6 +91,7 @@ async fn the_one_minute_outage_recovers_without_duplicates_or_losses() {
         contents.insert(key, content);
     }
     // A minute passes; the sweeper cannot see P, so it aborts nothing.
+    cluster.age_pending_keys(Duration::from_secs(61)).await;
     let sweeper = cluster.sweeper(a_minute_later()).await;
     let blind = sweeper.recover_stale().await;
     assert_eq!((blind.aborted, blind.marked_done, blind.skipped_unreachable), (0, 0, 60), "{blind:?}");
@@ -140,9 +141,11 @@ async fn randomized_crashes_outages_and_retries_keep_every_invariant() {
     // Random gateway crashes at every step boundary; the process is restarted when it dies.
     let crashes = "after_k_begin=chance:0.04,after_put=chance:0.04,after_p_insert=chance:0.04,before_done=chance:0.02,after_done=chance:0.04";
     let mut cluster = Cluster::start(ClusterOptions { failpoints: Some(crashes.into()), ..Default::default() }).await;
-    // An over-eager sweeper (its clock a minute ahead) races the live creates
-    // the whole time: only the fence keeps it from doing harm.
-    let sweeper = cluster.sweeper(a_minute_later()).await;
+    // An over-eager sweeper (no recovery threshold at all: every pending key
+    // is stale to it) races the live creates the whole time: only the fence
+    // keeps it from doing harm.
+    let eager = pastebin_sweeper::SweeperSettings { recovery_threshold: Duration::ZERO, ..Default::default() };
+    let sweeper = cluster.sweeper_with(a_minute_later(), eager).await;
 
     let keys: Vec<(String, String)> =
         (0..120).map(|i| (new_key(), format!("randomized paste #{i} seed {seed}"))).collect();

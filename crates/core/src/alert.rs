@@ -1,27 +1,36 @@
-//! The pending-age alert card of SPEC §9, as data and as one function, so the
-//! dashboard, `pastebin ctl stats` and the tests agree on the boundaries.
+//! The pending-age alert card (docs/design.md#alert-card), as data and as one
+//! function, so the dashboard, `pastebin ctl stats`, the key shards' pending
+//! statistics and the tests agree on the boundaries. The boundaries are not
+//! numbers of their own: a pending key younger than the create budget is a
+//! create in flight, and one older than the recovery threshold is the
+//! sweeper's to resolve.
+
+use std::time::Duration;
 
 use serde::Serialize;
 
-/// Below this, a pending key is an ordinary create in flight (the create budget).
-pub const SLOW_AFTER_SECONDS: f64 = 2.0;
-/// Above this, the sweeper may recover the key (30 × the budget).
-pub const RECOVERY_AFTER_SECONDS: f64 = 60.0;
-/// Growth of stale (older than 2 s) pendings per minute that means creates
-/// are getting stuck rather than slow. Healthy stale counts sit near zero and
-/// stay flat; a one-minute outage at peak adds ~21,000. The Prometheus rule
-/// `PastebinPendingCountClimbing` uses the same figure.
+use crate::{CREATE_BUDGET, RECOVERY_THRESHOLD};
+
+/// Below this, a pending key is an ordinary create in flight.
+pub const SLOW_AFTER: Duration = CREATE_BUDGET;
+/// Above this, the sweeper may recover the key.
+pub const RECOVERY_AFTER: Duration = RECOVERY_THRESHOLD;
+/// Growth of stale (older than [`SLOW_AFTER`]) pendings per minute that means
+/// creates are getting stuck rather than slow. Healthy stale counts sit near
+/// zero and stay flat; a one-minute outage at peak adds ~21,000. The
+/// Prometheus rule `PastebinPendingCountClimbing` uses the same figure.
 pub const CLIMBING_PER_MINUTE: f64 = 300.0;
 
 /// A row of the alert card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
-    /// Oldest pending < 2 s: creates in flight.
+    /// Oldest pending younger than the create budget: creates in flight.
     Healthy,
-    /// 2 s – 60 s: slow creates; watch P and the object store.
+    /// Between the budget and the recovery threshold: slow creates; watch P
+    /// and the object store.
     Slow,
-    /// > 60 s: recovery territory; the sweeper reads P before it aborts.
+    /// Past the recovery threshold: the sweeper reads P before it aborts.
     Recovery,
     /// The pending count is climbing: creates are stuck. Page; never mass-abort.
     Stuck,
@@ -58,7 +67,8 @@ pub struct CardRow {
     pub action: &'static str,
 }
 
-/// The card, in [`Level`] order.
+/// The card, in [`Level`] order. The signals spell out [`SLOW_AFTER`] and
+/// [`RECOVERY_AFTER`]; a test keeps them in step.
 pub const CARD: [CardRow; 4] = [
     CardRow { level: Level::Healthy, signal: "Oldest pending < 2 s", meaning: "Healthy in-flight", action: "None" },
     CardRow {
@@ -86,9 +96,9 @@ pub const CARD: [CardRow; 4] = [
 pub fn alert_level(oldest_age_seconds: f64, count_climbing: bool) -> Level {
     if count_climbing {
         Level::Stuck
-    } else if oldest_age_seconds > RECOVERY_AFTER_SECONDS {
+    } else if oldest_age_seconds > RECOVERY_AFTER.as_secs_f64() {
         Level::Recovery
-    } else if oldest_age_seconds >= SLOW_AFTER_SECONDS {
+    } else if oldest_age_seconds >= SLOW_AFTER.as_secs_f64() {
         Level::Slow
     } else {
         Level::Healthy
@@ -123,5 +133,14 @@ mod tests {
             assert_eq!(level.card_row().level, level);
         }
         assert!(Level::Stuck.card_row().action.contains("Never mass-abort"));
+    }
+
+    #[test]
+    fn the_signals_name_the_budget_and_the_recovery_threshold() {
+        let slow = format!("{} s", SLOW_AFTER.as_secs());
+        let recovery = format!("{} s", RECOVERY_AFTER.as_secs());
+        assert_eq!(Level::Healthy.card_row().signal, format!("Oldest pending < {slow}"));
+        assert_eq!(Level::Slow.card_row().signal, format!("Oldest pending {slow} – {recovery}"));
+        assert_eq!(Level::Recovery.card_row().signal, format!("Oldest pending > {recovery}"));
     }
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use pastebin_core::{Clock, FileName, Language, ManualClock, MediaType, PasteAttributes, SystemClock};
 use pastebin_pastes::{BurnClaim, IdFate, InsertOutcome, NewPaste, PasteStore};
-use pastebin_runtime::db;
 use pastebin_tests::shards::{fresh_pool, new_paste, paste_store, Backend};
 use tokio::sync::Barrier;
 
@@ -79,7 +78,7 @@ pastebin_tests::both_backends! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn thirty_two_racing_claims_on_postgres_have_exactly_one_winner() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = PasteStore::new(fresh_pool(Backend::Postgres, &db::PASTE_MIGRATIONS, 40).await, clock);
+    let store = PasteStore::new(fresh_pool(Backend::Postgres, &pastebin_pastes::MIGRATIONS, 40).await, clock);
     for round in 0..5 {
         let paste = burn_paste(Utc::now());
         assert_eq!(store.insert(&paste).await.unwrap(), InsertOutcome::Inserted);

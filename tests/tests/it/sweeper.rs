@@ -1,7 +1,8 @@
 //! The recovery sweeper and the reapers against real processes (K and P
 //! shards on PostgreSQL, the gateway on moto S3). The sweeper runs in the
-//! test process on a `ManualClock`, so "older than a minute" and "older than
-//! an hour" are a clock move, not a wait.
+//! test process on a `ManualClock`, so "older than an hour" for objects is a
+//! clock move, not a wait; "older than a minute" for pending keys is judged
+//! by K on its own clock, so those keys are aged in K's database.
 
 use std::time::Duration;
 
@@ -29,6 +30,15 @@ async fn key_state(keys: &KeyClient, key: &str) -> Option<(KeyState, PasteId)> {
     Some((record.state, record.paste_id))
 }
 
+/// A sweeper as it runs `ahead` from now. K judges a pending key's age on
+/// its own clock, so the pending keys are aged by `ahead` in K's database;
+/// the sweeper's own clock, which dates objects for the reaper, reads
+/// `ahead` later.
+async fn sweeper_later(cluster: &Cluster, ahead: Duration) -> pastebin_sweeper::Sweeper {
+    cluster.age_pending_keys(ahead).await;
+    cluster.sweeper(clock_ahead(ahead)).await
+}
+
 /// Crashes a create at `failpoint`, restarts the gateway clean, and returns the key.
 async fn crash_create(cluster: &mut Cluster, failpoint: &str, content: &str) -> String {
     cluster.restart_gateway(failpoint).await;
@@ -46,7 +56,7 @@ async fn stale_pending_whose_paste_exists_is_marked_done_and_the_retry_gets_the_
     let stored = keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
     assert_eq!(stored.state, KeyState::Pending);
 
-    let report = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let report = sweeper_later(&cluster, MINUTE_AND_A_BIT).await.recover_stale().await;
     assert_eq!((report.marked_done, report.aborted), (1, 0), "{report:?}");
     assert_eq!(key_state(&keys, &key).await.unwrap().0, KeyState::Done);
 
@@ -64,7 +74,7 @@ async fn stale_pending_without_a_paste_is_fenced_aborted_and_restarted_by_the_re
     let keys = cluster.key_client(0);
     let (_, first_id) = key_state(&keys, &key).await.unwrap();
 
-    let report = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let report = sweeper_later(&cluster, MINUTE_AND_A_BIT).await.recover_stale().await;
     assert_eq!((report.marked_done, report.aborted), (0, 1), "{report:?}");
     assert_eq!(key_state(&keys, &key).await.unwrap().0, KeyState::Aborted);
     // The fence is up: the aborted id can never become a paste.
@@ -120,7 +130,7 @@ async fn paste_service_down_means_nothing_is_aborted_and_everything_resolves_whe
     let seeded = seed_pendings(&cluster, 40).await;
     cluster.pastes[0].kill().await;
 
-    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    let sweeper = sweeper_later(&cluster, MINUTE_AND_A_BIT).await;
     let blind = sweeper.recover_stale().await;
     assert_eq!(blind.skipped_unreachable, 40, "{blind:?}");
     assert_eq!((blind.marked_done, blind.aborted), (0, 0), "never abort what cannot be seen");
@@ -141,11 +151,11 @@ async fn paste_service_down_means_nothing_is_aborted_and_everything_resolves_whe
 async fn pending_younger_than_the_threshold_is_untouched() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     seed_pendings(&cluster, 6).await;
-    let report = cluster.sweeper(clock_ahead(Duration::from_secs(30))).await.recover_stale().await;
+    let report = sweeper_later(&cluster, Duration::from_secs(30)).await.recover_stale().await;
     assert_eq!(report.examined, 0, "{report:?}");
     assert_eq!(cluster.key_client(0).pending_stats().await.unwrap().pending, 6);
     // The same keys a minute later are recovered: the check above could fail.
-    let later = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let later = sweeper_later(&cluster, MINUTE_AND_A_BIT).await.recover_stale().await;
     assert_eq!(later.marked_done + later.aborted, 6);
 }
 
@@ -153,8 +163,7 @@ async fn pending_younger_than_the_threshold_is_untouched() {
 async fn two_sweepers_over_two_thousand_stale_pendings_resolve_each_key_once() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let seeded = seed_pendings(&cluster, 2000).await;
-    let (one, two) =
-        (cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await, cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await);
+    let (one, two) = (sweeper_later(&cluster, MINUTE_AND_A_BIT).await, sweeper_later(&cluster, MINUTE_AND_A_BIT).await);
     let (a, b) = tokio::join!(one.recover_stale(), two.recover_stale());
     assert_eq!(a.marked_done + b.marked_done, 1000, "{a:?} {b:?}");
     assert_eq!(a.aborted + b.aborted, 1000, "{a:?} {b:?}");
@@ -200,7 +209,7 @@ async fn gateway_and_sweeper_race(failpoint: &str, expected: KeyState) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let decided = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    let decided = sweeper_later(&cluster, MINUTE_AND_A_BIT).await.recover_stale().await;
     let (state, paste_id) = key_state(&keys, &key).await.unwrap();
     assert_eq!(state, expected, "{failpoint}: {decided:?}");
 
@@ -239,7 +248,7 @@ async fn retention_removes_done_and_aborted_keys_after_25_hours_never_pending() 
     let done_key = new_key();
     let first = create(&cluster.http, Some(&done_key), "kept 25 hours").await.unwrap();
     let aborted_key = crash_create(&mut cluster, "after_put", "aborted").await;
-    cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    sweeper_later(&cluster, MINUTE_AND_A_BIT).await.recover_stale().await;
     let keys = cluster.key_client(0);
     assert_eq!(key_state(&keys, &aborted_key).await.unwrap().0, KeyState::Aborted);
     // Two pending keys created after that recovery: one from a crashed
@@ -248,7 +257,7 @@ async fn retention_removes_done_and_aborted_keys_after_25_hours_never_pending() 
     seed_pendings(&cluster, 1).await;
 
     // Not yet: nothing is retired inside the window.
-    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    let sweeper = sweeper_later(&cluster, MINUTE_AND_A_BIT).await;
     assert_eq!(sweeper.retire_keys().await, 0);
 
     // 26 hours pass for every key on K (K keeps its own clock, so the rows age instead).
@@ -282,19 +291,19 @@ async fn orphan_objects_are_reaped_only_after_the_age_floor_and_behind_a_tombsto
     assert!(objects.get(orphan_id.as_str()).await.unwrap().is_some());
 
     // Younger than the age floor (1 h): kept, and no tombstone was made for it.
-    let young = cluster.sweeper(clock_ahead(Duration::from_secs(30 * 60))).await.reap_orphan_objects().await;
+    let young = sweeper_later(&cluster, Duration::from_secs(30 * 60)).await.reap_orphan_objects().await;
     assert_eq!(young.reaped_objects, 0);
     assert!(objects.get(orphan_id.as_str()).await.unwrap().is_some());
 
     // Past the floor: fenced, then reaped. The live paste's object is untouched.
-    let old = cluster.sweeper(clock_ahead(Duration::from_secs(2 * 3600))).await.reap_orphan_objects().await;
+    let old = sweeper_later(&cluster, Duration::from_secs(2 * 3600)).await.reap_orphan_objects().await;
     assert_eq!(old.reaped_objects, 1, "{old:?}");
     assert!(objects.get(orphan_id.as_str()).await.unwrap().is_none());
     assert_eq!(cluster.paste_client(0).tombstone_unless_live(&orphan_id).await.unwrap(), IdFate::Tombstoned);
     assert_eq!(get(&cluster.http, &live_id).await.json()["content"], "a live paste");
 
     // The retry of the orphan's key: its id is dead, so it restarts with a new one.
-    cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await.recover_stale().await;
+    sweeper_later(&cluster, MINUTE_AND_A_BIT).await.recover_stale().await;
     let retry = create(&cluster.http, Some(&orphan_key), "orphaned bytes").await.unwrap();
     assert_eq!(retry.status, StatusCode::CREATED);
     assert_ne!(retry.json()["id"], orphan_id.to_string());
@@ -308,7 +317,7 @@ async fn expired_pastes_are_purged_with_their_objects() {
     let id = answer.json()["id"].as_str().unwrap().to_owned();
     let keep = create(&cluster.http, Some(&new_key()), "long-lived").await.unwrap();
     execute(&cluster.paste_database_urls[0], "UPDATE pastes SET expires_at = 0 WHERE id = $1", &id).await;
-    let sweeper = cluster.sweeper(clock_ahead(Duration::ZERO)).await;
+    let sweeper = sweeper_later(&cluster, Duration::ZERO).await;
     assert_eq!(sweeper.purge_expired_pastes().await, 1);
     let objects = cluster.object_store().await;
     assert!(objects.get(&id).await.unwrap().is_none());
@@ -326,6 +335,7 @@ async fn the_running_sweeper_recovers_on_its_own_and_stops_on_shutdown() {
         reap_interval: Duration::from_millis(50),
         ..Default::default()
     };
+    cluster.age_pending_keys(MINUTE_AND_A_BIT).await;
     let sweeper = pastebin_sweeper::Sweeper::new(
         cluster.slot_map(),
         cluster.object_store().await,
@@ -347,7 +357,7 @@ async fn the_running_sweeper_recovers_on_its_own_and_stops_on_shutdown() {
 async fn old_tombstones_are_purged_by_the_sweeper_and_p_refuses_a_short_retention() {
     let mut cluster = Cluster::start(ClusterOptions::default()).await;
     let orphan_key = crash_create(&mut cluster, "after_put", "aborted, then forgotten").await;
-    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    let sweeper = sweeper_later(&cluster, MINUTE_AND_A_BIT).await;
     sweeper.recover_stale().await;
     let (_, dead_id) = key_state(&cluster.key_client(0), &orphan_key).await.unwrap();
     let live = create(&cluster.http, Some(&new_key()), "stays").await.unwrap();
@@ -382,7 +392,7 @@ async fn a_dry_run_recover_predicts_the_real_one_and_writes_nothing() {
     // The paste has expired but is not purged yet: the fence still sees it live.
     execute(&cluster.paste_database_urls[0], "UPDATE pastes SET expires_at = 0 WHERE id = $1", with_paste.1.as_str())
         .await;
-    let sweeper = cluster.sweeper(clock_ahead(MINUTE_AND_A_BIT)).await;
+    let sweeper = sweeper_later(&cluster, MINUTE_AND_A_BIT).await;
     let pastes = cluster.paste_client(0);
 
     assert_eq!(sweeper.recover_key(&with_paste.0, true).await, pastebin_sweeper::Decision::MarkedDone);

@@ -1,7 +1,7 @@
 //! The key and paste services over real gRPC on port 0: typed clients, raw generated
 //! clients sending what the typed ones never would, health and reflection.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -12,6 +12,7 @@ use pastebin_proto::{
     keys::v1::{self as kpb, key_service_client::KeyServiceClient},
     pastes::v1::{self as ppb, paste_service_client::PasteServiceClient},
 };
+use pastebin_runtime::grpc::ServerOptions;
 use pastebin_tests::shards::{
     key_store, new_key, new_paste, paste_store, spawn_key_service, spawn_paste_service, Backend,
 };
@@ -30,11 +31,24 @@ fn clock() -> Arc<dyn Clock> {
     Arc::new(ManualClock::starting_at(t0()))
 }
 
+/// As `--reflection`: the reflection test below looks inside these servers.
+fn with_reflection() -> ServerOptions {
+    ServerOptions { reflection: true, ..ServerOptions::default() }
+}
+
 /// A key service on `backend` with the store (for checking what was written), its
 /// address, and a raw client.
 async fn key_service(backend: Backend) -> (KeyStore, String, KeyServiceClient<Channel>, pastebin_keys::KeyClient) {
-    let store = key_store(backend, clock()).await;
-    let (address, client) = spawn_key_service(store.clone()).await;
+    key_service_on(backend, clock()).await
+}
+
+/// [`key_service`] on a clock the test keeps, to age its keys.
+async fn key_service_on(
+    backend: Backend,
+    clock: Arc<dyn pastebin_core::Clock>,
+) -> (KeyStore, String, KeyServiceClient<Channel>, pastebin_keys::KeyClient) {
+    let store = key_store(backend, clock).await;
+    let (address, client) = spawn_key_service(store.clone(), with_reflection()).await;
     let raw = KeyServiceClient::connect(address.clone()).await.expect("connect to the key service");
     (store, address, raw, client)
 }
@@ -43,7 +57,7 @@ async fn paste_service(
     backend: Backend,
 ) -> (PasteStore, String, PasteServiceClient<Channel>, pastebin_pastes::PasteClient) {
     let store = paste_store(backend, clock()).await;
-    let (address, client) = spawn_paste_service(store.clone()).await;
+    let (address, client) = spawn_paste_service(store.clone(), with_reflection()).await;
     let raw = PasteServiceClient::connect(address.clone()).await.expect("connect to the paste service");
     (store, address, raw, client)
 }
@@ -88,7 +102,8 @@ fn insert_request(paste: &pastebin_pastes::NewPaste) -> ppb::InsertRequest {
 
 pastebin_tests::both_backends! {
     async fn key_service_round_trip(backend: Backend) {
-        let (store, _address, mut raw, client) = key_service(backend).await;
+        let time = ManualClock::starting_at(t0());
+        let (store, _address, mut raw, client) = key_service_on(backend, Arc::new(time.clone())).await;
         let new = new_key("{\"id\":\"round-trip\"}");
 
         let inserted = match client.begin(&new).await.unwrap() {
@@ -130,12 +145,17 @@ pastebin_tests::both_backends! {
         assert_eq!(client.get(&pastebin_core::IdempotencyKey::new_random()).await.unwrap(), None);
         let stats = client.pending_stats().await.unwrap();
         assert_eq!((stats.pending, stats.now), (1, t0()));
-        assert_eq!(client.list_pending(t0() + chrono::Duration::seconds(1), None, 10).await.unwrap().len(), 1);
+        // Age is judged on K's clock: the restarted key is 0 s old until K's clock moves.
+        assert!(client.list_pending(Duration::ZERO, None, 10).await.unwrap().is_empty());
+        time.advance(Duration::from_secs(1));
+        assert_eq!(client.list_pending(Duration::ZERO, None, 10).await.unwrap().len(), 1);
+        assert!(client.list_pending(Duration::from_secs(2), None, 10).await.unwrap().is_empty());
         assert_eq!(client.purge_retired(10).await.unwrap(), 0);
     }
 
     async fn key_service_refuses_bad_input_as_invalid_argument_and_writes_nothing(backend: Backend) {
-        let (store, _address, mut raw, _client) = key_service(backend).await;
+        let time = ManualClock::starting_at(t0());
+        let (store, _address, mut raw, _client) = key_service_on(backend, Arc::new(time.clone())).await;
         let good = new_key("{\"id\":\"good\"}");
         let body_17k = vec![b'a'; 17 * 1024];
 
@@ -211,11 +231,15 @@ pastebin_tests::both_backends! {
             expect_code(what, raw.restart(request).await, Code::InvalidArgument);
         }
         let list = |limit: u32, after_key: &str| kpb::ListPendingRequest {
-            created_before_ms: to_millis(t0()) + 1_000,
+            older_than_ms: 0,
             after_created_at_ms: 0,
             after_key: after_key.into(),
             limit,
+            ..Default::default()
         };
+        #[allow(deprecated)] // The old field is sent on purpose: K must refuse it.
+        let callers_clock = kpb::ListPendingRequest { created_before_ms: to_millis(t0()) + 1_000, ..list(10, "") };
+        expect_code("list_pending, a cutoff on the caller's clock", raw.list_pending(callers_clock).await, Code::FailedPrecondition);
         expect_code("list_pending, limit 0", raw.list_pending(list(0, "")).await, Code::InvalidArgument);
         expect_code("list_pending, limit 10001", raw.list_pending(list(10_001, "")).await, Code::InvalidArgument);
         expect_code("list_pending, malformed cursor", raw.list_pending(list(10, "nope")).await, Code::InvalidArgument);
@@ -226,6 +250,7 @@ pastebin_tests::both_backends! {
         );
         assert_eq!(store.get(&good.key).await.unwrap().unwrap(), stored, "bad calls changed the key");
         assert_eq!(store.pending_stats().await.unwrap().pending, 1);
+        time.advance(Duration::from_secs(1));
         assert_eq!(raw.list_pending(list(10, "")).await.unwrap().into_inner().keys.len(), 1);
     }
 
@@ -329,8 +354,8 @@ async fn health_status(channel: Channel, service: &str) -> Result<ServingStatus,
 async fn both_services_report_serving_on_grpc_health() {
     let (_keys, key_address, _, _) = key_service(Backend::Sqlite).await;
     let (_pastes, paste_address, _, _) = paste_service(Backend::Sqlite).await;
-    let key_channel = pastebin_runtime::grpc::channel(&key_address).unwrap();
-    let paste_channel = pastebin_runtime::grpc::channel(&paste_address).unwrap();
+    let key_channel = pastebin_shards::channel(&key_address, None).unwrap();
+    let paste_channel = pastebin_shards::channel(&paste_address, None).unwrap();
 
     assert_eq!(health_status(key_channel.clone(), "").await.unwrap(), ServingStatus::Serving);
     assert_eq!(health_status(key_channel.clone(), pastebin_keys::SERVICE_NAME).await.unwrap(), ServingStatus::Serving);
@@ -370,7 +395,7 @@ async fn reflection_lists_and_describes_the_services() {
     for (address, own) in
         [(key_address, "pastebin.keys.v1.KeyService"), (paste_address, "pastebin.pastes.v1.PasteService")]
     {
-        let channel = pastebin_runtime::grpc::channel(&address).unwrap();
+        let channel = pastebin_shards::channel(&address, None).unwrap();
         let services = match reflect(channel.clone(), MessageRequest::ListServices(String::new())).await {
             MessageResponse::ListServicesResponse(list) => list.service.into_iter().map(|s| s.name).collect::<Vec<_>>(),
             other => panic!("expected a service list, got {other:?}"),

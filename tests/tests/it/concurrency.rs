@@ -8,7 +8,6 @@ use chrono::Utc;
 use pastebin_core::{Clock, PasteId, ResponseBody, SystemClock};
 use pastebin_keys::{Begun, KeyStore, NewKey};
 use pastebin_pastes::{IdFate, InsertOutcome, PasteStore};
-use pastebin_runtime::db;
 use pastebin_tests::shards::{fresh_pool, new_key, new_paste, Backend};
 use tokio::sync::Barrier;
 
@@ -19,11 +18,11 @@ fn clock() -> Arc<dyn Clock> {
 }
 
 async fn keys() -> KeyStore {
-    KeyStore::new(fresh_pool(Backend::Postgres, &db::KEY_MIGRATIONS, POOL).await, clock())
+    KeyStore::new(fresh_pool(Backend::Postgres, &pastebin_keys::MIGRATIONS, POOL).await, clock())
 }
 
 async fn pastes() -> PasteStore {
-    PasteStore::new(fresh_pool(Backend::Postgres, &db::PASTE_MIGRATIONS, POOL).await, clock())
+    PasteStore::new(fresh_pool(Backend::Postgres, &pastebin_pastes::MIGRATIONS, POOL).await, clock())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]

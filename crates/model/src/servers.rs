@@ -1,0 +1,103 @@
+//! K, P and the object store: each call is one atomic step on one key's
+//! data, exactly as the stores commit it (crates/keys/src/store.rs,
+//! crates/pastes/src/store.rs).
+
+use crate::{
+    flaw::Flaw,
+    world::{Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, Reply, Row},
+};
+
+/// Applies `op` to one key's K record, P rows and objects; returns the reply
+/// and whether the call minted the key's current id.
+pub fn apply(flaw: Option<Flaw>, world: &mut KeyWorld, op: Op) -> (Reply, bool) {
+    match op {
+        Op::Begin => match world.record {
+            Some(record) => (Reply::Record(record), false),
+            None => {
+                let record = KeyRecord { paste: world.mint(), state: KeyState::Pending };
+                world.record = Some(record);
+                (Reply::Record(record), true)
+            }
+        },
+        Op::Restart { aborted } => match world.record {
+            Some(record) if record.state == KeyState::Aborted && restart_guard(flaw, record.paste, aborted) => {
+                let paste = world.mint();
+                world.record = Some(KeyRecord { paste, state: KeyState::Pending });
+                (Reply::Restarted(Some(paste)), true)
+            }
+            _ => (Reply::Restarted(None), false),
+        },
+        Op::Put(paste) => {
+            world.pastes[usize::from(paste)].object = true;
+            (Reply::Stored, false)
+        }
+        Op::DeleteObject(paste) => {
+            world.pastes[usize::from(paste)].object = false;
+            (Reply::Stored, false)
+        }
+        Op::Insert(paste) => (Reply::Inserted(insert(flaw, &mut world.pastes[usize::from(paste)].row)), false),
+        Op::Fence(paste) => (Reply::Fate(tombstone_unless_live(&mut world.pastes[usize::from(paste)].row)), false),
+        Op::Read(paste) => (Reply::Fate(read(world.row(paste))), false),
+        Op::Abort(paste) => (Reply::Changed(transition(flaw, world, paste, KeyState::Aborted)), false),
+        Op::Done(paste) => {
+            let changed = transition(flaw, world, paste, KeyState::Done);
+            let already = world.record.is_some_and(|record| record.is(paste, KeyState::Done));
+            (Reply::Changed(changed || already), false)
+        }
+    }
+}
+
+fn restart_guard(flaw: Option<Flaw>, current: u8, aborted: u8) -> bool {
+    flaw == Some(Flaw::RestartWithoutIdGuard) || current == aborted
+}
+
+fn insert(flaw: Option<Flaw>, row: &mut Row) -> InsertOutcome {
+    match *row {
+        Row::Absent => {
+            *row = Row::Live;
+            InsertOutcome::Inserted
+        }
+        Row::Live => InsertOutcome::AlreadyExists,
+        Row::Tombstone if flaw == Some(Flaw::FenceDoesNotHold) => {
+            *row = Row::Live;
+            InsertOutcome::Inserted
+        }
+        Row::Tombstone | Row::DeletedByOwner => InsertOutcome::Tombstoned,
+    }
+}
+
+fn tombstone_unless_live(row: &mut Row) -> Fate {
+    match *row {
+        Row::Absent => {
+            *row = Row::Tombstone;
+            Fate::Dead
+        }
+        Row::Live => Fate::Live,
+        Row::Tombstone | Row::DeletedByOwner => Fate::Dead,
+    }
+}
+
+fn read(row: Row) -> Fate {
+    match row {
+        Row::Absent => Fate::Unknown,
+        Row::Live => Fate::Live,
+        Row::Tombstone | Row::DeletedByOwner => Fate::Dead,
+    }
+}
+
+/// pending → `to`, guarded by state and paste id (the id guard is what the
+/// broken variants drop).
+fn transition(flaw: Option<Flaw>, world: &mut KeyWorld, paste: u8, to: KeyState) -> bool {
+    let ignores_id = match to {
+        KeyState::Done => flaw == Some(Flaw::DoneWithoutIdGuard),
+        KeyState::Aborted => flaw == Some(Flaw::AbortWithoutIdGuard),
+        KeyState::Pending => false,
+    };
+    match &mut world.record {
+        Some(record) if record.state == KeyState::Pending && (ignores_id || record.paste == paste) => {
+            record.state = to;
+            true
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,179 @@
+//! Protobuf ↔ domain for shard P, both directions in one place: the service
+//! reads requests and writes replies with it, the client the other way round.
+//! A field that does not convert is [`Malformed`]: the caller's bad input on
+//! the service side, an untrustworthy reply on the client side.
+
+use pastebin_core::{from_millis, to_millis, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes, PasteId};
+use pastebin_proto::pastes::v1 as pb;
+use pastebin_runtime::grpc::Malformed;
+
+use crate::{IdFate, InsertOutcome, NewPaste, PasteRow};
+
+pub(crate) fn id(raw: &str) -> Result<PasteId, Malformed> {
+    PasteId::parse(raw).map_err(|e| Malformed(format!("id: {e}")))
+}
+
+fn sha256(raw: Vec<u8>, field: &str) -> Result<[u8; 32], Malformed> {
+    raw.try_into().map_err(|_| Malformed(format!("{field} must be 32 bytes")))
+}
+
+pub(crate) fn fate_to_pb(fate: IdFate) -> i32 {
+    match fate {
+        IdFate::Live => pb::IdFate::Live,
+        IdFate::Tombstoned => pb::IdFate::Tombstoned,
+    }
+    .into()
+}
+
+/// `None` for `IdFate::Unspecified`: the fence would meet an id P never saw.
+pub(crate) fn fate_from_pb(raw: i32) -> Result<Option<IdFate>, Malformed> {
+    match pb::IdFate::try_from(raw) {
+        Ok(pb::IdFate::Unspecified) => Ok(None),
+        Ok(pb::IdFate::Live) => Ok(Some(IdFate::Live)),
+        Ok(pb::IdFate::Tombstoned) => Ok(Some(IdFate::Tombstoned)),
+        Err(_) => Err(Malformed("fate".into())),
+    }
+}
+
+pub(crate) fn insert_request(paste: &NewPaste) -> pb::InsertRequest {
+    pb::InsertRequest {
+        id: paste.id.to_string(),
+        delete_token_sha256: paste.delete_token_hash.0.to_vec(),
+        created_at_ms: to_millis(paste.created_at),
+        expires_at_ms: to_millis(paste.expires_at),
+        size: paste.size,
+        content_sha256: paste.content_sha256.to_vec(),
+        attributes: Some(attributes_to_pb(&paste.attributes)),
+    }
+}
+
+pub(crate) fn new_paste(request: pb::InsertRequest) -> Result<NewPaste, Malformed> {
+    if request.expires_at_ms <= request.created_at_ms {
+        return Err(Malformed("expires_at must be after created_at".into()));
+    }
+    Ok(NewPaste {
+        id: id(&request.id)?,
+        delete_token_hash: DeleteTokenHash(sha256(request.delete_token_sha256, "delete_token_sha256")?),
+        created_at: from_millis(request.created_at_ms),
+        expires_at: from_millis(request.expires_at_ms),
+        size: request.size,
+        content_sha256: sha256(request.content_sha256, "content_sha256")?,
+        attributes: attributes_from_pb(request.attributes)?,
+    })
+}
+
+pub(crate) fn outcome_to_pb(outcome: InsertOutcome) -> pb::InsertResponse {
+    let outcome = match outcome {
+        InsertOutcome::Inserted => pb::InsertOutcome::Inserted,
+        InsertOutcome::AlreadyExists => pb::InsertOutcome::AlreadyExists,
+        InsertOutcome::Tombstoned => pb::InsertOutcome::Tombstoned,
+    };
+    pb::InsertResponse { outcome: outcome.into() }
+}
+
+pub(crate) fn outcome_from_pb(reply: pb::InsertResponse) -> Result<InsertOutcome, Malformed> {
+    match pb::InsertOutcome::try_from(reply.outcome) {
+        Ok(pb::InsertOutcome::Inserted) => Ok(InsertOutcome::Inserted),
+        Ok(pb::InsertOutcome::AlreadyExists) => Ok(InsertOutcome::AlreadyExists),
+        Ok(pb::InsertOutcome::Tombstoned) => Ok(InsertOutcome::Tombstoned),
+        _ => Err(Malformed("insert outcome".into())),
+    }
+}
+
+pub(crate) fn paste_to_pb(row: PasteRow) -> pb::Paste {
+    pb::Paste {
+        id: row.id.to_string(),
+        created_at_ms: to_millis(row.created_at),
+        expires_at_ms: to_millis(row.expires_at),
+        size: row.size,
+        content_sha256: row.content_sha256.to_vec(),
+        attributes: Some(attributes_to_pb(&row.attributes)),
+    }
+}
+
+pub(crate) fn paste_from_pb(raw: pb::Paste) -> Result<PasteRow, Malformed> {
+    Ok(PasteRow {
+        id: id(&raw.id)?,
+        created_at: from_millis(raw.created_at_ms),
+        expires_at: from_millis(raw.expires_at_ms),
+        size: raw.size,
+        content_sha256: sha256(raw.content_sha256, "content_sha256")?,
+        attributes: attributes_from_pb(raw.attributes)?,
+    })
+}
+
+fn attributes_to_pb(attributes: &PasteAttributes) -> pb::PasteAttributes {
+    pb::PasteAttributes {
+        media_type: attributes.media_type.as_ref().map(|t| t.as_str().to_owned()),
+        file_name: attributes.file_name.as_ref().map(|n| n.as_str().to_owned()),
+        language: attributes.language.as_ref().map(|l| l.as_str().to_owned()),
+        burn_after_reading: attributes.burn_after_reading,
+    }
+}
+
+/// An absent message is a plain text paste (what a caller that predates
+/// the attributes sends).
+fn attributes_from_pb(raw: Option<pb::PasteAttributes>) -> Result<PasteAttributes, Malformed> {
+    let raw = raw.unwrap_or_default();
+    let malformed = |e: pastebin_core::AttributeError| Malformed(format!("attributes: {e}"));
+    Ok(PasteAttributes {
+        media_type: raw.media_type.as_deref().map(MediaType::parse).transpose().map_err(malformed)?,
+        file_name: raw.file_name.as_deref().map(FileName::parse).transpose().map_err(malformed)?,
+        language: raw.language.as_deref().map(Language::parse).transpose().map_err(malformed)?,
+        burn_after_reading: raw.burn_after_reading,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use pastebin_core::Slot;
+
+    use super::*;
+
+    fn row(attributes: PasteAttributes) -> PasteRow {
+        PasteRow {
+            id: PasteId::mint(Slot(9)),
+            created_at: from_millis(1_700_000_000_123),
+            expires_at: from_millis(1_700_086_400_123),
+            size: 42,
+            content_sha256: [3; 32],
+            attributes,
+        }
+    }
+
+    #[test]
+    fn a_paste_row_survives_the_wire() {
+        let row = row(PasteAttributes {
+            media_type: Some(MediaType::parse("image/png").unwrap()),
+            file_name: Some(FileName::parse("cat.png").unwrap()),
+            language: Some(Language::parse("rust").unwrap()),
+            burn_after_reading: true,
+        });
+        assert_eq!(paste_from_pb(paste_to_pb(row.clone())).unwrap(), row);
+    }
+
+    #[test]
+    fn a_row_from_a_caller_without_attributes_is_plain_text() {
+        let raw = pb::Paste { attributes: None, ..paste_to_pb(row(PasteAttributes::default())) };
+        assert_eq!(paste_from_pb(raw).unwrap().attributes, PasteAttributes::default());
+    }
+
+    #[test]
+    fn a_bad_attribute_is_malformed() {
+        let bad = pb::PasteAttributes { media_type: Some("not a type".into()), ..Default::default() };
+        let raw = pb::Paste { attributes: Some(bad), ..paste_to_pb(row(PasteAttributes::default())) };
+        assert!(paste_from_pb(raw).unwrap_err().0.starts_with("attributes: "));
+    }
+
+    #[test]
+    fn every_fate_and_outcome_survives_the_wire() {
+        for fate in [IdFate::Live, IdFate::Tombstoned] {
+            assert_eq!(fate_from_pb(fate_to_pb(fate)).unwrap(), Some(fate));
+        }
+        for outcome in [InsertOutcome::Inserted, InsertOutcome::AlreadyExists, InsertOutcome::Tombstoned] {
+            assert_eq!(outcome_from_pb(outcome_to_pb(outcome)).unwrap(), outcome);
+        }
+        assert_eq!(fate_from_pb(0).unwrap(), None);
+        assert!(fate_from_pb(99).is_err());
+    }
+}

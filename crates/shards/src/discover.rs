@@ -1,0 +1,123 @@
+//! Asking the shards for their ranges: the thin I/O layer over
+//! [`SlotTable`](crate::SlotTable). Every address is asked `Describe`; the
+//! map is built from the answers, so the order of a list does not matter.
+
+use std::time::Duration;
+
+use pastebin_core::SlotRange;
+use pastebin_keys::KeyClient;
+use pastebin_pastes::PasteClient;
+use pastebin_runtime::{grpc::CallError, tls::MutualTls};
+use tokio::time::Instant;
+
+use crate::{address_book, AddressError, CoverageError, Shard, ShardAddresses, SlotMap};
+
+/// What to do about a shard that does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patience {
+    /// Gateway and sweeper: wait for it, saying which one, and retry; a
+    /// process that routes creates never starts on a guess.
+    WaitForEveryShard,
+    /// Operator tools: ask once, and go on with what answered; calls routed
+    /// to a silent shard fail as unreachable.
+    AskOnce,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    #[error("{kind} shard {address} refused to say which slots it owns ({reason}): is it a {kind} service?")]
+    Refused { kind: &'static str, address: String, reason: String },
+    #[error("cannot build the slot map: {0}")]
+    Coverage(#[from] CoverageError),
+}
+
+/// The longest wait between two tries of a silent shard.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// Asks every shard in `addresses` for its range and builds the slot map.
+/// Each call is bounded by `call_timeout`.
+pub async fn discover(
+    addresses: &ShardAddresses,
+    tls: Option<&MutualTls>,
+    patience: Patience,
+    call_timeout: Duration,
+) -> Result<SlotMap, DiscoveryError> {
+    let (keys, pastes) = addresses.required()?;
+    let (keys, pastes) = futures::future::join(
+        describe_all::<KeyClient>(&keys, tls, patience, call_timeout),
+        describe_all::<PasteClient>(&pastes, tls, patience, call_timeout),
+    )
+    .await;
+    Ok(SlotMap::new(keys?, pastes?)?)
+}
+
+/// A client of one kind of shard, as discovery needs it.
+trait DescribedShard: Sized {
+    const KIND: &'static str;
+    fn connect(channel: tonic::transport::Channel) -> Self;
+    async fn describe_by(&self, deadline: Instant) -> Result<SlotRange, CallError>;
+}
+
+impl DescribedShard for KeyClient {
+    const KIND: &'static str = "key";
+    fn connect(channel: tonic::transport::Channel) -> Self {
+        KeyClient::new(channel)
+    }
+    async fn describe_by(&self, deadline: Instant) -> Result<SlotRange, CallError> {
+        self.with_deadline(deadline).describe().await
+    }
+}
+
+impl DescribedShard for PasteClient {
+    const KIND: &'static str = "paste";
+    fn connect(channel: tonic::transport::Channel) -> Self {
+        PasteClient::new(channel)
+    }
+    async fn describe_by(&self, deadline: Instant) -> Result<SlotRange, CallError> {
+        self.with_deadline(deadline).describe().await
+    }
+}
+
+async fn describe_all<C: DescribedShard>(
+    addresses: &[String],
+    tls: Option<&MutualTls>,
+    patience: Patience,
+    call_timeout: Duration,
+) -> Result<Vec<Shard<C>>, DiscoveryError> {
+    let shards = addresses.iter().map(|address| describe_one::<C>(address, tls, patience, call_timeout));
+    futures::future::join_all(shards).await.into_iter().collect()
+}
+
+async fn describe_one<C: DescribedShard>(
+    address: &str,
+    tls: Option<&MutualTls>,
+    patience: Patience,
+    call_timeout: Duration,
+) -> Result<Shard<C>, DiscoveryError> {
+    let client = C::connect(address_book::channel(address, tls)?);
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let answer = tokio::time::timeout(call_timeout, client.describe_by(Instant::now() + call_timeout)).await;
+        let error = match answer {
+            Ok(Ok(slots)) => {
+                tracing::debug!(kind = C::KIND, %address, %slots, "shard owns slots");
+                return Ok(Shard { address: address.to_owned(), slots: Some(slots), client });
+            }
+            Ok(Err(CallError::Refused(status))) => {
+                let reason = status.message().to_owned();
+                return Err(DiscoveryError::Refused { kind: C::KIND, address: address.to_owned(), reason });
+            }
+            Ok(Err(CallError::Uncertain(status))) => status.message().to_owned(),
+            Err(_) => "no answer in time".to_owned(),
+        };
+        if patience == Patience::AskOnce {
+            tracing::warn!(kind = C::KIND, %address, %error, "shard did not say which slots it owns");
+            return Ok(Shard { address: address.to_owned(), slots: None, client });
+        }
+        tracing::warn!(kind = C::KIND, %address, %error, "waiting for the shard to say which slots it owns");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_RETRY_DELAY);
+    }
+}

@@ -1,0 +1,134 @@
+//! Certificate files for mutual-TLS tests, made the two ways an operator
+//! would: by `pastebin ctl certs` (the testbed binary) and by the `openssl`
+//! command line, so the parts are shown to read ordinary PEM files.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use pastebin_runtime::tls::{MutualTls, TlsArgs};
+
+/// One part's `--tls-cert`, `--tls-key` and `--tls-ca`.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
+impl TlsFiles {
+    /// The three flags, as a part's command line takes them.
+    pub fn flags(&self) -> Vec<String> {
+        let path = |p: &Path| p.to_str().expect("UTF-8 temp path").to_owned();
+        vec![
+            "--tls-cert".into(),
+            path(&self.cert),
+            "--tls-key".into(),
+            path(&self.key),
+            "--tls-ca".into(),
+            path(&self.ca),
+        ]
+    }
+
+    /// The identity loaded as a client of K and P loads it.
+    pub fn load(&self) -> MutualTls {
+        let args = TlsArgs {
+            tls_cert: Some(self.cert.clone()),
+            tls_key: Some(self.key.clone()),
+            tls_ca: Some(self.ca.clone()),
+        };
+        args.load().expect("the test's TLS files load").expect("all three files are given")
+    }
+}
+
+/// The files of every part of a cluster. `client` is the test's own identity.
+#[derive(Debug, Clone)]
+pub struct ClusterTls {
+    pub key_service: TlsFiles,
+    pub paste_service: TlsFiles,
+    pub gateway: TlsFiles,
+    pub sweeper: TlsFiles,
+    pub client: TlsFiles,
+}
+
+/// Runs `pastebin ctl certs --out DIR` (the testbed binary) and returns each part's files.
+pub fn ctl_certs(dir: &Path) -> ClusterTls {
+    let output = Command::new(crate::cluster::testbed_binary())
+        .args(["ctl", "certs", "--out"])
+        .arg(dir)
+        .output()
+        .expect("the testbed binary runs");
+    assert!(output.status.success(), "ctl certs failed: {}", String::from_utf8_lossy(&output.stderr));
+    let part = |name: &str| TlsFiles {
+        cert: dir.join(format!("{name}.pem")),
+        key: dir.join(format!("{name}-key.pem")),
+        ca: dir.join("ca.pem"),
+    };
+    ClusterTls {
+        key_service: part("key-service"),
+        paste_service: part("paste-service"),
+        gateway: part("gateway"),
+        sweeper: part("sweeper"),
+        client: part("ctl"),
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl").current_dir(dir).args(args).output().expect("openssl is installed");
+    assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// A CA, one server certificate (subjectAltName=IP:127.0.0.1,DNS:localhost)
+/// and one client certificate, made with the `openssl` command line as a
+/// guide on the web would have an operator do it. Every server (K, P and the
+/// gateway, which is also a client) uses the server certificate; the sweeper
+/// and the test use the client certificate.
+pub fn openssl_certs(dir: &Path) -> ClusterTls {
+    let ca = ["-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA"];
+    openssl(dir, &[&["req", "-x509", "-newkey", "rsa:2048", "-nodes"][..], &ca].concat());
+    for (name, extensions) in [
+        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"),
+        ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
+    ] {
+        let (key, csr, ext, cert) =
+            (format!("{name}-key.pem"), format!("{name}.csr"), format!("{name}.ext"), format!("{name}.pem"));
+        std::fs::write(dir.join(&ext), extensions).expect("write the extensions file");
+        openssl(
+            dir,
+            &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &cert,
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+    let files = |name: &str| TlsFiles {
+        cert: dir.join(format!("{name}.pem")),
+        key: dir.join(format!("{name}-key.pem")),
+        ca: dir.join("ca.pem"),
+    };
+    ClusterTls {
+        key_service: files("server"),
+        paste_service: files("server"),
+        gateway: files("server"),
+        sweeper: files("client"),
+        client: files("client"),
+    }
+}

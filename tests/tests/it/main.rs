@@ -1,0 +1,32 @@
+//! The integration tests, one module per concern, in one test binary.
+//!
+//! One binary instead of one per file: each test binary links the whole
+//! workspace, and on a small machine linking dominated the test build. Shared
+//! helpers (the cluster of real processes, throwaway PostgreSQL databases, the
+//! moto S3 server, shard fixtures) live in the `pastebin_tests` library.
+//!
+//! Run one module with `cargo test -p pastebin-tests --test it saga::`.
+
+mod answer_after_done;
+mod browser;
+mod browser_reader;
+mod client;
+mod concurrency;
+mod fence;
+mod gateway_api;
+mod grpc_services;
+mod harness;
+mod key_store;
+mod mtls;
+mod objects;
+mod openapi;
+mod operators;
+mod overlapping_attempts;
+mod paste_store;
+mod reader;
+mod reader_store;
+mod recovery_invariants;
+mod reflection;
+mod saga;
+mod shard_identity;
+mod sweeper;

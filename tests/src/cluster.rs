@@ -60,7 +60,19 @@ impl Process {
     /// Starts the testbed with `args` and waits until it logged a listening
     /// address for every name in `expect`.
     pub async fn start(args: Vec<String>, env: Vec<(String, String)>, expect: &[&str]) -> Process {
-        let mut command = Command::new(testbed_binary());
+        Self::start_program(testbed_binary().as_os_str(), args, env, expect).await
+    }
+
+    /// Like [`Process::start`], but runs `program` with `args` (e.g. a shell
+    /// that sets a umask and then execs the testbed). `RUST_LOG` in `env`
+    /// wins over the test-wide `PASTEBIN_TEST_LOG`.
+    pub async fn start_program(
+        program: &std::ffi::OsStr,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        expect: &[&str],
+    ) -> Process {
+        let mut command = Command::new(program);
         command
             .args(&args)
             .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
@@ -191,11 +203,13 @@ pub struct ClusterOptions {
     pub s3_endpoint: Option<String>,
     /// Every part speaks mutual TLS with these files (K and P require client certificates).
     pub tls: Option<ClusterTls>,
+    /// Environment of every process (e.g. where to export spans).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None, tls: None }
+        Self { key_shards: 1, paste_shards: 1, failpoints: None, s3_endpoint: None, tls: None, env: Vec::new() }
     }
 }
 
@@ -255,16 +269,17 @@ fn s3_credentials() -> Vec<(String, String)> {
 }
 
 /// Starts a K or P shard owning `slots` on `database_url`, over mutual TLS
-/// when `tls` has the shard's files.
+/// when `tls` has the shard's files, with `env` added to its environment.
 pub async fn start_shard(
     kind: &str,
     database_url: &str,
     slots: SlotRange,
     tls: Option<&TlsFiles>,
+    env: &[(String, String)],
 ) -> (Process, String) {
     let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.to_string()];
     let args = args.iter().map(|a| a.to_string()).collect();
-    let mut process = Process::start(with_tls(args, tls), vec![], &[kind]).await;
+    let mut process = Process::start(with_tls(args, tls), env.to_vec(), &[kind]).await;
     pin_ports(&mut process);
     let address = format!("{}://{}", scheme(tls), process.address(kind));
     (process, address)
@@ -276,12 +291,13 @@ async fn start_gateway(
     paste_addresses: &[String],
     s3: &S3Settings,
     tls: Option<&TlsFiles>,
+    env: &[(String, String)],
     failpoints: &str,
 ) -> Process {
     let mut args: Vec<String> =
         ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
     args.extend(backend_flags(key_addresses, paste_addresses, s3));
-    let mut env = s3_credentials();
+    let mut env = [s3_credentials(), env.to_vec()].concat();
     // Generous: a debug build on a busy machine must not decide
     // whether a page the tests look at is highlighted.
     env.push((HIGHLIGHT_BUDGET_FOR_TESTS.0.into(), HIGHLIGHT_BUDGET_FOR_TESTS.1.into()));
@@ -299,7 +315,8 @@ impl Cluster {
         for shard in 0..options.key_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.key_service);
-            let (process, address) = start_shard("key-service", &url, even_split(shard, options.key_shards), tls).await;
+            let slots = even_split(shard, options.key_shards);
+            let (process, address) = start_shard("key-service", &url, slots, tls, &options.env).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
@@ -308,8 +325,8 @@ impl Cluster {
         for shard in 0..options.paste_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
-            let (process, address) =
-                start_shard("paste-service", &url, even_split(shard, options.paste_shards), tls).await;
+            let slots = even_split(shard, options.paste_shards);
+            let (process, address) = start_shard("paste-service", &url, slots, tls, &options.env).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);
@@ -320,7 +337,7 @@ impl Cluster {
         }
         let failpoints = options.failpoints.as_deref().unwrap_or_default();
         let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
-        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, failpoints).await;
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, &options.env, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
         Cluster {
@@ -346,6 +363,7 @@ impl Cluster {
             &self.paste_addresses,
             s3,
             self.tls.as_ref().map(|tls| &tls.gateway),
+            &[],
             failpoints,
         )
         .await

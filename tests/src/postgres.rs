@@ -42,7 +42,11 @@ static SERVER: OnceLock<Result<String, String>> = OnceLock::new();
 /// URL of a brand-new, empty database (`CREATE DATABASE t_<random>`) on the test server.
 /// Each call creates a new database.
 pub async fn fresh_database_url() -> String {
-    let admin = server_url().await;
+    database_on(server_url().await).await
+}
+
+/// Creates a new, empty database on the server at `admin` and returns its URL.
+async fn database_on(admin: &str) -> String {
     let name = format!("t_{}", uuid::Uuid::new_v4().simple());
     let sql = format!("CREATE DATABASE \"{name}\"");
 
@@ -201,100 +205,177 @@ fn free_port() -> Result<u16, String> {
 }
 
 fn start_server() -> Result<String, String> {
-    let bin = find_pg_bin()?;
-    let as_postgres = is_root();
-    if as_postgres && Command::new("runuser").arg("--help").output().is_err() {
-        return Err("running as root, but `runuser` is missing (needed to run PostgreSQL as \
-                    the `postgres` user); install util-linux, run the tests as a non-root \
-                    user, or set PASTEBIN_TEST_DATABASE_URL"
-            .to_string());
-    }
-
-    // A short path: the Unix socket (in DIR) must fit in ~107 bytes.
-    let base = if Path::new("/tmp").is_dir() { PathBuf::from("/tmp") } else { std::env::temp_dir() };
-    let dir =
-        base.join(format!("pastebin-pg-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]));
-    fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let dir_s = dir.to_string_lossy().into_owned();
-    let data = dir.join("data");
-    let log = dir.join("log");
-
-    // From here on, the watchdog removes DIR (and stops the server) when we exit,
-    // whether or not start-up succeeds.
-    spawn_watchdog(&bin, as_postgres, &dir)?;
-
-    if as_postgres {
-        let out = Command::new("chown")
-            .args(["-R", "postgres:", &dir_s])
-            .output()
-            .map_err(|e| format!("running chown: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "chown postgres {dir_s} failed (is there a `postgres` user?): {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-    }
-
-    let out = pg_command(as_postgres, &bin.join("initdb"))
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("running initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "initdb failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-
+    let cluster = Cluster::init()?;
     let mut last_err = String::new();
     for _ in 0..5 {
         let port = free_port()?;
+        match cluster.start(port) {
+            Ok(()) => return Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres")),
+            Err(e) => last_err = e,
+        }
+        // Most likely a port clash; make sure nothing half-started remains, then retry.
+        cluster.stop();
+    }
+    Err(format!("could not start the test PostgreSQL server: {last_err}"))
+}
+
+/// A fresh data directory (`initdb`) and how to run `pg_ctl` on it.
+#[derive(Clone)]
+struct Cluster {
+    bin: PathBuf,
+    as_postgres: bool,
+    dir: PathBuf,
+}
+
+impl Cluster {
+    fn init() -> Result<Cluster, String> {
+        let bin = find_pg_bin()?;
+        let as_postgres = is_root();
+        if as_postgres && Command::new("runuser").arg("--help").output().is_err() {
+            return Err("running as root, but `runuser` is missing (needed to run PostgreSQL as \
+                        the `postgres` user); install util-linux, run the tests as a non-root \
+                        user, or set PASTEBIN_TEST_DATABASE_URL"
+                .to_string());
+        }
+
+        // A short path: the Unix socket (in DIR) must fit in ~107 bytes.
+        let base = if Path::new("/tmp").is_dir() { PathBuf::from("/tmp") } else { std::env::temp_dir() };
+        let dir = base.join(format!(
+            "pastebin-pg-{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        ));
+        fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let dir_s = dir.to_string_lossy().into_owned();
+
+        // From here on, the watchdog removes DIR (and stops the server) when we exit,
+        // whether or not start-up succeeds.
+        spawn_watchdog(&bin, as_postgres, &dir)?;
+
+        if as_postgres {
+            let out = Command::new("chown")
+                .args(["-R", "postgres:", &dir_s])
+                .output()
+                .map_err(|e| format!("running chown: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "chown postgres {dir_s} failed (is there a `postgres` user?): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+
+        let out = pg_command(as_postgres, &bin.join("initdb"))
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed ({}):\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(Cluster { bin, as_postgres, dir })
+    }
+
+    /// `pg_ctl start` on `port`, waiting until the server accepts connections.
+    fn start(&self, port: u16) -> Result<(), String> {
+        let (dir_s, log) = (self.dir.to_string_lossy(), self.dir.join("log"));
         // pg_ctl's own output goes to a file: nothing of the server may keep our pipes open.
-        let out_path = dir.join("pg_ctl.out");
+        let out_path = self.dir.join("pg_ctl.out");
         let out_file = fs::File::create(&out_path).map_err(|e| format!("creating {}: {e}", out_path.display()))?;
         let err_file = out_file.try_clone().map_err(|e| e.to_string())?;
-        let status = pg_command(as_postgres, &bin.join("pg_ctl"))
+        let status = pg_command(self.as_postgres, &self.bin.join("pg_ctl"))
             .arg("-D")
-            .arg(&data)
+            .arg(self.dir.join("data"))
             .arg("-l")
             .arg(&log)
             .arg("-w")
             .arg("-o")
             .arg(format!("-p {port} -k {dir_s} {SERVER_SETTINGS}"))
             .arg("start")
-            .current_dir(&dir)
+            .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(out_file)
             .stderr(err_file)
             .status()
             .map_err(|e| format!("running pg_ctl: {e}"))?;
         if status.success() {
-            return Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"));
+            return Ok(());
         }
-        last_err = format!(
+        Err(format!(
             "pg_ctl start on port {port} failed ({status}):\n{}\n--- server log ---\n{}",
             fs::read_to_string(&out_path).unwrap_or_default(),
             fs::read_to_string(&log).unwrap_or_default()
-        );
-        // Most likely a port clash; make sure nothing half-started remains, then retry.
-        let _ = pg_command(as_postgres, &bin.join("pg_ctl"))
+        ))
+    }
+
+    /// `pg_ctl stop -m immediate`: like a crash, every connection is cut.
+    fn stop(&self) {
+        let _ = pg_command(self.as_postgres, &self.bin.join("pg_ctl"))
             .arg("-D")
-            .arg(&data)
-            .args(["-m", "immediate", "stop"])
-            .current_dir(&dir)
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
     }
-    Err(format!("could not start the test PostgreSQL server: {last_err}"))
+}
+
+/// A PostgreSQL server of one test's own, for tests of an outage: stopping it
+/// touches no other test's databases. Cleaned up like the shared one.
+pub struct OwnServer {
+    cluster: Cluster,
+    port: u16,
+}
+
+impl OwnServer {
+    pub async fn start() -> OwnServer {
+        tokio::task::spawn_blocking(|| {
+            let cluster = Cluster::init().unwrap_or_else(|e| panic!("{e}"));
+            let mut last_err = String::new();
+            for _ in 0..5 {
+                let port = free_port().unwrap_or_else(|e| panic!("{e}"));
+                match cluster.start(port) {
+                    Ok(()) => return OwnServer { cluster, port },
+                    Err(e) => last_err = e,
+                }
+                cluster.stop();
+            }
+            panic!("could not start a PostgreSQL server: {last_err}")
+        })
+        .await
+        .expect("the start-up task does not panic")
+    }
+
+    /// A new, empty database on this server.
+    pub async fn fresh_database_url(&self) -> String {
+        database_on(&format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)).await
+    }
+
+    /// Stops the server at once, as a crash would.
+    pub async fn stop(&self) {
+        let cluster = self.cluster.clone();
+        tokio::task::spawn_blocking(move || cluster.stop()).await.expect("pg_ctl stop ran");
+    }
+
+    /// Starts it again on the same port, with the same data.
+    pub async fn restart(&self) {
+        let cluster = self.cluster.clone();
+        let port = self.port;
+        tokio::task::spawn_blocking(move || cluster.start(port))
+            .await
+            .expect("pg_ctl start ran")
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 /// A detached shell that waits for this process to exit, then stops the server and deletes

@@ -27,8 +27,11 @@ use chrono::{DateTime, Utc};
 use pastebin_core::{Clock, DeleteToken, IdempotencyKey, PasteId, RequestHash, ResponseBody, SlotRange, SLOT_COUNT};
 use pastebin_keys::{KeyClient, KeyStore, NewKey};
 use pastebin_pastes::{NewPaste, PasteClient, PasteStore};
-use pastebin_runtime::{db, grpc::ServerOptions};
-use sqlx::{migrate::Migrator, AnyPool};
+use pastebin_runtime::{
+    db::{self, Database},
+    grpc::ServerOptions,
+};
+use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
 
 /// The database a shard store runs on.
@@ -87,8 +90,9 @@ pub async fn fresh_url(backend: Backend) -> String {
     }
 }
 
-/// A pool of up to `max_connections` on a fresh database with `migrations` applied.
-pub async fn fresh_pool(backend: Backend, migrations: &Migrator, max_connections: u32) -> AnyPool {
+/// A shard database (a pool of up to `max_connections`, and the SQLite writer) on a fresh
+/// database with `migrations` applied.
+pub async fn fresh_pool(backend: Backend, migrations: &Migrator, max_connections: u32) -> Database {
     let url = fresh_url(backend).await;
     db::connect(&url, max_connections, migrations)
         .await

@@ -24,11 +24,13 @@ pub use status::{climb_per_minute, Sample, Status};
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
+    limits: pastebin_runtime::http::HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let server = axum::serve(listener, router(state.clone())).with_graceful_shutdown(shutdown);
+    let app = pastebin_runtime::http::limited(router(state.clone()), &limits);
+    let server = pastebin_runtime::http::serve(listener, app, limits, shutdown);
     tokio::select! {
-        served = server => Ok(served?),
+        served = server => served,
         // The sampler loops until it is dropped here, with the server.
         () = state.run_sampler() => Ok(()),
     }

@@ -22,11 +22,14 @@ const FAVICON_SVG: &str = r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// The admin listener: `GET /metrics`, and with a sweeper, `GET /dashboard`
-/// (page, `app.js`, `app.css`, `theme.js`, `status.json`).
+/// The admin listener: `GET /healthz` (alive), `GET /readyz` (able to work),
+/// `GET /metrics`, and with a sweeper, `GET /dashboard` (page, `app.js`,
+/// `app.css`, `theme.js`, `status.json`).
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/dashboard") }))
+        .route("/healthz", get(|| async { Json(serde_json::json!({ "status": "ok" })) }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/dashboard", get(dashboard))
         .route("/dashboard/status.json", get(status))
@@ -38,6 +41,24 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/dashboard/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON_SVG) }))
         .with_state(state)
+}
+
+/// 200 while every readiness check of the process passes, else 503; both
+/// name each check and why it fails (docs/deployment.md#readiness).
+async fn readyz() -> Response {
+    let checks = pastebin_runtime::readiness::process().checks();
+    let ready = pastebin_runtime::readiness::all_pass(&checks);
+    let body = serde_json::json!({
+        "status": if ready { "ready" } else { "not ready" },
+        "checks": checks
+            .iter()
+            .map(|(name, outcome)| (name.to_string(), outcome.as_ref().err().map_or("ok", String::as_str).into()))
+            .collect::<serde_json::Map<String, serde_json::Value>>(),
+    });
+    let code = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut response = (code, Json(body)).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {

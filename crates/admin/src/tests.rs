@@ -115,3 +115,20 @@ async fn status_reports_unreachable_shards_and_recorded_rounds() {
     assert_eq!(json["card"].as_array().unwrap().len(), 4);
     assert_eq!(json["history"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn readyz_names_a_failed_sweeper_round_and_healthz_stays_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweeper = unreachable_sweeper(&dir);
+    let state = AdminState::new(sweeper.clone());
+    sweeper.round(false).await;
+    let (status, headers, body) = get(&state, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(headers["cache-control"], "no-store");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["status"], "not ready");
+    let reason = body["checks"]["sweeper rounds"].as_str().unwrap();
+    assert!(reason.contains("key shards unreachable"), "{reason}");
+    let (status, _, body) = get(&state, "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#));
+}

@@ -30,6 +30,24 @@ pub enum Protocol {
     Grpc,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadPath {
+    /// `GET /api/v1/pastes/{id}`
+    Api,
+    /// `GET /raw/{id}`
+    Raw,
+}
+
+impl ReadPath {
+    /// The URL path before the id.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Api => "/api/v1/pastes/",
+            Self::Raw => "/raw/",
+        }
+    }
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
     /// Base URL of the gateway's HTTP API, or of its gRPC API with --protocol grpc.
@@ -61,6 +79,9 @@ pub struct LoadArgs {
     /// waits (and the wait shows in latency, which counts from the intended time).
     #[arg(long, default_value_t = 4096)]
     pub max_in_flight: usize,
+    /// What an HTTP GET reads: the JSON API or the raw text.
+    #[arg(long, value_enum, default_value_t = ReadPath::Api)]
+    pub read_path: ReadPath,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -108,7 +108,7 @@ struct Answer {
 
 #[derive(Clone)]
 enum Client {
-    Http { http: reqwest::Client, base: String, body: Bytes },
+    Http { http: reqwest::Client, base: String, body: Bytes, read_prefix: &'static str },
     Grpc { api: PasteApiClient<Channel>, content: String },
 }
 
@@ -132,6 +132,7 @@ impl Client {
                     .context("cannot build the HTTP client")?,
                 base,
                 body: Bytes::from(serde_json::to_vec(&serde_json::json!({ "content": content }))?),
+                read_prefix: args.read_path.prefix(),
             },
             Protocol::Grpc => {
                 let channel = tonic::transport::Endpoint::from_shared(base)?
@@ -146,7 +147,7 @@ impl Client {
     /// Sends `op`; checks a 201 against the replay book; `want_id` also returns the created id.
     async fn execute(&self, op: &Op, check: &ReplayCheck, want_id: bool) -> (Answer, Option<String>) {
         match (self, op) {
-            (Self::Http { http, base, body }, Op::Create { key }) => {
+            (Self::Http { http, base, body, .. }, Op::Create { key }) => {
                 let sent = http
                     .post(format!("{base}/api/v1/pastes"))
                     .header("Idempotency-Key", key.as_str())
@@ -181,8 +182,8 @@ impl Client {
                 }
                 (Answer { class: if replayed { "replay" } else { "create" }, status }, id)
             }
-            (Self::Http { http, base, .. }, Op::Get { id }) => {
-                let status = match http.get(format!("{base}/api/v1/pastes/{id}")).send().await {
+            (Self::Http { http, base, read_prefix, .. }, Op::Get { id }) => {
+                let status = match http.get(format!("{base}{read_prefix}{id}")).send().await {
                     Ok(r) => {
                         let code = r.status().as_u16().to_string();
                         match r.bytes().await {

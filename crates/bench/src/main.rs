@@ -12,6 +12,6 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    pastebin_runtime::telemetry::init();
+    let _telemetry = pastebin_runtime::telemetry::init("pastebin-bench", Default::default());
     pastebin_bench::run(Cli::parse().bench).await
 }

@@ -184,7 +184,9 @@ pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
         Some(url) => Some(
             pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_keys::MIGRATIONS)
                 .await
-                .context("cannot open K's database")?,
+                .context("cannot open K's database")?
+                .pool()
+                .clone(),
         ),
         None => None,
     };

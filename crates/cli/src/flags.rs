@@ -2,11 +2,12 @@
 //! the wiring they configure. Shard addresses and the object store are the
 //! address book's flags (`pastebin_shards`).
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use pastebin_core::SystemClock;
-use pastebin_gateway::{Gateway, GatewaySettings};
+use pastebin_gateway::{CreateRateLimit, Gateway, GatewaySettings};
 use pastebin_objects::ObjectStore;
+use pastebin_runtime::{grpc::GrpcLimits, http::HttpLimits};
 use pastebin_shards::{SlotMap, SlotMapCell};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -27,6 +28,26 @@ pub struct GatewayArgs {
     /// page shows plain text instead (docs/reader-features.md#highlighting).
     #[arg(long, env = "PASTEBIN_HIGHLIGHT_BUDGET_MS", default_value_t = 2_000)]
     pub highlight_budget_ms: u64,
+    /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
+    #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub read_cache_bytes: u64,
+    /// Creates in flight at once per key shard; past it creates get 503 + Retry-After at once.
+    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD", default_value_t = 64)]
+    pub creates_in_flight_per_shard: usize,
+    /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
+    #[arg(long, env = "PASTEBIN_CREATE_RATE_LIMIT")]
+    pub create_rate_limit: Option<CreateRateLimit>,
+    /// A proxy (IP or CIDR, repeatable or comma-separated) whose X-Forwarded-For names the client.
+    #[arg(long, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_proxy)]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
+    /// Refuse creates without a valid `Authorization: Bearer` create token from --create-tokens-file.
+    #[arg(long, env = "PASTEBIN_REQUIRE_CREATE_TOKEN", requires = "create_tokens_file")]
+    pub require_create_token: bool,
+    /// The create tokens file (`pastebin ctl tokens add|list|revoke --file PATH`); re-read when it changes.
+    #[arg(long, env = "PASTEBIN_CREATE_TOKENS_FILE")]
+    pub create_tokens_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 impl GatewayArgs {
@@ -35,6 +56,11 @@ impl GatewayArgs {
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
         settings.highlight_budget = std::time::Duration::from_millis(self.highlight_budget_ms);
+        settings.read_cache_bytes = self.read_cache_bytes;
+        settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard;
+        settings.create_rate_limit = self.create_rate_limit;
+        settings.trusted_proxies = self.trusted_proxy.clone();
+        settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
         Gateway::new(slots, objects, Arc::new(SystemClock), settings)
     }
 }
@@ -58,37 +84,112 @@ pub async fn serve_admin(address: Option<SocketAddr>, state: pastebin_admin::Adm
     match address {
         Some(address) => {
             let listener = crate::bind(address, "admin").await?;
-            pastebin_admin::serve(listener, state, pastebin_runtime::shutdown_signal()).await
+            pastebin_admin::serve(listener, state, HttpLimits::default(), pastebin_runtime::shutdown_signal()).await
         }
         None => Ok(()),
+    }
+}
+
+/// A trusted proxy: one address (`10.0.0.7`) or a network (`10.0.0.0/8`).
+fn parse_proxy(raw: &str) -> Result<ipnet::IpNet, String> {
+    let raw = raw.trim();
+    raw.parse::<ipnet::IpNet>()
+        .or_else(|_| raw.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("`{raw}` is neither an IP address nor a CIDR network"))
+}
+
+/// The longest duration any flag accepts: 100 years. Past it a duration is
+/// a mistake, and refusing it at parse time keeps every later time
+/// computation far from overflow (docs/design.md#edge).
+pub const MAX_FLAG_SECONDS: u64 = 100 * 365 * 24 * 3600;
+
+/// A whole number of seconds up to [`MAX_FLAG_SECONDS`].
+fn seconds_flag() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(0..=MAX_FLAG_SECONDS)
+}
+
+/// A timeout in seconds: at least 1, at most a day.
+fn timeout_flag() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(1..=24 * 3600)
+}
+
+/// How much one listener takes before it refuses (docs/configuration.md#limits).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitArgs {
+    /// Seconds to receive a request's headers; also how long an idle kept-alive connection stays open.
+    #[arg(long, env = "PASTEBIN_HEADER_READ_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
+    pub header_read_timeout_secs: u64,
+    /// Longest silence, in seconds, inside a request body before it is answered 408.
+    #[arg(long, env = "PASTEBIN_BODY_READ_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
+    pub body_read_timeout_secs: u64,
+    /// Seconds from a request's headers to its whole answer before it is answered 408.
+    #[arg(long, env = "PASTEBIN_REQUEST_TIMEOUT_SECS", default_value_t = 30, value_parser = timeout_flag())]
+    pub request_timeout_secs: u64,
+    /// Open HTTP connections per listener; more are closed on accept.
+    #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// HTTP requests handled at once per listener; more are answered 503 with Retry-After.
+    #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_requests_in_flight: u64,
+    /// gRPC calls (HTTP/2 streams) open at once on one connection.
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONCURRENT_STREAMS", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub grpc_max_concurrent_streams: u32,
+    /// Seconds between gRPC keepalive pings; a peer that does not answer one within as long is dropped.
+    #[arg(long, env = "PASTEBIN_GRPC_KEEPALIVE_SECS", default_value_t = 30, value_parser = timeout_flag())]
+    pub grpc_keepalive_secs: u64,
+    /// Seconds a gRPC call without its own deadline may take.
+    #[arg(long, env = "PASTEBIN_GRPC_CALL_TIMEOUT_SECS", default_value_t = 30, value_parser = timeout_flag())]
+    pub grpc_call_timeout_secs: u64,
+}
+
+impl LimitArgs {
+    pub fn http(&self) -> HttpLimits {
+        HttpLimits {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            max_requests_in_flight: usize::try_from(self.max_requests_in_flight).unwrap_or(usize::MAX),
+        }
+    }
+
+    pub fn grpc(&self) -> GrpcLimits {
+        GrpcLimits {
+            max_concurrent_streams: self.grpc_max_concurrent_streams,
+            max_calls_per_connection: usize::try_from(self.grpc_max_concurrent_streams).unwrap_or(usize::MAX),
+            keepalive_interval: Duration::from_secs(self.grpc_keepalive_secs),
+            call_timeout: Duration::from_secs(self.grpc_call_timeout_secs),
+        }
     }
 }
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SweeperArgs {
     /// Seconds between sweeper rounds.
-    #[arg(long, env = "PASTEBIN_SWEEP_INTERVAL_SECS", default_value_t = 5)]
+    #[arg(long, env = "PASTEBIN_SWEEP_INTERVAL_SECS", default_value_t = 5, value_parser = seconds_flag())]
     pub sweep_interval_secs: u64,
     /// Pending keys younger than this are never touched (SPEC: 60 s, 30x the create budget).
-    #[arg(long, env = "PASTEBIN_RECOVERY_THRESHOLD_SECS", default_value_t = 60)]
+    #[arg(long, env = "PASTEBIN_RECOVERY_THRESHOLD_SECS", default_value_t = 60, value_parser = seconds_flag())]
     pub recovery_threshold_secs: u64,
     /// Keys per page and ids per P round trip.
     #[arg(long, env = "PASTEBIN_SWEEP_BATCH", default_value_t = 500)]
     pub sweep_batch: u32,
     /// Objects younger than this are never reaped.
-    #[arg(long, env = "PASTEBIN_OBJECT_AGE_FLOOR_SECS", default_value_t = 3600)]
+    #[arg(long, env = "PASTEBIN_OBJECT_AGE_FLOOR_SECS", default_value_t = 3600, value_parser = seconds_flag())]
     pub object_age_floor_secs: u64,
     /// Seconds between object-reaper scans (each lists the whole store).
-    #[arg(long, env = "PASTEBIN_REAP_INTERVAL_SECS", default_value_t = 600)]
+    #[arg(long, env = "PASTEBIN_REAP_INTERVAL_SECS", default_value_t = 600, value_parser = seconds_flag())]
     pub reap_interval_secs: u64,
     /// Seconds a tombstone is kept on P before it is purged (at least 93600, 26 h).
-    #[arg(long, env = "PASTEBIN_TOMBSTONE_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
+    #[arg(long, env = "PASTEBIN_TOMBSTONE_RETENTION_SECS", default_value_t = 7 * 24 * 3600, value_parser = seconds_flag())]
     pub tombstone_retention_secs: u64,
 }
 
 impl SweeperArgs {
     pub fn sweeper(&self, slots: SlotMap, objects: Arc<dyn ObjectStore>) -> pastebin_sweeper::Sweeper {
-        use std::time::Duration;
         let settings = pastebin_sweeper::SweeperSettings {
             interval: Duration::from_secs(self.sweep_interval_secs.max(1)),
             recovery_threshold: Duration::from_secs(self.recovery_threshold_secs),

@@ -6,15 +6,18 @@ use std::{net::SocketAddr, sync::Arc};
 
 mod config_file;
 mod flags;
+mod healthcheck;
+mod secret;
 mod up;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use pastebin_admin::AdminState;
 use pastebin_core::{Clock, SlotRange, SystemClock};
 use pastebin_runtime::{
     db,
-    grpc::ServerOptions,
+    grpc::{GrpcLimits, ServerOptions},
+    readiness,
     shard_slots::{self, Resharding},
     shutdown_signal, telemetry,
     tls::{ClientAuth, MutualTls, TlsArgs},
@@ -25,6 +28,10 @@ use tokio::net::TcpListener;
 #[derive(Debug, Parser)]
 #[command(name = "pastebin", version, about = "The pastebin that does not double-create")]
 pub struct Cli {
+    /// Log lines as `text` or `json` (one object per line). Spans are exported by OTLP
+    /// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    #[arg(long, global = true, env = "PASTEBIN_LOG_FORMAT", default_value = "text")]
+    pub log_format: telemetry::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -47,6 +54,8 @@ pub enum Command {
     Bench(pastebin_bench::BenchArgs),
     /// Operator tools: stale pendings, recover one key, reconcile, stats.
     Ctl(pastebin_ctl::CtlArgs),
+    /// Ask an admin listener whether its process is alive (`/healthz`) or ready (`/readyz`): exit 0 if so.
+    Healthcheck(healthcheck::HealthcheckArgs),
     /// Paste, list and delete your pastes: a client that never double-creates.
     #[command(flatten)]
     Client(pastebin_client::ClientCommand),
@@ -89,8 +98,8 @@ pub struct GatewayCommand {
 #[derive(Debug, clap::Args)]
 pub struct ShardArgs {
     /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
-    #[arg(long, env = "PASTEBIN_DATABASE_URL")]
-    pub database_url: String,
+    #[arg(long, env = "PASTEBIN_DATABASE_URL", hide_env_values = true)]
+    pub database_url: secret::Secret,
     /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
     #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061")]
     pub listen: SocketAddr,
@@ -107,6 +116,8 @@ pub struct ShardArgs {
     #[arg(long)]
     pub reshard: bool,
     #[command(flatten)]
+    pub limits: flags::LimitArgs,
+    #[command(flatten)]
     pub admin: flags::AdminArgs,
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
@@ -118,12 +129,29 @@ pub struct ShardArgs {
 
 /// Parses the process's arguments and runs: all `main` does.
 pub fn main_from_args() -> anyhow::Result<()> {
-    config_file::load_from_env()?;
-    run(Cli::parse())
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    config_file::load_from_env(&Cli::command(), &args)?;
+    run(Cli::parse_from(args))
+}
+
+/// The part's name in logs and traces: `pastebin-<subcommand>`.
+fn service_name(command: &Command) -> &'static str {
+    match command {
+        Command::KeyService(_) => "pastebin-key-service",
+        Command::PasteService(_) => "pastebin-paste-service",
+        Command::Gateway(_) => "pastebin-gateway",
+        Command::Sweeper(_) => "pastebin-sweeper",
+        Command::Up(_) => "pastebin-up",
+        Command::Bench(_) => "pastebin-bench",
+        Command::Ctl(_) => "pastebin-ctl",
+        Command::Healthcheck(_) => "pastebin-healthcheck",
+        Command::Client(_) => "pastebin-client",
+    }
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    telemetry::init();
+    // Dropped when the part has drained: the last spans are sent then.
+    let _telemetry = telemetry::init(service_name(&cli.command), cli.log_format);
     pastebin_runtime::metrics::install();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     runtime.block_on(async move {
@@ -135,6 +163,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Up(args) => up::run(args).await,
             Command::Bench(args) => pastebin_bench::run(args).await,
             Command::Ctl(args) => match pastebin_ctl::run(args).await? {
+                0 => Ok(()),
+                code => std::process::exit(code),
+            },
+            Command::Healthcheck(args) => match healthcheck::run(args).await? {
                 0 => Ok(()),
                 code => std::process::exit(code),
             },
@@ -161,15 +193,25 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(sqlx::AnyPool, SlotRange, TcpListener, ServerOptions) -> F,
+    serve: impl FnOnce(db::Database, SlotRange, TcpListener, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
-    let options = ServerOptions { tls: tls.map(|tls| tls.server(ClientAuth::Required)), reflection: args.reflection };
-    let pool = db::connect(&args.database_url, args.db_connections, migrations).await?;
+    let options = ServerOptions {
+        tls: tls.map(|tls| tls.server(ClientAuth::Required)),
+        reflection: args.reflection,
+        limits: args.limits.grpc(),
+    };
+    let pool = db::connect(args.database_url.expose(), args.db_connections, migrations).await?;
     let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
     let now = pastebin_core::to_millis(SystemClock.now());
-    let slots = shard_slots::claim(&pool, args.slots, resharding, now).await?;
+    let slots = shard_slots::claim(pool.pool(), args.slots, resharding, now).await?;
     tracing::info!(%what, %slots, "owning slots");
+    let database = pool.clone();
+    readiness::start_checking("database", move || {
+        let database = database.clone();
+        async move { db::check_reachable(database.pool()).await }
+    })
+    .await;
     let listener = bind(args.listen, what).await?;
     if options.tls.is_some() {
         tracing::info!(%what, "serving mutual TLS only: clients need a certificate signed by --tls-ca");
@@ -197,12 +239,16 @@ async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
 /// The public gRPC listener's options: TLS with the gateway's own
 /// certificate when it has one, asking clients for theirs as
 /// --tls-client-auth says; reflection of the public API always.
-fn public_grpc_options(tls: Option<&MutualTls>, client_auth: ClientAuth) -> anyhow::Result<ServerOptions> {
+fn public_grpc_options(
+    tls: Option<&MutualTls>,
+    client_auth: ClientAuth,
+    limits: GrpcLimits,
+) -> anyhow::Result<ServerOptions> {
     anyhow::ensure!(
         tls.is_some() || client_auth == ClientAuth::Off,
         "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca"
     );
-    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true })
+    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true, limits })
 }
 
 /// The slot map of a process that routes creates or recovers keys: every
@@ -223,7 +269,7 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
-    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth)?;
+    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth, args.gateway.limits.grpc())?;
     let objects = args.objects.open().await?;
     let slots = pastebin_shards::SlotMapCell::default();
     if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
@@ -232,6 +278,14 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway = args.gateway.gateway(slots.clone(), objects, http.local_addr()?);
+    // Before serving (connections wait in the listen queue meanwhile), so the
+    // first health answer is already what the shards and the store said.
+    let parts = gateway.clone();
+    readiness::start_checking("shards and object store", move || {
+        let parts = parts.clone();
+        async move { parts.check_ready().await }
+    })
+    .await;
     tokio::try_join!(
         async {
             if slots.get().is_none() {
@@ -239,7 +293,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         },
-        pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
+        pastebin_gateway::serve_http(http, gateway.clone(), args.gateway.limits.http(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;
@@ -269,9 +323,9 @@ mod tests {
 
     #[test]
     fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {
-        let error = public_grpc_options(None, ClientAuth::Required).unwrap_err();
+        let error = public_grpc_options(None, ClientAuth::Required, GrpcLimits::default()).unwrap_err();
         assert_eq!(error.to_string(), "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca");
-        let plaintext = public_grpc_options(None, ClientAuth::Off).unwrap();
+        let plaintext = public_grpc_options(None, ClientAuth::Off, GrpcLimits::default()).unwrap();
         assert!(plaintext.tls.is_none() && plaintext.reflection, "the public API is reflected, over plaintext");
     }
 }

@@ -47,7 +47,8 @@ fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // The databases hold stored 201 bodies (delete tokens) for 25 h: private.
+    pastebin_runtime::files::private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let clock = Arc::new(SystemClock);
 
     let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &pastebin_keys::MIGRATIONS).await?;
@@ -55,7 +56,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // One shard of each kind, owning every slot, like any lone shard.
     let now = pastebin_core::to_millis(clock.now());
     for pool in [&key_pool, &paste_pool] {
-        shard_slots::claim(pool, SlotRange::ALL, Resharding::Refuse, now).await?;
+        shard_slots::claim(pool.pool(), SlotRange::ALL, Resharding::Refuse, now).await?;
     }
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
@@ -106,9 +107,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
 
     // K and P listen on loopback only, without reflection; the public gRPC
-    // API answers reflection for its own API.
-    let internal = ServerOptions::default();
-    let public = ServerOptions { reflection: true, ..ServerOptions::default() };
+    // API answers reflection for its own API. All within the limits given.
+    let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
+    let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
+    let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
     tokio::try_join!(
         pastebin_keys::serve(
             key_listener,
@@ -124,14 +126,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             internal,
             shutdown_signal()
         ),
-        pastebin_gateway::serve_http(http, gateway.clone(), shutdown_signal()),
+        pastebin_gateway::serve_http(http, gateway.clone(), http_limits.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
         async {
             let rounds = admin.clone();
             sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;
             Ok(())
         },
-        pastebin_admin::serve(admin_listener, admin.clone(), shutdown_signal()),
+        pastebin_admin::serve(admin_listener, admin.clone(), http_limits, shutdown_signal()),
     )?;
     Ok(())
 }

@@ -148,6 +148,20 @@ pub enum PasteError {
     LeftPending { key: String, record: PathBuf, attempts: u32, reason: String },
     #[error("{failure} (record {})", record.display())]
     Refused { key: String, record: PathBuf, failure: CreateFailure },
+    /// Refused now, but an earlier attempt under the same key got no answer
+    /// and may have created the paste (a proxy's 413 or 403, a lowered size
+    /// limit, say nothing about that attempt). The record stays pending.
+    #[error(
+        "{failure}; but an earlier attempt under key {key} got no answer and may have made the paste, so the \
+         intent is kept in {} and stays adoptable: once the server accepts the request again, \
+         `pastebin paste --resume` finishes it without a second paste",
+        record.display()
+    )]
+    RefusedAfterUncertain { key: String, record: PathBuf, failure: CreateFailure },
+    /// The server cannot be reached as configured (TLS). Nothing was sent by
+    /// this attempt; the record is kept as it was.
+    #[error("{reason} (record {} kept, key {key})", record.display())]
+    Configuration { key: String, record: PathBuf, reason: String },
     /// A pending record older than the server's replay window: its key can
     /// no longer be adopted, and re-sending it would be a fresh paste.
     #[error(
@@ -166,7 +180,12 @@ pub enum PasteError {
 impl PasteError {
     /// Whether running again later can still finish this save.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::LeftPending { .. })
+        matches!(self, Self::LeftPending { .. } | Self::RefusedAfterUncertain { .. })
+    }
+
+    /// Whether the setup, not the server's answer, stopped the save.
+    pub fn is_configuration(&self) -> bool {
+        matches!(self, Self::Configuration { .. })
     }
 }
 
@@ -202,6 +221,8 @@ type NoticeSink = Arc<dyn Fn(Notice) + Send + Sync>;
 pub struct Client {
     journal: Journal,
     server: Server,
+    /// Sent with creates to `server` only (see [`Client::with_create_token`]).
+    create_token: Option<String>,
     timeout: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
@@ -222,6 +243,7 @@ impl Client {
         Ok(Self {
             journal: Journal::open(state_dir)?,
             server: Server::connect(server, timeout)?,
+            create_token: None,
             timeout,
             retry: RetryPolicy::default(),
             clock: Arc::new(SystemClock),
@@ -237,8 +259,17 @@ impl Client {
     /// Bounds each call to the server (a timeout is an uncertain outcome).
     pub fn with_timeout(mut self, timeout: Duration) -> anyhow::Result<Self> {
         self.timeout = timeout;
-        self.server = Server::connect(self.server.url(), timeout)?;
+        self.server = Server::connect(self.server.url(), timeout)?.with_create_token(self.create_token.clone());
         Ok(self)
+    }
+
+    /// A create token for a server started with `--require-create-token`.
+    /// It goes only to this client's own server, never to the server of an
+    /// older record being resumed.
+    pub fn with_create_token(mut self, token: Option<String>) -> Self {
+        self.server = self.server.with_create_token(token.clone());
+        self.create_token = token;
+        self
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -447,6 +478,9 @@ impl Client {
             return Err(PasteError::Setup(format!("{}: not pending, or its content is damaged", path.display())));
         };
         let adopted = record.attempts > 0;
+        // A pending record that was sent before got no answer then (an
+        // answer would have moved it on): that send may have made the paste.
+        let mut maybe_created = adopted;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -463,12 +497,26 @@ impl Client {
                     let how = if adopted { How::Adopted { replayed: created.replayed } } else { How::Created };
                     return Ok(Pasted { answer, key, subject: record.subject, how, record: path });
                 }
+                Err(failure @ CreateFailure::Refused { .. }) if maybe_created => {
+                    if let IntentState::Pending { last_error, .. } = &mut record.state {
+                        *last_error = Some(format!("{failure} (after an unanswered attempt; kept adoptable)"));
+                    }
+                    self.journal.write(&record)?;
+                    return Err(PasteError::RefusedAfterUncertain { key: record.key, record: path, failure });
+                }
                 Err(failure @ CreateFailure::Refused { .. }) => {
                     record.state = IntentState::Rejected { reason: failure.to_string() };
                     self.journal.write(&record)?;
                     return Err(PasteError::Refused { key: record.key, record: path, failure });
                 }
+                Err(CreateFailure::Configuration(reason)) => {
+                    // This attempt sent nothing; the record keeps what earlier ones left.
+                    record.attempts -= 1;
+                    self.journal.write(&record)?;
+                    return Err(PasteError::Configuration { key: record.key, record: path, reason });
+                }
                 Err(CreateFailure::Uncertain { reason, retry_after }) => {
+                    maybe_created = true;
                     if let IntentState::Pending { last_error, .. } = &mut record.state {
                         *last_error = Some(reason.clone());
                     }
@@ -616,5 +664,70 @@ mod tests {
         let too_short = Save { expires_in_seconds: Some(1), ..save("hello", false) };
         assert!(matches!(client.paste(too_short).await, Err(PasteError::InvalidExpiry(_))));
         assert!(client.scan().unwrap().records.is_empty());
+    }
+
+    /// A server that hangs up on the first request without an answer (an
+    /// uncertain send) and answers every later one with a proxy's bare 413.
+    async fn silent_then_too_large() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for connection in 0.. {
+                let Ok((mut stream, _)) = listener.accept().await else { return };
+                let mut request = vec![0u8; 64 * 1024];
+                let _ = stream.read(&mut request).await;
+                if connection > 0 {
+                    let answer = "HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                }
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn a_refusal_after_an_unanswered_attempt_keeps_the_record_adoptable() {
+        let state = tempfile::tempdir().unwrap();
+        let clock = ManualClock::starting_at(Utc::now());
+        let twice = RetryPolicy { attempts: 2, base_delay: Duration::from_millis(1), ..RetryPolicy::default() };
+        let client = Client::new(&silent_then_too_large().await, state.path())
+            .unwrap()
+            .with_clock(Arc::new(clock.clone()))
+            .with_retry(twice);
+        let error = client.paste(save("hello", false)).await.unwrap_err();
+        let PasteError::RefusedAfterUncertain { key, .. } = &error else {
+            panic!("expected kept pending, got {error}")
+        };
+        assert!(error.is_retryable(), "the save can still be finished later");
+        assert!(error.to_string().contains("may have made the paste"), "{error}");
+        let record = client.journal().read(key).unwrap();
+        assert!(record.is_pending(), "not rejected: the first attempt may have created the paste");
+        assert_eq!(record.attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_on_the_first_attempt_still_rejects() {
+        let state = tempfile::tempdir().unwrap();
+        let clock = ManualClock::starting_at(Utc::now());
+        let server = silent_then_too_large().await;
+        // Use up the server's one silent connection first.
+        let _ = reqwest::get(&server).await;
+        let client = client(state.path(), &clock);
+        let client = Client::new(&server, state.path()).unwrap().with_clock(Arc::new(clock)).with_retry(client.retry);
+        let error = client.paste(save("hello", false)).await.unwrap_err();
+        let PasteError::Refused { key, .. } = &error else { panic!("expected a refusal, got {error}") };
+        assert!(matches!(client.journal().read(key).unwrap().state, IntentState::Rejected { .. }));
+    }
+
+    #[tokio::test]
+    async fn the_journal_directories_are_created_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let nested = state.path().join("a/b/pastebin");
+        let journal = Journal::open(&nested).unwrap();
+        for dir in [state.path().join("a"), state.path().join("a/b"), nested.clone(), journal.intents_dir()] {
+            assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700, "{}", dir.display());
+        }
     }
 }

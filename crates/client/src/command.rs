@@ -25,6 +25,9 @@ use crate::{
 
 /// Exit status when a save is left pending for a later run (sysexits.h).
 pub const EXIT_TEMPFAIL: i32 = 75;
+/// Exit status when the setup is wrong (no TLS connection could be made):
+/// nothing was sent, and only a change of setup helps (sysexits.h EX_CONFIG).
+pub const EXIT_CONFIG: i32 = 78;
 
 /// The user-facing client commands, to flatten into the `pastebin` binary.
 #[derive(Debug, clap::Subcommand)]
@@ -42,7 +45,8 @@ pub enum ClientCommand {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// The pastebin: http://HOST:PORT (JSON API) or grpc://HOST:PORT (gRPC API).
+    /// The pastebin: http(s)://HOST:PORT (JSON API; HTTPS trusts the system's CAs,
+    /// or the bundle named by SSL_CERT_FILE) or grpc://HOST:PORT (gRPC API).
     #[arg(long, env = "PASTEBIN_SERVER", default_value = DEFAULT_SERVER)]
     pub server: String,
     /// The intent journal's directory [default: $XDG_STATE_HOME/pastebin,
@@ -53,6 +57,9 @@ pub struct ClientArgs {
     /// runs out is "not confirmed", never "not created".
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// A create token, for a server that requires one (`--require-create-token`).
+    #[arg(long, env = "PASTEBIN_CREATE_TOKEN", hide_env_values = true)]
+    pub create_token: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -131,6 +138,7 @@ fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
     let client = Client::new(&args.server, &state_dir)
         .with_context(|| format!("cannot open the journal in {}", state_dir.display()))?
         .with_timeout(args.timeout)?
+        .with_create_token(args.create_token.clone())
         .with_retry(RetryPolicy { attempts, ..RetryPolicy::default() })
         .on_notice(|notice| eprintln!("pastebin: {notice}"));
     Ok(client)
@@ -185,6 +193,8 @@ fn report(error: &PasteError) -> i32 {
     eprintln!("pastebin: {error}");
     if error.is_retryable() {
         EXIT_TEMPFAIL
+    } else if error.is_configuration() {
+        EXIT_CONFIG
     } else {
         1
     }

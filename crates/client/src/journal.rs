@@ -292,9 +292,9 @@ impl Journal {
     /// user made is left as they made it.
     pub fn open(state_dir: impl Into<PathBuf>) -> io::Result<Self> {
         let root = state_dir.into();
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(&root).map_err(|e| with_path(e, &root))?;
+        create_dir_durably(&root).map_err(|e| with_path(e, &root))?;
         for dir in [root.join(INTENTS), root.join(LOCKS)] {
-            fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| with_path(e, &dir))?;
+            create_dir_durably(&dir).map_err(|e| with_path(e, &dir))?;
             fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|e| with_path(e, &dir))?;
         }
         Ok(Self { root })
@@ -443,6 +443,23 @@ fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&temp);
     }
     result
+}
+
+/// Creates `dir` and any missing parents as 0700, fsyncing the parent of
+/// each directory it creates: a record fsynced into a directory whose own
+/// entry was never made durable can vanish with it in a power cut.
+fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    create_dir_durably(parent)?;
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => File::open(parent)?.sync_all(),
+        // Made by a concurrent run in between: it fsyncs its own parent.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn with_path(error: io::Error, path: &Path) -> io::Error {

@@ -43,6 +43,11 @@ pub enum CreateFailure {
     /// request cannot succeed, and nothing was created under this key.
     #[error("the server refused the paste ({code}): {message}")]
     Refused { code: String, message: String },
+    /// No secure connection could be made (an unknown CA, a name mismatch,
+    /// a server that does not speak TLS): nothing was sent, and retrying
+    /// cannot help until the setup changes.
+    #[error("{0}")]
+    Configuration(String),
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -56,6 +61,8 @@ pub enum DeleteFailure {
     Uncertain(String),
     #[error("the server refused the delete ({code}): {message}")]
     Refused { code: String, message: String },
+    #[error("{0}")]
+    Configuration(String),
 }
 
 /// A pastebin server, by URL scheme.
@@ -76,13 +83,25 @@ impl Server {
                 .timeout(timeout);
             // Lazy: a server that is down is an uncertain create, not a setup error.
             let client = PasteApiClient::new(endpoint.connect_lazy());
-            return Ok(Self::Grpc(GrpcServer { url, client }));
+            return Ok(Self::Grpc(GrpcServer { url, client, create_token: None }));
         }
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
         }
-        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
-        Ok(Self::Http(HttpServer { url, http }))
+        // rustls with the system's roots, or the bundle `SSL_CERT_FILE` names
+        // (as curl and OpenSSL users expect).
+        let http = reqwest::Client::builder().use_rustls_tls().timeout(timeout).connect_timeout(timeout).build()?;
+        Ok(Self::Http(HttpServer { url, http, create_token: None }))
+    }
+
+    /// Sends `token` as `Authorization: Bearer` with every create, for a
+    /// server started with `--require-create-token`.
+    pub fn with_create_token(mut self, token: Option<String>) -> Self {
+        match &mut self {
+            Self::Http(s) => s.create_token = token,
+            Self::Grpc(s) => s.create_token = token,
+        }
+        self
     }
 
     /// The URL as recorded in the journal (no trailing slash).
@@ -117,6 +136,7 @@ pub fn normalize_url(url: &str) -> String {
 pub struct HttpServer {
     url: String,
     http: reqwest::Client,
+    create_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -148,8 +168,16 @@ impl HttpServer {
                 request.query(&query).header(header::CONTENT_TYPE, media_type.as_str()).body(bytes.clone())
             }
         };
-        let sent = request.send().await;
-        let response = sent.map_err(|e| CreateFailure::Uncertain { reason: describe(&e), retry_after: None })?;
+        let sent = match &self.create_token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+        .send()
+        .await;
+        let response = sent.map_err(|e| match tls_failure(&e) {
+            Some(reason) => CreateFailure::Configuration(reason),
+            None => CreateFailure::Uncertain { reason: describe(&e), retry_after: None },
+        })?;
         let status = response.status();
         let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v.as_bytes() == b"true");
         let retry_after = response
@@ -184,13 +212,12 @@ impl HttpServer {
     }
 
     async fn delete(&self, id: &str, token: &str) -> Result<(), DeleteFailure> {
-        let sent = self
-            .http
-            .delete(format!("{}/api/v1/pastes/{id}", self.url))
-            .bearer_auth(token)
-            .send()
-            .await
-            .map_err(|e| DeleteFailure::Uncertain(describe(&e)))?;
+        let sent =
+            self.http.delete(format!("{}/api/v1/pastes/{id}", self.url)).bearer_auth(token).send().await.map_err(
+                |e| {
+                    tls_failure(&e).map_or_else(|| DeleteFailure::Uncertain(describe(&e)), DeleteFailure::Configuration)
+                },
+            )?;
         let status = sent.status();
         match status {
             StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
@@ -218,6 +245,35 @@ fn is_refusal(status: StatusCode) -> bool {
     status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT && status != StatusCode::TOO_MANY_REQUESTS
 }
 
+/// A TLS handshake failure, explained as the setup problem it is; `None`
+/// for any other failure.
+fn tls_failure(error: &reqwest::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if let Some(tls) = rustls_error_in(current) {
+            return Some(format!(
+                "cannot make a TLS connection to the server: {tls}. Nothing was sent. Check the --server URL, \
+                 and if the server's certificate comes from a private CA, point SSL_CERT_FILE at that CA's PEM file"
+            ));
+        }
+        cause = current.source();
+    }
+    None
+}
+
+/// The rustls error `error` is or wraps. rustls reports through an
+/// `io::Error`, often boxed, and both skip the wrapped error in `source()`,
+/// so each wrapper is opened by hand.
+fn rustls_error_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    if let Some(inner) = error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+        return rustls_error_in(inner);
+    }
+    None
+}
+
 /// reqwest's top-level message plus its causes ("error sending request" alone
 /// says nothing).
 fn describe(error: &reqwest::Error) -> String {
@@ -235,6 +291,7 @@ fn describe(error: &reqwest::Error) -> String {
 pub struct GrpcServer {
     url: String,
     client: PasteApiClient<tonic::transport::Channel>,
+    create_token: Option<String>,
 }
 
 impl GrpcServer {
@@ -252,6 +309,13 @@ impl GrpcServer {
             file_name: call.body.file_name().map(str::to_owned),
             ..Default::default()
         };
+        let mut request = tonic::Request::new(request);
+        if let Some(token) = &self.create_token {
+            let value = format!("Bearer {token}").parse().map_err(|_| {
+                CreateFailure::Configuration("the create token has characters a header cannot carry".into())
+            })?;
+            request.metadata_mut().insert("authorization", value);
+        }
         match self.client.clone().create_paste(request).await {
             Ok(response) => {
                 let r = response.into_inner();
@@ -308,4 +372,29 @@ fn is_grpc_refusal(code: tonic::Code) -> bool {
             | Unauthenticated
             | OutOfRange
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TLS client that meets a server speaking plain HTTP: a setup problem.
+    #[tokio::test]
+    async fn a_tls_failure_is_a_configuration_error_not_an_uncertain_create() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+            }
+        });
+        let server = Server::connect(&url, Duration::from_secs(5)).unwrap();
+        let call =
+            CreateCall { key: IdempotencyKey::new_random(), body: &Body::Text("x".into()), expires_in_seconds: 3600 };
+        match server.create(call).await {
+            Err(CreateFailure::Configuration(reason)) => assert!(reason.contains("SSL_CERT_FILE"), "{reason}"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
 }

@@ -38,3 +38,10 @@ impl Clock for ManualClock {
         *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
+
+/// `now - age`, or the earliest time there is when `age` reaches past it: an
+/// age from a flag or an RPC field may be anything up to `u64::MAX` seconds,
+/// and "older than longer than time itself" simply matches nothing.
+pub fn saturating_ago(now: DateTime<Utc>, age: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(age).ok().and_then(|age| now.checked_sub_signed(age)).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}

@@ -37,6 +37,13 @@ impl IdempotencyKey {
         self.0.hyphenated().to_string()
     }
 
+    /// What logs show instead of the key (docs/design.md#identifiers): the
+    /// first 8 hex digits of SHA-256 over its raw bytes. Enough to match a
+    /// log line to a key an operator already holds, useless for replaying it.
+    pub fn short_hash(&self) -> String {
+        hex::encode(&Sha256::digest(self.0.as_bytes())[..4])
+    }
+
     /// `slot = first byte of SHA-256(the key's 16 raw bytes)`.
     pub fn slot(&self) -> Slot {
         Slot(Sha256::digest(self.0.as_bytes())[0])
@@ -80,5 +87,6 @@ mod tests {
         let key = IdempotencyKey::parse("00000000-0000-0000-0000-000000000000").unwrap();
         // sha256 of 16 zero bytes = 374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb
         assert_eq!(key.slot(), Slot(0x37));
+        assert_eq!(key.short_hash(), "374708ff");
     }
 }

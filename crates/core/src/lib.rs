@@ -15,6 +15,8 @@ pub mod alert;
 mod attributes;
 mod clock;
 mod expiry;
+#[cfg(test)]
+mod fuzz;
 mod key;
 mod paste_id;
 mod request_hash;
@@ -24,7 +26,7 @@ mod state;
 mod token;
 
 pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttributes};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
 pub use expiry::{Expiry, ExpiryError};
 pub use key::{IdempotencyKey, KeyError};
 pub use paste_id::{PasteId, PasteIdError};
@@ -32,7 +34,7 @@ pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
 pub use slot::{Slot, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
-pub use token::{DeleteToken, DeleteTokenHash};
+pub use token::{random_secret, DeleteToken, DeleteTokenHash};
 
 /// How long a done or aborted key is kept: the window in which a retry replays.
 pub const KEY_RETENTION: std::time::Duration = std::time::Duration::from_secs(25 * 3600);

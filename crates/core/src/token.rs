@@ -14,11 +14,17 @@ pub struct DeleteToken(String);
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct DeleteTokenHash(pub [u8; 32]);
 
+/// 32 bytes from the OS-seeded CSPRNG, base64url without padding: the
+/// shape of every credential this system mints (delete and create tokens).
+pub fn random_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
 impl DeleteToken {
     pub fn generate() -> Self {
-        let mut bytes = [0u8; 32];
-        rand::rng().fill_bytes(&mut bytes);
-        Self(URL_SAFE_NO_PAD.encode(bytes))
+        Self(random_secret())
     }
 
     /// A token as presented by a client. Any string is accepted: a malformed

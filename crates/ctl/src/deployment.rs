@@ -29,7 +29,8 @@ pub struct EndpointArgs {
     #[command(flatten)]
     pub objects: ObjectStoreArgs,
     /// Deadline of each call to a shard or the object store, in seconds.
-    #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true)]
+    #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
     /// ctl's own identity towards K and P.
     #[command(flatten)]

@@ -5,6 +5,7 @@
 //! - `reconcile`: a read-only report of what K, P and the object store disagree on;
 //! - `stats`: pending counts, oldest age and the alert-card level per shard;
 //! - `certs`: a development CA and a certificate for each part (mutual TLS).
+//! - `tokens`: the create tokens file of `--require-create-token`.
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
 //! `endpoints.json` of a `pastebin up` data directory). Every command writes
@@ -22,6 +23,7 @@ mod pending;
 mod reconcile;
 mod recover;
 mod stats;
+mod tokens;
 
 use std::io::Write;
 
@@ -52,6 +54,8 @@ pub enum CtlCommand {
     Reconcile(reconcile::ReconcileArgs),
     /// Pending count, oldest pending age and alert level, per K shard and in total.
     Stats(stats::StatsArgs),
+    /// Create tokens for `--require-create-token`: add (prints the token once), list, revoke.
+    Tokens(tokens::TokensArgs),
     /// Make a development CA and a certificate and key for each part
     /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.
     Certs(certs::CertsArgs),
@@ -113,7 +117,7 @@ pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
 pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
     let result = async {
         // Resolved only by the commands that talk to shards: `certs` comes
-        // before there is anything to reach.
+        // before there is anything to reach, and tokens live in a file of their own.
         let deployment = || Deployment::resolve(&args.endpoints);
         match &args.command {
             CtlCommand::Pending(command) => pending::run(&deployment().await?, command, out, err).await,
@@ -121,6 +125,7 @@ pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn
             CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, out, err).await,
             CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
             CtlCommand::Certs(command) => certs::run(command, out),
+            CtlCommand::Tokens(command) => tokens::run(command, out),
         }
     }
     .await;

@@ -51,3 +51,27 @@ impl fmt::Debug for Created {
         f.debug_struct("Created").field("id", &self.id).field("expires_at", &self.expires_at).finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    // The stored-201 decoder reads what K hands back (docs/testing.md#fuzzing).
+    proptest! {
+        #[test]
+        fn any_stored_body_decodes_or_is_refused(raw in ".{0,200}") {
+            let _ = Created::from_stored(&ResponseBody::new(raw));
+        }
+
+        #[test]
+        fn a_created_answer_round_trips_through_its_stored_form(id in "[0-9A-Za-z]{14}", url in "https?://[a-z.:0-9]{1,30}", seconds in 60u32..31_536_000) {
+            let expires_at = chrono::DateTime::from_timestamp(1_900_000_000 + i64::from(seconds), 0).unwrap();
+            let created = Created::new(&PasteId::parse(&id).unwrap_or_else(|_| PasteId::mint(pastebin_core::Slot(0))), &url, expires_at, &DeleteToken::generate());
+            let stored = created.to_stored();
+            prop_assert_eq!(Created::from_stored(&stored), Some(created.clone()));
+            prop_assert_eq!(created.expires_at(), Some(expires_at));
+        }
+    }
+}

@@ -27,6 +27,21 @@ pub enum ApiError {
     NotFound,
     #[error("wrong delete token")]
     WrongToken,
+    /// This instance takes creates only with a create token (docs/security.md).
+    #[error("creating a paste needs a create token: send `Authorization: Bearer <token>`")]
+    CreateTokenRequired,
+    #[error("the create token is not valid")]
+    InvalidCreateToken,
+    /// Too many creates from one client address in the window.
+    #[error("too many pastes from this address; retry after {retry_after_seconds} s")]
+    RateLimited { retry_after_seconds: u64 },
+    #[error("this method is not allowed here")]
+    MethodNotAllowed,
+    #[error("the request was not received in time")]
+    RequestTimeout,
+    /// Every request slot is busy; nothing was started.
+    #[error("the server is busy; retry shortly")]
+    Overloaded,
 }
 
 /// How long a client should wait before retrying a 503.
@@ -44,6 +59,12 @@ impl ApiError {
             Self::Unavailable(_) => "unavailable",
             Self::NotFound => "not_found",
             Self::WrongToken => "wrong_delete_token",
+            Self::CreateTokenRequired => "create_token_required",
+            Self::InvalidCreateToken => "invalid_create_token",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::RequestTimeout => "request_timeout",
+            Self::Overloaded => "overloaded",
         }
     }
 
@@ -55,6 +76,33 @@ impl ApiError {
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::WrongToken => StatusCode::FORBIDDEN,
+            Self::CreateTokenRequired | Self::InvalidCreateToken => StatusCode::UNAUTHORIZED,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The error a bare status stands for, when a layer or the router (not
+    /// a handler) refused the request: it still gets the JSON envelope.
+    pub(crate) fn from_bare_status(status: StatusCode) -> Option<Self> {
+        match status {
+            StatusCode::METHOD_NOT_ALLOWED => Some(Self::MethodNotAllowed),
+            StatusCode::REQUEST_TIMEOUT => Some(Self::RequestTimeout),
+            StatusCode::SERVICE_UNAVAILABLE => Some(Self::Overloaded),
+            StatusCode::NOT_FOUND => Some(Self::NotFound),
+            _ => None,
+        }
+    }
+
+    /// Seconds a client should wait before retrying, for the errors that have one.
+    fn retry_after_seconds(&self) -> Option<u64> {
+        match self {
+            Self::Unavailable(_) => Some(RETRY_AFTER_SECONDS),
+            Self::Overloaded => Some(pastebin_runtime::http::OVERLOADED_RETRY_AFTER_SECONDS),
+            Self::RateLimited { retry_after_seconds } => Some(*retry_after_seconds),
+            _ => None,
         }
     }
 }
@@ -63,8 +111,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
         let mut response = (self.http_status(), Json(body)).into_response();
-        if matches!(self, Self::Unavailable(_)) {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        let headers = response.headers_mut();
+        if let Some(seconds) = self.retry_after_seconds() {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if matches!(self, Self::CreateTokenRequired | Self::InvalidCreateToken) {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
@@ -82,6 +134,11 @@ impl From<ApiError> for tonic::Status {
             ApiError::Unavailable(_) => Self::unavailable(message),
             ApiError::NotFound => Self::not_found(message),
             ApiError::WrongToken => Self::permission_denied(message),
+            ApiError::CreateTokenRequired | ApiError::InvalidCreateToken => Self::unauthenticated(message),
+            ApiError::RateLimited { .. } => Self::resource_exhausted(message),
+            ApiError::MethodNotAllowed => Self::unimplemented(message),
+            ApiError::RequestTimeout => Self::deadline_exceeded(message),
+            ApiError::Overloaded => Self::unavailable(message),
         }
     }
 }

@@ -1,80 +1,11 @@
-//! Named crash points at the saga's step boundaries, for crash tests.
-//!
-//! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
-//! through `RUSTFLAGS`); in every other build [`hit`] is an empty inline
-//! function. A cfg rather than a cargo feature because cargo unifies features
-//! across a workspace build, which put failpoints into the production binary. Armed at process start by
-//! `PASTEBIN_FAILPOINTS`, a comma-separated list of `name` (abort the process
-//! on the spot: no unwinding, no flushing, like a power cut) or
-//! `name=sleep:MILLIS` (hold the saga there, to stage races) or
-//! `name=chance:P` (abort with probability P, for randomized crash runs).
+//! The saga's crash points, in saga order; armed and hit through
+//! [`pastebin_runtime::failpoints`] (compiled in only with
+//! `--cfg pastebin_failpoints`).
 
-/// The step boundaries, in saga order.
+pub use pastebin_runtime::failpoints::hit;
+
 pub const AFTER_K_BEGIN: &str = "after_k_begin";
 pub const AFTER_PUT: &str = "after_put";
 pub const AFTER_P_INSERT: &str = "after_p_insert";
 pub const BEFORE_DONE: &str = "before_done";
 pub const AFTER_DONE: &str = "after_done";
-
-#[cfg(pastebin_failpoints)]
-mod armed {
-    use std::{collections::HashMap, sync::OnceLock, time::Duration};
-
-    pub enum Action {
-        Crash,
-        Sleep(Duration),
-        Chance(f64),
-    }
-
-    fn parse(entry: &str) -> (String, Action) {
-        let entry = entry.trim();
-        match entry.split_once('=') {
-            Some((name, spec)) => {
-                let action = if let Some(ms) = spec.strip_prefix("sleep:") {
-                    Action::Sleep(Duration::from_millis(ms.parse().unwrap_or(1000)))
-                } else if let Some(p) = spec.strip_prefix("chance:") {
-                    Action::Chance(p.parse().unwrap_or(0.0))
-                } else {
-                    Action::Crash
-                };
-                (name.to_owned(), action)
-            }
-            None => (entry.to_owned(), Action::Crash),
-        }
-    }
-
-    fn armed() -> &'static HashMap<String, Action> {
-        static ARMED: OnceLock<HashMap<String, Action>> = OnceLock::new();
-        ARMED.get_or_init(|| {
-            let raw = std::env::var("PASTEBIN_FAILPOINTS").unwrap_or_default();
-            raw.split(',').filter(|entry| !entry.trim().is_empty()).map(parse).collect()
-        })
-    }
-
-    fn crash(name: &str) -> ! {
-        eprintln!("failpoint {name}: aborting the process");
-        std::process::abort();
-    }
-
-    pub async fn hit(name: &str) {
-        match armed().get(name) {
-            None => {}
-            Some(Action::Crash) => crash(name),
-            Some(Action::Chance(p)) if rand::random::<f64>() < *p => crash(name),
-            Some(Action::Chance(_)) => {}
-            Some(Action::Sleep(pause)) => {
-                tracing::warn!(failpoint = name, ?pause, "failpoint: holding the saga");
-                tokio::time::sleep(*pause).await;
-            }
-        }
-    }
-}
-
-/// Crash or pause here if `name` is armed; nothing in production builds.
-#[inline]
-pub async fn hit(name: &str) {
-    #[cfg(pastebin_failpoints)]
-    armed::hit(name).await;
-    #[cfg(not(pastebin_failpoints))]
-    let _ = name;
-}

@@ -1,4 +1,4 @@
-use std::{sync::Arc, time::Duration};
+use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use pastebin_core::{
@@ -8,9 +8,22 @@ use pastebin_core::{
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteRow};
 use pastebin_runtime::metrics as names;
-use tokio::time::Instant;
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
+use tracing::Instrument;
 
-use crate::{rendered::RenderedPages, step::within, ApiError, Created, SlotMap, SlotMapCell};
+use crate::{
+    admission::{Admission, CreateRateLimit},
+    cache::{Lookup, ReadCache},
+    rendered::RenderedPages,
+    step::within,
+    ApiError, Created, SlotMap, SlotMapCell,
+};
+
+/// Why a shed create was refused (its 503 message).
+const SHED: &str = "too many creates in flight on this shard";
 
 /// What an operator configures about the gateway itself.
 #[derive(Debug, Clone)]
@@ -24,6 +37,17 @@ pub struct GatewaySettings {
     /// How long highlighting one paste may run before its page shows plain
     /// text (docs/reader-features.md#highlighting; default 2 s).
     pub highlight_budget: Duration,
+    /// Bytes of pastes the read cache holds (0: no cache).
+    pub read_cache_bytes: u64,
+    /// Creates in flight at once per K shard; past it a create is shed at
+    /// once with 503 + `Retry-After` instead of queueing into its budget.
+    pub creates_in_flight_per_shard: usize,
+    /// Creates per client address, if limited (docs/security.md#abuse-controls).
+    pub create_rate_limit: Option<CreateRateLimit>,
+    /// Proxies whose `X-Forwarded-For` names the client; nobody else's is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// When set, a create needs a token listed in this file (`pastebin ctl tokens`).
+    pub create_tokens_file: Option<PathBuf>,
 }
 
 impl GatewaySettings {
@@ -33,6 +57,11 @@ impl GatewaySettings {
             max_content_bytes: 1024 * 1024,
             request_budget: pastebin_core::CREATE_BUDGET,
             highlight_budget: crate::highlight::TIME_BUDGET,
+            read_cache_bytes: 64 * 1024 * 1024,
+            creates_in_flight_per_shard: 64,
+            create_rate_limit: None,
+            trusted_proxies: Vec::new(),
+            create_tokens_file: None,
         }
     }
 }
@@ -50,6 +79,10 @@ pub(crate) struct Inner {
     pub(crate) settings: GatewaySettings,
     /// Highlighted paste bodies by id (an id's content never changes).
     pub(crate) rendered: RenderedPages,
+    pub(crate) reads: ReadCache,
+    /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
+    pub(crate) creates_in_flight: std::sync::Mutex<std::collections::HashMap<usize, Arc<Semaphore>>>,
+    pub(crate) admission: Admission,
 }
 
 /// A create as a client sent it, before validation.
@@ -111,7 +144,13 @@ impl Gateway {
         clock: Arc<dyn Clock>,
         settings: GatewaySettings,
     ) -> Self {
-        Self { inner: Arc::new(Inner { slots, objects, clock, settings, rendered: RenderedPages::default() }) }
+        let reads = ReadCache::new(settings.read_cache_bytes);
+        let creates_in_flight = std::sync::Mutex::default();
+        let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
+        let rendered = RenderedPages::default();
+        Self {
+            inner: Arc::new(Inner { slots, objects, clock, settings, rendered, reads, creates_in_flight, admission }),
+        }
     }
 
     /// The slot map, or 503 while the shards have not all said which slots
@@ -125,6 +164,17 @@ impl Gateway {
 
     pub fn settings(&self) -> &GatewaySettings {
         &self.inner.settings
+    }
+
+    /// The gate before a create: the caller's create token, then its
+    /// address's rate. Checked before anything else, so a refusal changes nothing.
+    pub fn admit_create(&self, client: Option<IpAddr>, bearer: Option<&str>) -> Result<(), ApiError> {
+        let admitted = self.inner.admission.admit(client, bearer);
+        if let Err(error) = &admitted {
+            let reason = if matches!(error, ApiError::RateLimited { .. }) { "rate_limited" } else { "create_token" };
+            metrics::counter!(names::EDGE_REFUSALS, "reason" => reason).increment(1);
+        }
+        admitted
     }
 
     /// Step 1's validation: key, size, expiry, then the reader attributes,
@@ -161,16 +211,25 @@ impl Gateway {
     pub async fn create(&self, command: CreateCommand) -> Result<CreateAnswer, ApiError> {
         let started = std::time::Instant::now();
         let gateway = self.clone();
-        let result = match self.validate(command) {
-            Ok(request) => tokio::spawn(async move { gateway.run_create(request).await })
-                .await
-                .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
+        let result = match self.validate(command).and_then(|request| Ok((self.admit(&request)?, request))) {
+            // The task stays in the request's span: its steps are part of the request's trace.
+            Ok((admitted, request)) => tokio::spawn(
+                async move {
+                    let answer = gateway.run_create(request).await;
+                    drop(admitted);
+                    answer
+                }
+                .in_current_span(),
+            )
+            .await
+            .unwrap_or(Err(ApiError::Unavailable("the create was interrupted"))),
             Err(error) => Err(error),
         };
         let outcome = match &result {
             Ok(answer) if answer.replayed => "replayed",
             Ok(_) => "created",
             Err(ApiError::KeyConflict) => "conflict",
+            Err(ApiError::Unavailable(SHED)) => "shed",
             Err(ApiError::Unavailable(_)) => "unavailable",
             Err(ApiError::TooLarge { .. }) => "too_large",
             Err(_) => "invalid",
@@ -178,6 +237,23 @@ impl Gateway {
         metrics::counter!(names::CREATES, "outcome" => outcome).increment(1);
         metrics::histogram!(names::SAGA_STEP_SECONDS, "step" => "create").record(started.elapsed().as_secs_f64());
         result
+    }
+
+    /// Load shedding: a place among its K shard's creates in flight, or a
+    /// 503 now. Nothing has been written for a shed create, and answering at
+    /// once beats letting it wait out its budget behind the others.
+    fn admit(&self, request: &ValidCreate) -> Result<OwnedSemaphorePermit, ApiError> {
+        let shard = self.slots()?.key_shard_index(request.key.slot());
+        let limit = self.inner.settings.creates_in_flight_per_shard.max(1);
+        let in_flight = self
+            .inner
+            .creates_in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(shard)
+            .or_insert_with(|| Arc::new(Semaphore::new(limit)))
+            .clone();
+        in_flight.try_acquire_owned().map_err(|_| ApiError::Unavailable(SHED))
     }
 
     /// A live paste's row, without its content: never burns anything (the
@@ -189,13 +265,32 @@ impl Gateway {
         Ok(view_of(row))
     }
 
-    /// A live paste with its content. A burn-after-reading paste is read
-    /// first and then claimed on P; only the claimer gets it, everyone else
-    /// a 404 (docs/reader-features.md#burn-after-reading).
+    /// A live paste with its content, from the read cache when P confirmed
+    /// it recently (docs/design.md#caching), else from P and the object
+    /// store. A burn-after-reading paste is never cached: it is read first
+    /// and then claimed on P; only the claimer gets it, everyone else a 404
+    /// (docs/design.md#burn-after-reading).
     pub async fn get(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
+        let cached = match self.inner.reads.lookup(&id, self.inner.clock.now()) {
+            Lookup::Fresh(paste) => return Ok(paste),
+            Lookup::Unconfirmed(paste) => Some(paste),
+            Lookup::Miss => None,
+        };
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let view = view_of(self.live_row(&id, deadline).await?);
+        let read_started = std::time::Instant::now();
+        let row = match self.live_row(&id, deadline).await {
+            Err(ApiError::NotFound) => {
+                self.inner.reads.forget(&id);
+                return Err(ApiError::NotFound);
+            }
+            other => other?,
+        };
+        if let Some(cached) = cached {
+            // Content never changes under an id: only liveness needed P.
+            self.inner.reads.keep(cached.paste.clone(), cached.expires_at, read_started);
+            return Ok(cached.paste.clone());
+        }
         let content = within(deadline, self.inner.objects.get(id.as_str()))
             .await
             .map_err(|_| ApiError::Unavailable("the object store is unavailable"))?
@@ -204,10 +299,14 @@ impl Gateway {
                 tracing::error!(paste_id = %id, "live paste row without its object");
                 ApiError::NotFound
             })?;
-        if view.attributes.burn_after_reading {
+        let expires_at = row.expires_at;
+        let read = ReadPaste { view: view_of(row), content };
+        if read.view.attributes.burn_after_reading {
             self.claim_burn(&id, deadline).await?;
+            return Ok(read);
         }
-        Ok(ReadPaste { view, content })
+        self.inner.reads.keep(read.clone(), expires_at, read_started);
+        Ok(read)
     }
 
     async fn live_row(&self, id: &PasteId, deadline: Instant) -> Result<PasteRow, ApiError> {
@@ -248,6 +347,10 @@ impl Gateway {
         let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
             .await
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        if outcome != DeleteOutcome::WrongToken {
+            // Before answering: the delete takes effect at once here.
+            self.inner.reads.forget(&id);
+        }
         match outcome {
             DeleteOutcome::NotFound => Err(ApiError::NotFound),
             DeleteOutcome::WrongToken => Err(ApiError::WrongToken),

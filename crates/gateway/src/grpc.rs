@@ -1,5 +1,5 @@
 //! The public gRPC API: the same [`Gateway`] as HTTP, with the status mapping
-//! of SPEC §7 (from [`ApiError`]).
+//! of docs/design.md#status-codes (from [`ApiError`]).
 
 use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
 use tonic::{Request, Response, Status};
@@ -56,6 +56,14 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::CreatePasteRequest>,
     ) -> Result<Response<pb::CreatePasteResponse>, Status> {
+        // Over gRPC the client is the socket peer: no proxy header is believed here.
+        let bearer = request
+            .metadata()
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            .and_then(crate::admission::bearer_token)
+            .map(str::to_owned);
+        self.gateway.admit_create(request.remote_addr().map(|peer| peer.ip()), bearer.as_deref())?;
         let answer = self.gateway.create(create_command(request.into_inner())?).await?;
         let created = answer.created;
         Ok(Response::new(pb::CreatePasteResponse {

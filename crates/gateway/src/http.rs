@@ -1,12 +1,15 @@
-//! The HTTP API (SPEC §6–7): JSON for programs, `text/plain` for curl, HTML
+//! The HTTP API (docs/design.md#read-and-delete, #status-codes): JSON for programs, `text/plain` for curl, HTML
 //! for browsers. Handlers translate HTTP onto [`Gateway`] and use `?`; the
 //! mapping of errors to statuses lives in [`ApiError`]. Every route served
 //! here is described in the OpenAPI document at [`OPENAPI_PATH`]
 //! (`openapi.json` beside this file), and a test keeps the two in step.
 
+use std::net::{IpAddr, SocketAddr};
+
 use axum::{
     body::Body,
     extract::{
+        connect_info::ConnectInfo,
         rejection::{FormRejection, QueryRejection},
         Path, Query, State,
     },
@@ -18,13 +21,14 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use serde::Deserialize;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
     error::RETRY_AFTER_SECONDS,
     gateway::CreateAnswer,
     highlight, pages,
     read_answers::{no_store_if_burned, raw_response, PasteJson},
-    ApiError, CreateCommand, Gateway, ReadPaste,
+    ApiError, CreateCommand, Gateway, PasteView, ReadPaste,
 };
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -51,7 +55,37 @@ const ROUTES: [&str; 10] = [
     "/{id}/qr.svg",
 ];
 
-pub(crate) fn router(gateway: Gateway) -> Router {
+/// The router as the public listener serves it: the listener's limits
+/// (pastebin_runtime::http), every refusal in the JSON envelope, and
+/// `nosniff` on every answer (docs/design.md#edge).
+pub(crate) fn public_router(gateway: Gateway, limits: &pastebin_runtime::http::HttpLimits) -> Router {
+    pastebin_runtime::http::limited(router(gateway), limits)
+        .layer(axum::middleware::map_response(error_envelope))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+}
+
+/// A refusal made by a layer or by the router itself (405, 408, 503) comes
+/// with no body of ours; it gets the same envelope as a handler's error,
+/// keeping its headers (`Allow`, `Retry-After`).
+async fn error_envelope(response: Response) -> Response {
+    if response.headers().contains_key(header::CONTENT_TYPE) {
+        return response;
+    }
+    let Some(error) = ApiError::from_bare_status(response.status()) else {
+        return response;
+    };
+    let (parts, _) = response.into_parts();
+    let mut enveloped = error.into_response();
+    for (name, value) in &parts.headers {
+        enveloped.headers_mut().entry(name).or_insert_with(|| value.clone());
+    }
+    enveloped
+}
+
+fn router(gateway: Gateway) -> Router {
     let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page, qr] = ROUTES;
     Router::new()
         .route(home, get(new_paste_page))
@@ -64,8 +98,18 @@ pub(crate) fn router(gateway: Gateway) -> Router {
         .route(page, get(get_page).post(reveal_page))
         .route(delete_page, get(delete_form).post(delete_from_form))
         .route(qr, get(qr_code))
+        .route_layer(axum::middleware::from_fn(traced))
         .fallback(|| async { ApiError::NotFound })
         .with_state(gateway)
+}
+
+/// Runs each request in a span named by its route (never by a paste id),
+/// joined to the caller's trace when it sent a `traceparent`.
+async fn traced(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("", |route| route.as_str());
+    let span = pastebin_runtime::telemetry::server_span(&format!("{} {route}", request.method()), request.headers());
+    next.run(request).instrument(span).await
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -101,10 +145,60 @@ async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
 #[serde(deny_unknown_fields)]
 struct CreateJson {
     content: String,
-    expires_in_seconds: Option<u64>,
+    /// Any JSON value, so that a bad one (`"1h"`, `-5`, `1.5`) is reported as
+    /// `invalid_expiry` like a bad `?expires_in_seconds=`, not as a bad body.
+    expires_in_seconds: Option<serde_json::Value>,
     language: Option<String>,
     burn_after_reading: Option<bool>,
     file_name: Option<String>,
+}
+
+impl CreateJson {
+    /// Decodes a JSON create body; anything that is not one is `invalid_request`.
+    fn decode(raw: &[u8]) -> Result<Self, ApiError> {
+        serde_json::from_slice(raw).map_err(|e| {
+            ApiError::InvalidRequest(format!(
+                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer, \"language\"?: string, \
+                 \"burn_after_reading\"?: boolean, \"file_name\"?: string}}: {e}"
+            ))
+        })
+    }
+
+    /// The body's expiry: absent or `null` is none; anything that is not a
+    /// whole number of seconds is out of range (step 1 says `invalid_expiry`).
+    fn expiry(&self) -> Option<u64> {
+        self.expires_in_seconds
+            .as_ref()
+            .filter(|value| !value.is_null())
+            .map(|value| value.as_u64().unwrap_or(OUT_OF_RANGE_EXPIRY))
+    }
+}
+
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    crate::admission::bearer_token(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
+}
+
+/// The one `Idempotency-Key` header. Two of them are a client bug that must
+/// not be resolved by guessing which one was meant.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ApiError::InvalidKey("send exactly one Idempotency-Key header".into()));
+    }
+    first
+        .map(|v| {
+            v.to_str().map(str::to_owned).map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
+        })
+        .transpose()
+}
+
+/// The client's address as the rate limit counts it: the socket peer, or
+/// what a trusted proxy says in `X-Forwarded-For`.
+fn client_address(gateway: &Gateway, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
+    let forwarded: Vec<&str> =
+        headers.get_all("x-forwarded-for").iter().filter_map(|value| value.to_str().ok()).collect();
+    peer.map(|peer| crate::admission::client_address(peer, &forwarded, &gateway.settings().trusted_proxies))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -182,14 +276,22 @@ const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
 /// [`DRAIN_LIMIT`]) before the 413 is answered: a server that answers and
 /// closes with request bytes still unread makes the kernel reset the
 /// connection, and the client sees a broken pipe instead of its 413.
-async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
+async fn read_body(mut body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
+    // A declared length past what would be drained is refused before a byte is read.
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > DRAIN_LIMIT as u64) {
+        return Err(ApiError::TooLarge { limit });
+    }
     let mut collected = BytesMut::new();
     let mut received: usize = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {
-            let too_large = std::error::Error::source(&error).is_some_and(|source| source.is::<LengthLimitError>());
-            if too_large {
+            let source = std::error::Error::source(&error);
+            if source.is_some_and(|source| source.is::<LengthLimitError>()) {
                 ApiError::TooLarge { limit }
+            } else if source.is_some_and(|source| source.is::<tower_http::timeout::TimeoutError>()) {
+                ApiError::RequestTimeout
             } else {
                 ApiError::InvalidRequest("cannot read the request body".into())
             }
@@ -212,11 +314,13 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
 
 async fn create(
     State(gateway): State<Gateway>,
+    Peer(peer): Peer,
     query: Result<Query<CreateQuery>, QueryRejection>,
     attributes: Result<Query<AttributeQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    gateway.admit_create(client_address(&gateway, peer, &headers), bearer_token(&headers))?;
     // A malformed or out-of-range query value is the client's mistake
     // whatever the body is (a JSON body's own expiry wins, but a bad query
     // value is never silently ignored). It is passed on as an out-of-range
@@ -230,12 +334,7 @@ async fn create(
         Ok(Query(query)) => Ok(query.expires_in_seconds),
         Err(_) => Err(()),
     };
-    let idempotency_key = headers
-        .get(IDEMPOTENCY_KEY)
-        .map(|v| {
-            v.to_str().map(str::to_owned).map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
-        })
-        .transpose()?;
+    let idempotency_key = idempotency_key(&headers)?;
     // Like a bad expiry, a bad attribute in the query is never ignored.
     let Query(attributes) =
         attributes.map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
@@ -243,17 +342,12 @@ async fn create(
     let kind = body_kind(&headers)?;
     let command = if kind == BodyKind::Json {
         // JSON escaping can make content up to six times longer on the wire.
-        let raw = read_body(body, limit.saturating_mul(6).saturating_add(4096)).await?;
-        let parsed: CreateJson = serde_json::from_slice(&raw).map_err(|e| {
-            ApiError::InvalidRequest(format!(
-                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer, \"language\"?: string, \
-                 \"burn_after_reading\"?: boolean, \"file_name\"?: string}}: {e}"
-            ))
-        })?;
+        let raw = read_body(body, &headers, limit.saturating_mul(6).saturating_add(4096)).await?;
+        let parsed = CreateJson::decode(&raw)?;
         // The body's own expiry wins; the query parameter (documented for raw
         // bodies) applies when the body leaves it out.
         let expires_in_seconds = match query_expiry {
-            Ok(from_query) => parsed.expires_in_seconds.or(from_query),
+            Ok(from_query) => parsed.expiry().or(from_query),
             Err(()) => Some(OUT_OF_RANGE_EXPIRY),
         };
         CreateCommand {
@@ -266,7 +360,7 @@ async fn create(
             burn_after_reading: parsed.burn_after_reading.or(attributes.burn_after_reading).unwrap_or(false),
         }
     } else {
-        let content = read_body(body, limit).await?.to_vec();
+        let content = read_body(body, &headers, limit).await?.to_vec();
         let media_type = match kind {
             BodyKind::Binary(media_type) => Some(media_type),
             BodyKind::Json | BodyKind::Text => None,
@@ -293,7 +387,10 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     } else {
         ("application/json", answer.body.expose().to_owned())
     };
-    let mut response = (StatusCode::CREATED, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    // The body holds the delete token: no cache, shared or private, may keep it.
+    let mut response =
+        (StatusCode::CREATED, [(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-store")], body)
+            .into_response();
     let location = format!("{}/api/v1/pastes/{}", gateway.settings().public_url, answer.created.id);
     if let Ok(location) = HeaderValue::from_str(&location) {
         response.headers_mut().insert(header::LOCATION, location);
@@ -309,14 +406,16 @@ async fn get_json(
     State(gateway): State<Gateway>,
     method: Method,
     PasteIdParam(id): PasteIdParam,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     if method == Method::HEAD {
         let view = gateway.describe(&id).await?;
-        return Ok(no_store_if_burned(Json(PasteJson::new(&view, None)).into_response(), &view));
+        return Ok(revalidated(&headers, &view, "json", || Json(PasteJson::new(&view, None)).into_response()));
     }
     let read = gateway.get(&id).await?;
-    let response = Json(PasteJson::new(&read.view, Some(&read.content))).into_response();
-    Ok(no_store_if_burned(response, &read.view))
+    Ok(revalidated(&headers, &read.view, "json", || {
+        Json(PasteJson::new(&read.view, Some(&read.content))).into_response()
+    }))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -331,14 +430,57 @@ async fn get_raw(
     method: Method,
     PasteIdParam(id): PasteIdParam,
     query: Result<Query<RawQuery>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let download = query.is_ok_and(|Query(q)| q.download.is_some());
+    let representation = if download { "download" } else { "raw" };
     if method == Method::HEAD {
         let view = gateway.describe(&id).await?;
-        return Ok(raw_response(&view, Bytes::new(), download));
+        return Ok(revalidated(&headers, &view, representation, || raw_response(&view, Bytes::new(), download)));
     }
     let ReadPaste { view, content } = gateway.get(&id).await?;
-    Ok(raw_response(&view, content, download))
+    Ok(revalidated(&headers, &view, representation, || raw_response(&view, content, download)))
+}
+
+/// A read's answer with its entity tag, or a 304 when the client holds it.
+/// A burn-after-reading paste gets neither: its one read must carry the
+/// content, and nothing may keep it (docs/design.md#burn-after-reading).
+fn revalidated(
+    headers: &HeaderMap,
+    view: &PasteView,
+    representation: &str,
+    full: impl FnOnce() -> Response,
+) -> Response {
+    if view.attributes.burn_after_reading {
+        return no_store_if_burned(full(), view);
+    }
+    unless_matched(headers, entity_tag(&view.id, representation), full)
+}
+
+/// A paste's entity tag per representation. The content under an id never
+/// changes (docs/design.md#caching), so the id names the bytes.
+fn entity_tag(id: &str, representation: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{id}.{representation}\"")).expect("a paste id is base62: a valid header value")
+}
+
+/// Whether `If-None-Match` names `tag` (or is `*`). Weak tags compare equal
+/// to strong ones, as RFC 9110 asks for `If-None-Match`.
+fn matches_tag(headers: &HeaderMap, tag: &HeaderValue) -> bool {
+    let Ok(tag) = tag.to_str() else { return false };
+    headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|value| value.to_str().ok()).any(|value| {
+        value.split(',').map(str::trim).any(|candidate| candidate == "*" || candidate.trim_start_matches("W/") == tag)
+    })
+}
+
+/// 304 with the tag when the client already holds this representation (the
+/// paste was just found live, so a deleted paste is a 404, never a 304);
+/// otherwise `full` with the tag. Either way clients must revalidate
+/// (`no-cache`): a paste can be deleted.
+fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> Response) -> Response {
+    let mut response = if matches_tag(headers, &tag) { StatusCode::NOT_MODIFIED.into_response() } else { full() };
+    response.headers_mut().insert(header::ETAG, tag);
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
 
 async fn delete(
@@ -346,12 +488,7 @@ async fn delete(
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    gateway.delete(&id, token.trim()).await?;
+    gateway.delete(&id, bearer_token(&headers).unwrap_or("")).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -454,6 +591,18 @@ async fn delete_from_form(
     }
 }
 
+/// The socket peer, as the edge listener records it (none when the router
+/// is driven some other way).
+struct Peer(Option<IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())))
+    }
+}
+
 /// The `{id}` of a paste route. A segment that is not even UTF-8 is just
 /// another malformed id: it becomes "" and so the same 404 as any missing
 /// paste, never axum's 400 for a bad path.
@@ -470,7 +619,69 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PasteIdParam {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    // Fuzzing of the request parsers (docs/testing.md#fuzzing): any input is
+    // answered, never a panic; `PROPTEST_CASES` makes a longer campaign.
+    proptest! {
+        #[test]
+        fn any_accept_header_has_a_quality_in_range(accept in ".{0,80}", media in "(text/plain|application/json)") {
+            let mut headers = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_str(&accept) {
+                headers.insert(header::ACCEPT, value);
+            }
+            let quality = accept_quality(&headers, &media);
+            prop_assert!(quality.is_nan() || quality >= 0.0);
+            let _ = wants_text(&headers);
+        }
+
+        #[test]
+        fn any_json_body_decodes_or_is_invalid_request(raw in proptest::collection::vec(any::<u8>(), 0..128)) {
+            if let Err(error) = CreateJson::decode(&raw) {
+                prop_assert_eq!(error.code(), "invalid_request");
+            }
+        }
+
+        #[test]
+        fn any_json_expiry_is_a_number_of_seconds_or_out_of_range(content in ".{0,20}", expiry in any::<Option<i128>>()) {
+            let body = serde_json::json!({ "content": content, "expires_in_seconds": expiry.map(|e| e.to_string()) });
+            let raw = serde_json::to_vec(&body).unwrap();
+            let parsed = CreateJson::decode(&raw).unwrap();
+            prop_assert_eq!(parsed.expiry().is_some(), expiry.is_some(), "a string expiry is never ignored");
+            let number = format!(r#"{{"content": "x", "expires_in_seconds": {}}}"#, expiry.unwrap_or(0));
+            if let Ok(parsed) = CreateJson::decode(number.as_bytes()) {
+                let expected = u64::try_from(expiry.unwrap_or(0)).unwrap_or(OUT_OF_RANGE_EXPIRY);
+                prop_assert_eq!(parsed.expiry(), Some(expected));
+            }
+        }
+
+        #[test]
+        fn any_idempotency_key_headers_give_one_key_or_a_400(values in proptest::collection::vec(".{0,40}", 0..3)) {
+            let mut headers = HeaderMap::new();
+            for value in &values {
+                if let Ok(value) = HeaderValue::from_str(value) {
+                    headers.append(IDEMPOTENCY_KEY, value);
+                }
+            }
+            match idempotency_key(&headers) {
+                Ok(key) => prop_assert!(headers.get_all(IDEMPOTENCY_KEY).iter().count() <= 1 && key.is_some() == headers.contains_key(IDEMPOTENCY_KEY)),
+                Err(error) => prop_assert_eq!(error.code(), "invalid_idempotency_key"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_or_negative_expiry_in_a_json_body_is_out_of_range() {
+        for body in
+            [r#"{"content": "x", "expires_in_seconds": "60"}"#, r#"{"content": "x", "expires_in_seconds": -60}"#]
+        {
+            assert_eq!(CreateJson::decode(body.as_bytes()).unwrap().expiry(), Some(OUT_OF_RANGE_EXPIRY), "{body}");
+        }
+        let absent = CreateJson::decode(br#"{"content": "x", "expires_in_seconds": null}"#).unwrap();
+        assert_eq!(absent.expiry(), None);
+    }
 
     /// The router serves exactly the paths the published document lists.
     #[test]
@@ -499,6 +710,18 @@ mod tests {
         assert_eq!(kind(Some("Application/JSON; charset=utf-8")).unwrap(), BodyKind::Json);
         assert_eq!(kind(Some("image/png")).unwrap(), BodyKind::Binary("image/png".into()));
         assert!(kind(Some("multipart/form-data; boundary=x")).is_err());
+    }
+
+    #[test]
+    fn if_none_match_matches_the_tag_in_a_list_weak_or_star() {
+        let tag = entity_tag("4Zk3bY0c9QpLmN", "raw");
+        let mut headers = HeaderMap::new();
+        assert!(!matches_tag(&headers, &tag));
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"other\", W/\"4Zk3bY0c9QpLmN.raw\""));
+        assert!(matches_tag(&headers, &tag));
+        assert!(!matches_tag(&headers, &entity_tag("4Zk3bY0c9QpLmN", "json")));
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
+        assert!(matches_tag(&headers, &tag));
     }
 
     #[test]

@@ -4,13 +4,22 @@
 //! translators onto [`Gateway`]. A create runs [`saga`]: K begin → object PUT
 //! → P insert → K done → 201, with the compensations of SPEC §4. The
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
-//! its P shard. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
+//! its P shard. Reads are served from a bounded [`cache`] while P keeps
+//! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. Reads go through [`reader`] for pages (burn notices,
 //! binary descriptions, [`highlight`]ed text kept in [`rendered`]) and
 //! [`read_answers`] for the JSON and raw answers. [`failpoints`] are crash
 //! points at each saga step boundary, compiled in only with
-//! `--cfg pastebin_failpoints`.
+//! `--cfg pastebin_failpoints`. Before any create, the
+//! admission gate checks the caller's [`create_tokens`] and its address's
+//! [`CreateRateLimit`]; the public listener's limits and headers are set where
+//! the router is served (docs/design.md#edge).
+//! [`Gateway::check_ready`] says whether every slot's shards and the object
+//! store can work.
 
+mod admission;
+mod cache;
+pub mod create_tokens;
 mod created;
 mod error;
 pub mod failpoints;
@@ -21,10 +30,12 @@ mod http;
 mod pages;
 mod read_answers;
 mod reader;
+mod readiness;
 mod rendered;
 mod saga;
 mod step;
 
+pub use admission::CreateRateLimit;
 pub use created::Created;
 pub use error::ApiError;
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste};
@@ -33,27 +44,21 @@ pub use pastebin_shards::{SlotMap, SlotMapCell};
 
 use std::future::Future;
 
+use pastebin_runtime::http::HttpLimits;
 use tokio::net::TcpListener;
 
-/// Serves the HTTP API on `listener` until `shutdown` resolves.
+/// Serves the HTTP API on `listener`, within `limits`, until `shutdown` resolves.
 pub async fn serve_http(
     listener: TcpListener,
     gateway: Gateway,
+    limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    use axum::serve::ListenerExt;
-    // No Nagle delay on small answers (a 201 is a few hundred bytes).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, http::router(gateway)).with_graceful_shutdown(shutdown).await?;
-    Ok(())
+    pastebin_runtime::http::serve(listener, http::public_router(gateway, &limits), limits, shutdown).await
 }
 
 /// Serves the public gRPC API (with health, reflection of the public API
-/// alone, and TLS as `options` say) until `shutdown`.
+/// alone, and TLS and limits as `options` say) until `shutdown`.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,

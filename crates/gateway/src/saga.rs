@@ -63,7 +63,14 @@ impl Gateway {
             keys: slots.key_shard(slot).with_deadline(deadline),
             pastes: slots.paste_shard(slot).with_deadline(deadline),
         };
-        let span = tracing::info_span!("create", key = %request.key, slot = %slot, paste_id = tracing::field::Empty);
+        // The key itself is a credential for 25 h (a replay returns the delete
+        // token), so logs carry only its short hash (docs/design.md#identifiers).
+        let span = tracing::info_span!(
+            "create",
+            key_hash = %request.key.short_hash(),
+            slot = %slot,
+            paste_id = tracing::field::Empty
+        );
         saga.run().instrument(span).await
     }
 }

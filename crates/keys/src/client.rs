@@ -19,6 +19,8 @@ use crate::{convert, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 #[derive(Clone)]
 pub struct KeyClient {
     inner: KeyServiceClient<Channel>,
+    /// Kept for the shard's `grpc.health.v1`, which is beside the service.
+    channel: Channel,
     deadline: Deadline,
 }
 
@@ -28,12 +30,18 @@ fn bad_reply(malformed: Malformed) -> CallError {
 
 impl KeyClient {
     pub fn new(channel: Channel) -> Self {
-        Self { inner: KeyServiceClient::new(channel), deadline: Deadline::default() }
+        Self { inner: KeyServiceClient::new(channel.clone()), channel, deadline: Deadline::default() }
+    }
+
+    /// Whether the shard can work now: it answers and says it serves (it
+    /// does not while its database is unreachable).
+    pub async fn check_serving(&self) -> Result<(), String> {
+        pastebin_runtime::grpc::check_serving(self.channel.clone()).await
     }
 
     /// The same shard, with every call carrying `deadline` (see [`Deadline`]).
     pub fn with_deadline(&self, deadline: Instant) -> Self {
-        Self { inner: self.inner.clone(), deadline: Deadline::at(deadline) }
+        Self { inner: self.inner.clone(), channel: self.channel.clone(), deadline: Deadline::at(deadline) }
     }
 
     pub async fn begin(&self, new: &NewKey) -> Result<Begun, CallError> {
@@ -59,6 +67,23 @@ impl KeyClient {
     pub async fn abort(&self, key: &IdempotencyKey, paste_id: &PasteId) -> Result<bool, CallError> {
         let update = convert::guarded_update(key, paste_id);
         Ok(self.inner.clone().abort(self.deadline.request(update)).await?.into_inner().changed)
+    }
+
+    /// [`crate::KeyStore::apply_verdicts`] over gRPC: the keys that changed.
+    pub async fn apply_verdicts(
+        &self,
+        to: pastebin_core::KeyState,
+        keys: &[(IdempotencyKey, PasteId)],
+    ) -> Result<Vec<IdempotencyKey>, CallError> {
+        let request = pb::ApplyVerdictsRequest {
+            to: convert::state_to_pb(to).into(),
+            keys: keys
+                .iter()
+                .map(|(key, paste_id)| pb::GuardedUpdate { key: key.canonical(), paste_id: paste_id.to_string() })
+                .collect(),
+        };
+        let reply = self.inner.clone().apply_verdicts(self.deadline.request(request)).await?.into_inner();
+        reply.changed.iter().map(|key| convert::key(key).map_err(bad_reply)).collect()
     }
 
     pub async fn restart(

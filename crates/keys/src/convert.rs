@@ -25,7 +25,7 @@ pub(crate) fn response_body(raw: Vec<u8>) -> Result<ResponseBody, Malformed> {
     String::from_utf8(raw).map(ResponseBody::new).map_err(|_| Malformed("response_body must be UTF-8".into()))
 }
 
-fn state_to_pb(state: KeyState) -> pb::KeyState {
+pub(crate) fn state_to_pb(state: KeyState) -> pb::KeyState {
     match state {
         KeyState::Pending => pb::KeyState::Pending,
         KeyState::Done => pb::KeyState::Done,

@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use pastebin_core::{from_millis, to_millis, IdempotencyKey, SlotRange};
+use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, SlotRange};
 use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     grpc::{store_status, Malformed, StoreFailure},
@@ -105,6 +105,30 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         let changed = self.store.abort(&self.owned_key(&request.key)?, &convert::paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
+    }
+
+    async fn apply_verdicts(
+        &self,
+        request: Request<pb::ApplyVerdictsRequest>,
+    ) -> Result<Response<pb::ApplyVerdictsResponse>, Status> {
+        let request = request.into_inner();
+        let to = match pb::KeyState::try_from(request.to) {
+            Ok(pb::KeyState::Done) => KeyState::Done,
+            Ok(pb::KeyState::Aborted) => KeyState::Aborted,
+            _ => return Err(Status::invalid_argument("to must be DONE or ABORTED")),
+        };
+        if request.keys.len() > MAX_PAGE as usize {
+            return Err(Status::invalid_argument("at most 10000 keys per call"));
+        }
+        let keys = request
+            .keys
+            .iter()
+            .map(|update| Ok((self.owned_key(&update.key)?, convert::paste_id(&update.paste_id)?)))
+            .collect::<Result<Vec<_>, Status>>()?;
+        let changed = self.store.apply_verdicts(to, &keys).await?;
+        Ok(Response::new(pb::ApplyVerdictsResponse {
+            changed: changed.iter().map(IdempotencyKey::canonical).collect(),
+        }))
     }
 
     async fn restart(&self, request: Request<pb::RestartRequest>) -> Result<Response<pb::UpdateResult>, Status> {

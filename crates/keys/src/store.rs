@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 use pastebin_core::{
     alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
 };
-use sqlx::{any::AnyRow, AnyPool, Row};
+use pastebin_runtime::db::{placeholders, Database};
+use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 
@@ -21,12 +22,18 @@ pub enum KeyStoreError {
     Vanished,
 }
 
-/// Shard K's storage. The same SQL runs on PostgreSQL and SQLite.
+/// Shard K's storage. The same SQL runs on PostgreSQL and SQLite. Reads go
+/// to the pool; every write goes through [`Database::execute`], which has
+/// committed it (on SQLite, in a group) when it returns.
 #[derive(Clone)]
 pub struct KeyStore {
-    pool: AnyPool,
+    db: Database,
     clock: Arc<dyn Clock>,
 }
+
+/// Guarded updates per statement of [`KeyStore::apply_verdicts`]: two
+/// parameters each, well inside both backends' parameter limits.
+const VERDICTS_PER_STATEMENT: usize = 500;
 
 fn retention() -> chrono::Duration {
     // A constant of 25 h: always representable.
@@ -34,8 +41,8 @@ fn retention() -> chrono::Duration {
 }
 
 impl KeyStore {
-    pub fn new(pool: AnyPool, clock: Arc<dyn Clock>) -> Self {
-        Self { pool, clock }
+    pub fn new(db: Database, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock }
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -48,19 +55,17 @@ impl KeyStore {
     pub async fn begin(&self, new: &NewKey) -> Result<Begun, KeyStoreError> {
         for _ in 0..3 {
             let now = self.clock.now();
-            let inserted = sqlx::query(
+            let inserted = self.db.execute(sqlx::query(
                 "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
                  VALUES ($1, $2, $3, 'pending', $4, $5, $6) ON CONFLICT (key) DO NOTHING",
             )
             .bind(new.key.canonical())
             .bind(new.request_hash.to_hex())
-            .bind(new.paste_id.as_str())
-            .bind(new.response_body.expose())
+            .bind(new.paste_id.to_string())
+            .bind(new.response_body.expose().to_owned())
             .bind(to_millis(now))
-            .bind(to_millis(now + retention()))
-            .execute(&self.pool)
+            .bind(to_millis(now + retention())))
             .await?
-            .rows_affected()
                 == 1;
             if inserted {
                 return Ok(Begun::Inserted(KeyRecord {
@@ -88,7 +93,7 @@ impl KeyStore {
                FROM idempotency_keys WHERE key = $1",
         )
         .bind(key.canonical())
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.db.pool())
         .await?;
         row.as_ref().map(record_from_row).transpose()
     }
@@ -117,18 +122,61 @@ impl KeyStore {
     ) -> Result<bool, KeyStoreError> {
         debug_assert!(from.can_become(to));
         let retain_until = to_millis(self.clock.now() + retention());
-        let changed = sqlx::query(
-            "UPDATE idempotency_keys SET state = $1, retain_until = $2 WHERE key = $3 AND state = $4 AND paste_id = $5",
-        )
-        .bind(to.as_str())
-        .bind(retain_until)
-        .bind(key.canonical())
-        .bind(from.as_str())
-        .bind(paste_id.as_str())
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE idempotency_keys SET state = $1, retain_until = $2 WHERE key = $3 AND state = $4 AND paste_id = $5",
+                )
+                .bind(to.as_str())
+                .bind(retain_until)
+                .bind(key.canonical())
+                .bind(from.as_str())
+                .bind(paste_id.to_string()),
+            )
+            .await?;
         Ok(changed == 1)
+    }
+
+    /// Many guarded updates pending → `to` in one write: for every `(key,
+    /// paste_id)` the row changes only if it is still pending with that
+    /// paste id, exactly as [`Self::mark_done`] or [`Self::abort`] would
+    /// decide it alone. Returns the keys that changed. Recovery applies a
+    /// page of verdicts this way instead of one commit per key.
+    pub async fn apply_verdicts(
+        &self,
+        to: KeyState,
+        keys: &[(IdempotencyKey, PasteId)],
+    ) -> Result<Vec<IdempotencyKey>, KeyStoreError> {
+        debug_assert!(KeyState::Pending.can_become(to));
+        // Retention runs from resolution, as for a single transition.
+        let retain_until = to_millis(self.clock.now() + retention());
+        let chunks: Vec<Vec<(String, String)>> = keys
+            .chunks(VERDICTS_PER_STATEMENT)
+            .map(|chunk| chunk.iter().map(|(key, paste_id)| (key.canonical(), paste_id.to_string())).collect())
+            .collect();
+        let changed: Vec<String> = self
+            .db
+            .write(move |conn| {
+                Box::pin(async move {
+                    let mut changed = Vec::new();
+                    for chunk in chunks {
+                        let sql = format!(
+                            "UPDATE idempotency_keys SET state = $1, retain_until = $2
+                              WHERE state = 'pending' AND (key, paste_id) IN (VALUES {}) RETURNING key",
+                            placeholders(chunk.len(), |i| format!("(${}, ${})", 2 * i + 3, 2 * i + 4))
+                        );
+                        let mut update = sqlx::query_scalar(AssertSqlSafe(sql)).bind(to.as_str()).bind(retain_until);
+                        for (key, paste_id) in chunk {
+                            update = update.bind(key).bind(paste_id);
+                        }
+                        changed.extend(update.fetch_all(&mut *conn).await?);
+                    }
+                    Ok(changed)
+                })
+            })
+            .await?;
+        changed.iter().map(|key| IdempotencyKey::parse(key).map_err(corrupt)).collect()
     }
 
     /// aborted → pending with a fresh paste id and body. The key's clock
@@ -142,20 +190,22 @@ impl KeyStore {
         response_body: &ResponseBody,
     ) -> Result<bool, KeyStoreError> {
         let now = self.clock.now();
-        let changed = sqlx::query(
-            "UPDATE idempotency_keys
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE idempotency_keys
                 SET state = 'pending', paste_id = $1, response_body = $2, created_at = $3, retain_until = $4
               WHERE key = $5 AND state = 'aborted' AND paste_id = $6",
-        )
-        .bind(paste_id.as_str())
-        .bind(response_body.expose())
-        .bind(to_millis(now))
-        .bind(to_millis(now + retention()))
-        .bind(key.canonical())
-        .bind(aborted_paste_id.as_str())
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+                )
+                .bind(paste_id.to_string())
+                .bind(response_body.expose().to_owned())
+                .bind(to_millis(now))
+                .bind(to_millis(now + retention()))
+                .bind(key.canonical())
+                .bind(aborted_paste_id.to_string()),
+            )
+            .await?;
         Ok(changed == 1)
     }
 
@@ -180,7 +230,7 @@ impl KeyStore {
         .bind(after_at)
         .bind(after_key)
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.pool())
         .await?;
         rows.iter()
             .map(|row| {
@@ -207,7 +257,7 @@ impl KeyStore {
         )
         .bind(cutoff(alert::SLOW_AFTER))
         .bind(cutoff(alert::RECOVERY_AFTER))
-        .fetch_one(&self.pool)
+        .fetch_one(self.db.pool())
         .await?;
         let count =
             |name: &str| -> Result<u64, KeyStoreError> { Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0)) };
@@ -226,17 +276,19 @@ impl KeyStore {
     /// is re-checked (PostgreSQL re-evaluates them on the new row version).
     pub async fn purge_retired(&self, limit: u32) -> Result<u64, KeyStoreError> {
         let now = to_millis(self.clock.now());
-        let deleted = sqlx::query(
-            "DELETE FROM idempotency_keys
+        let deleted = self
+            .db
+            .execute(
+                sqlx::query(
+                    "DELETE FROM idempotency_keys
               WHERE state <> 'pending' AND retain_until <= $1 AND key IN (
                     SELECT key FROM idempotency_keys
                      WHERE state <> 'pending' AND retain_until <= $1 LIMIT $2)",
-        )
-        .bind(now)
-        .bind(i64::from(limit))
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+                )
+                .bind(now)
+                .bind(i64::from(limit)),
+            )
+            .await?;
         Ok(deleted)
     }
 }

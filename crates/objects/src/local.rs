@@ -5,12 +5,15 @@
 //! so of any number of concurrent writers exactly one creates the object, and a reader
 //! never sees a half-written file under the final name.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::sync::Semaphore;
 
 use crate::{ObjectError, ObjectInfo, ObjectStore, PutOutcome, PREFIX};
 
@@ -23,18 +26,28 @@ const TEMP_PREFIX: &str = ".tmp-";
 /// Makes temp names unique between concurrent puts of one process; the pid separates processes.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// PUTs writing at once. Each runs on the blocking pool holding its body;
+/// on a slow disk, without a bound, they would pile up past the 2 s budget.
+/// A PUT waiting for its turn is an async future the caller's deadline can
+/// drop, so waiting costs no thread (docs/design.md#edge).
+const MAX_CONCURRENT_PUTS: usize = 32;
+
 #[derive(Debug, Clone)]
 pub struct LocalDirStore {
     /// `<dir>/pastes`: the directory that holds the objects.
     objects: PathBuf,
+    writers: Arc<Semaphore>,
 }
 
 impl LocalDirStore {
-    /// Opens (creating if needed) `<dir>/pastes`.
+    /// Opens (creating if needed) `<dir>/pastes`. Directories it creates are
+    /// 0700 and `pastes` is made 0700 if it exists: pastes may be private.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, ObjectError> {
         let objects = dir.into().join(PREFIX.trim_end_matches('/'));
-        fs::create_dir_all(&objects).map_err(|e| io_error(&format!("create {}", objects.display()), e))?;
-        Ok(Self { objects })
+        let create_err = |e| io_error(&format!("create {}", objects.display()), e);
+        DirBuilder::new().recursive(true).mode(0o700).create(&objects).map_err(create_err)?;
+        fs::set_permissions(&objects, fs::Permissions::from_mode(0o700)).map_err(create_err)?;
+        Ok(Self { objects, writers: Arc::new(Semaphore::new(MAX_CONCURRENT_PUTS)) })
     }
 
     /// The object's path, after checking the id cannot name anything outside `objects`.
@@ -66,7 +79,14 @@ impl ObjectStore for LocalDirStore {
     async fn put(&self, paste_id: &str, content: Bytes) -> Result<PutOutcome, ObjectError> {
         let target = self.path_of(paste_id)?;
         let paste_id = paste_id.to_owned();
-        self.blocking(move |objects| put_create_only(objects, &paste_id, &target, &content)).await
+        // The semaphore is never closed, so acquiring only ever waits.
+        let turn = self.writers.clone().acquire_owned().await.map_err(|e| ObjectError::Refused(e.to_string()))?;
+        self.blocking(move |objects| {
+            let outcome = put_create_only(objects, &paste_id, &target, &content);
+            drop(turn);
+            outcome
+        })
+        .await
     }
 
     async fn get(&self, paste_id: &str) -> Result<Option<Bytes>, ObjectError> {
@@ -132,7 +152,7 @@ fn put_create_only(objects: &Path, paste_id: &str, target: &Path, content: &[u8]
 }
 
 fn write_temp(temp: &Path, content: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new().write(true).create_new(true).open(temp)?;
+    let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(temp)?;
     file.write_all(content)?;
     file.sync_all()
 }
@@ -220,6 +240,30 @@ mod tests {
         let outcome = store.put("abc123", Bytes::from_static(b"hello")).await.unwrap();
         assert_eq!(outcome, PutOutcome::Created);
         assert_eq!(store.get("abc123").await.unwrap(), Some(Bytes::from_static(b"hello")));
+    }
+
+    #[tokio::test]
+    async fn objects_are_private_whatever_the_umask() {
+        let (dir, store) = store();
+        store.put("abc123", Bytes::from_static(b"secret")).await.unwrap();
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("pastes")), 0o700);
+        assert_eq!(mode(&dir.path().join("pastes/abc123")), 0o600);
+    }
+
+    #[tokio::test]
+    async fn puts_past_the_bound_wait_without_writing() {
+        let (dir, store) = store();
+        let all = store.writers.clone().acquire_many_owned(MAX_CONCURRENT_PUTS as u32).await.unwrap();
+        let waiting = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            store.put("abc123", Bytes::from_static(b"late")),
+        )
+        .await;
+        assert!(waiting.is_err(), "no writer slot: the put waits");
+        assert!(!dir.path().join("pastes/abc123").exists(), "a put given up on while waiting wrote nothing");
+        drop(all);
+        assert_eq!(store.put("abc123", Bytes::from_static(b"now")).await.unwrap(), PutOutcome::Created);
     }
 
     #[tokio::test]

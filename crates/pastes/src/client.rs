@@ -17,6 +17,8 @@ use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, 
 #[derive(Clone)]
 pub struct PasteClient {
     inner: PasteServiceClient<Channel>,
+    /// Kept for the shard's `grpc.health.v1`, which is beside the service.
+    channel: Channel,
     deadline: Deadline,
 }
 
@@ -31,12 +33,18 @@ fn fate(raw: i32) -> Result<IdFate, CallError> {
 
 impl PasteClient {
     pub fn new(channel: Channel) -> Self {
-        Self { inner: PasteServiceClient::new(channel), deadline: Deadline::default() }
+        Self { inner: PasteServiceClient::new(channel.clone()), channel, deadline: Deadline::default() }
+    }
+
+    /// Whether the shard can work now: it answers and says it serves (it
+    /// does not while its database is unreachable).
+    pub async fn check_serving(&self) -> Result<(), String> {
+        pastebin_runtime::grpc::check_serving(self.channel.clone()).await
     }
 
     /// The same shard, with every call carrying `deadline` (see [`Deadline`]).
     pub fn with_deadline(&self, deadline: Instant) -> Self {
-        Self { inner: self.inner.clone(), deadline: Deadline::at(deadline) }
+        Self { inner: self.inner.clone(), channel: self.channel.clone(), deadline: Deadline::at(deadline) }
     }
 
     pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, CallError> {

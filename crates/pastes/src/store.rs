@@ -1,10 +1,11 @@
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use pastebin_core::{
     from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes,
     PasteId,
 };
-use sqlx::{any::AnyRow, AnyPool, Row};
+use pastebin_runtime::db::{placeholders, Database};
+use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
@@ -36,16 +37,18 @@ impl TombstoneReason {
     }
 }
 
-/// Shard P's storage. The same SQL runs on PostgreSQL and SQLite.
+/// Shard P's storage. The same SQL runs on PostgreSQL and SQLite. Reads go
+/// to the pool; every write goes through [`Database::execute`] or
+/// [`Database::write`], committed (on SQLite, in a group) when they return.
 #[derive(Clone)]
 pub struct PasteStore {
-    pool: AnyPool,
+    db: Database,
     clock: Arc<dyn Clock>,
 }
 
 impl PasteStore {
-    pub fn new(pool: AnyPool, clock: Arc<dyn Clock>) -> Self {
-        Self { pool, clock }
+    pub fn new(db: Database, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock }
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -55,24 +58,26 @@ impl PasteStore {
     /// Step 4 of the saga. Repeating it is safe: the same id again is
     /// `AlreadyExists`; an id the fence killed is `Tombstoned`.
     pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, PasteStoreError> {
-        let inserted = sqlx::query(
-            "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
-                                 media_type, file_name, language, burn_after_reading)
-             VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(paste.id.as_str())
-        .bind(to_millis(paste.created_at))
-        .bind(paste.delete_token_hash.to_hex())
-        .bind(to_millis(paste.expires_at))
-        .bind(i64::try_from(paste.size).unwrap_or(i64::MAX))
-        .bind(hex::encode(paste.content_sha256))
-        .bind(paste.attributes.media_type.as_ref().map(|t| t.as_str().to_owned()))
-        .bind(paste.attributes.file_name.as_ref().map(|n| n.as_str().to_owned()))
-        .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
-        .bind(i64::from(paste.attributes.burn_after_reading))
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
+        let inserted = self
+            .db
+            .execute(
+                sqlx::query(
+                    "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
+                                         media_type, file_name, language, burn_after_reading)
+                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(paste.id.to_string())
+                .bind(to_millis(paste.created_at))
+                .bind(paste.delete_token_hash.to_hex())
+                .bind(to_millis(paste.expires_at))
+                .bind(i64::try_from(paste.size).unwrap_or(i64::MAX))
+                .bind(hex::encode(paste.content_sha256))
+                .bind(paste.attributes.media_type.as_ref().map(|t| t.as_str().to_owned()))
+                .bind(paste.attributes.file_name.as_ref().map(|n| n.as_str().to_owned()))
+                .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
+                .bind(i64::from(paste.attributes.burn_after_reading)),
+            )
+            .await?
             == 1;
         if inserted {
             return Ok(InsertOutcome::Inserted);
@@ -93,7 +98,7 @@ impl PasteStore {
         )
         .bind(id.as_str())
         .bind(to_millis(self.clock.now()))
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.db.pool())
         .await?;
         row.as_ref().map(paste_from_row).transpose()
     }
@@ -103,16 +108,18 @@ impl PasteStore {
     /// loser learns which fate the id has.
     pub async fn tombstone_unless_live(&self, id: &PasteId) -> Result<IdFate, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        let inserted = sqlx::query(
-            "INSERT INTO pastes (id, state, created_at, tombstoned_at, tombstone_reason)
-             VALUES ($1, 'tombstoned', $2, $2, $3) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(id.as_str())
-        .bind(now)
-        .bind(TombstoneReason::Aborted.as_str())
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
+        let inserted = self
+            .db
+            .execute(
+                sqlx::query(
+                    "INSERT INTO pastes (id, state, created_at, tombstoned_at, tombstone_reason)
+                     VALUES ($1, 'tombstoned', $2, $2, $3) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(id.to_string())
+                .bind(now)
+                .bind(TombstoneReason::Aborted.as_str()),
+            )
+            .await?
             == 1;
         if inserted {
             return Ok(IdFate::Tombstoned);
@@ -120,13 +127,52 @@ impl PasteStore {
         self.fate(id).await
     }
 
-    /// The fence for a batch of ids, in one round trip for the caller.
+    /// The fence for a batch of ids, in one round trip for the caller and
+    /// one write: a tombstone for every id no row holds (the same primary-key
+    /// contest as [`Self::tombstone_unless_live`], decided per id), then each
+    /// id's fate read back. A tombstone never becomes live again, so the read
+    /// sees what the insert decided.
     pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, PasteStoreError> {
-        let mut fates = Vec::with_capacity(ids.len());
-        for id in ids {
-            fates.push((id.clone(), self.tombstone_unless_live(id).await?));
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(fates)
+        let now = to_millis(self.clock.now());
+        let raw: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let tombstones = format!(
+            "INSERT INTO pastes (id, state, created_at, tombstoned_at, tombstone_reason) VALUES {} ON CONFLICT (id) DO NOTHING",
+            placeholders(raw.len(), |i| format!("(${}, 'tombstoned', $1, $1, $2)", i + 3))
+        );
+        let fates = format!(
+            "SELECT id, state FROM pastes WHERE id IN ({})",
+            placeholders(raw.len(), |i| format!("${}", i + 1))
+        );
+        let states: Vec<(String, String)> = self
+            .db
+            .write(move |conn| {
+                Box::pin(async move {
+                    let mut insert =
+                        sqlx::query(AssertSqlSafe(tombstones)).bind(now).bind(TombstoneReason::Aborted.as_str());
+                    for id in &raw {
+                        insert = insert.bind(id.clone());
+                    }
+                    insert.execute(&mut *conn).await?;
+                    let mut read = sqlx::query_as(AssertSqlSafe(fates));
+                    for id in raw {
+                        read = read.bind(id);
+                    }
+                    read.fetch_all(conn).await
+                })
+            })
+            .await?;
+        let states: HashMap<String, String> = states.into_iter().collect();
+        ids.iter()
+            .map(|id| {
+                let state = states.get(id.as_str()).map(String::as_str);
+                let fate = fate_of(state)?
+                    .ok_or_else(|| PasteStoreError::Corrupt(format!("{id} vanished after a conflict")))?;
+                Ok((id.clone(), fate))
+            })
+            .collect()
     }
 
     async fn fate(&self, id: &PasteId) -> Result<IdFate, PasteStoreError> {
@@ -139,14 +185,9 @@ impl PasteStore {
     pub async fn peek_fate(&self, id: &PasteId) -> Result<Option<IdFate>, PasteStoreError> {
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1")
             .bind(id.as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.db.pool())
             .await?;
-        match state.as_deref() {
-            None => Ok(None),
-            Some("live") => Ok(Some(IdFate::Live)),
-            Some("tombstoned") => Ok(Some(IdFate::Tombstoned)),
-            Some(other) => Err(PasteStoreError::Corrupt(format!("state {other:?}"))),
-        }
+        fate_of(state.as_deref())
     }
 
     /// Deleting turns the row into a tombstone, so the id can never be
@@ -159,7 +200,7 @@ impl PasteStore {
         )
         .bind(id.as_str())
         .bind(now)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.db.pool())
         .await?;
         let Some(stored) = stored else {
             return Ok(DeleteOutcome::NotFound);
@@ -169,16 +210,18 @@ impl PasteStore {
         if !stored.verify(token) {
             return Ok(DeleteOutcome::WrongToken);
         }
-        let changed = sqlx::query(
-            "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
-              WHERE id = $3 AND state = 'live'",
-        )
-        .bind(now)
-        .bind(TombstoneReason::Deleted.as_str())
-        .bind(id.as_str())
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+                      WHERE id = $3 AND state = 'live'",
+                )
+                .bind(now)
+                .bind(TombstoneReason::Deleted.as_str())
+                .bind(id.to_string()),
+            )
+            .await?;
         Ok(if changed == 1 { DeleteOutcome::Deleted } else { DeleteOutcome::NotFound })
     }
 
@@ -190,16 +233,18 @@ impl PasteStore {
     /// object reaper) is safe.
     pub async fn claim_burn(&self, id: &PasteId) -> Result<BurnClaim, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        let changed = sqlx::query(
-            "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
-              WHERE id = $3 AND state = 'live' AND burn_after_reading = 1 AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(TombstoneReason::Burned.as_str())
-        .bind(id.as_str())
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+                      WHERE id = $3 AND state = 'live' AND burn_after_reading = 1 AND expires_at > $1",
+                )
+                .bind(now)
+                .bind(TombstoneReason::Burned.as_str())
+                .bind(id.to_string()),
+            )
+            .await?;
         Ok(if changed == 1 { BurnClaim::Claimed } else { BurnClaim::Gone })
     }
 
@@ -207,17 +252,23 @@ impl PasteStore {
     /// ids, so the caller deletes their objects after this commit.
     pub async fn purge_expired(&self, limit: u32) -> Result<Vec<PasteId>, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        let ids: Vec<String> = sqlx::query_scalar(
-            "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
-              WHERE state = 'live' AND expires_at <= $1 AND id IN (
-                    SELECT id FROM pastes WHERE state = 'live' AND expires_at <= $1 LIMIT $3)
-             RETURNING id",
-        )
-        .bind(now)
-        .bind(TombstoneReason::Expired.as_str())
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+        let ids: Vec<String> = self
+            .db
+            .write(move |conn| {
+                Box::pin(
+                    sqlx::query_scalar(
+                        "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+                          WHERE state = 'live' AND expires_at <= $1 AND id IN (
+                                SELECT id FROM pastes WHERE state = 'live' AND expires_at <= $1 LIMIT $3)
+                         RETURNING id",
+                    )
+                    .bind(now)
+                    .bind(TombstoneReason::Expired.as_str())
+                    .bind(i64::from(limit))
+                    .fetch_all(conn),
+                )
+            })
+            .await?;
         ids.iter().map(|id| PasteId::parse(id).map_err(|e| PasteStoreError::Corrupt(e.to_string()))).collect()
     }
 }
@@ -228,18 +279,19 @@ impl PasteStore {
     /// that minted it is retired after 25 h, and no gateway call outlives its
     /// 2 s budget, so the callers keep [`MIN_TOMBSTONE_AGE`] or more.
     pub async fn purge_tombstones(&self, min_age: std::time::Duration, limit: u32) -> Result<u64, PasteStoreError> {
-        let min_age = chrono::Duration::from_std(min_age.max(MIN_TOMBSTONE_AGE)).unwrap_or(chrono::Duration::MAX);
-        let before = to_millis(self.clock.now() - min_age);
-        let deleted = sqlx::query(
-            "DELETE FROM pastes
-              WHERE state = 'tombstoned' AND tombstoned_at < $1 AND id IN (
-                    SELECT id FROM pastes WHERE state = 'tombstoned' AND tombstoned_at < $1 LIMIT $2)",
-        )
-        .bind(before)
-        .bind(i64::from(limit))
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+        let before = to_millis(pastebin_core::saturating_ago(self.clock.now(), min_age.max(MIN_TOMBSTONE_AGE)));
+        let deleted = self
+            .db
+            .execute(
+                sqlx::query(
+                    "DELETE FROM pastes
+                      WHERE state = 'tombstoned' AND tombstoned_at < $1 AND id IN (
+                            SELECT id FROM pastes WHERE state = 'tombstoned' AND tombstoned_at < $1 LIMIT $2)",
+                )
+                .bind(before)
+                .bind(i64::from(limit)),
+            )
+            .await?;
         Ok(deleted)
     }
 }
@@ -247,6 +299,16 @@ impl PasteStore {
 /// The youngest a tombstone may be when purged: the 25 h key retention plus
 /// an hour of margin.
 pub const MIN_TOMBSTONE_AGE: std::time::Duration = std::time::Duration::from_secs(26 * 3600);
+
+/// An id's fate from its row's state; `None` when there is no row.
+fn fate_of(state: Option<&str>) -> Result<Option<IdFate>, PasteStoreError> {
+    match state {
+        None => Ok(None),
+        Some("live") => Ok(Some(IdFate::Live)),
+        Some("tombstoned") => Ok(Some(IdFate::Tombstoned)),
+        Some(other) => Err(PasteStoreError::Corrupt(format!("state {other:?}"))),
+    }
+}
 
 fn paste_from_row(row: &AnyRow) -> Result<PasteRow, PasteStoreError> {
     let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());

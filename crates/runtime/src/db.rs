@@ -8,10 +8,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::{
+    any::AnyArguments,
     any::{install_default_drivers, AnyPoolOptions},
     migrate::Migrator,
-    AnyPool,
+    query::Query,
+    Any, AnyConnection, AnyPool, Connection, Executor,
 };
+
+use crate::group_commit::GroupCommit;
+pub use crate::group_commit::Statement;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -31,10 +36,72 @@ impl Backend {
     }
 }
 
-/// Opens a pool and runs `migrations`. SQLite files are created if missing and
-/// put in WAL mode with `synchronous=FULL`: a commit the saga relies on must
-/// survive a crash of the process and of the machine.
-pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> anyhow::Result<AnyPool> {
+/// What a SQLite connection is set to: WAL (readers never wait for the
+/// writer) and `synchronous=FULL` (a commit the saga relies on must survive a
+/// crash of the process and of the machine).
+const SQLITE_SETTINGS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
+
+/// A shard's database: a pool for reads and, on SQLite, one group-commit
+/// writer for every write ([`crate::group_commit`]). On PostgreSQL writes
+/// take a pooled connection each: the server already shares one WAL flush
+/// among the commits that arrive together.
+#[derive(Clone)]
+pub struct Database {
+    pool: AnyPool,
+    writer: Option<GroupCommit>,
+}
+
+impl Database {
+    /// The pool: reads, and anything that needs a plain connection.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Runs `statement` (one or more SQL statements) as one write, committed
+    /// before this returns: in its own transaction (PostgreSQL), or in the
+    /// writer's next group, inside its own savepoint (SQLite). A write that
+    /// fails changes nothing and fails nothing else.
+    pub async fn write<T, F>(&self, statement: F) -> Result<T, sqlx::Error>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut AnyConnection) -> Statement<'c, T> + Send + 'static,
+    {
+        match &self.writer {
+            Some(writer) => writer.write(statement).await,
+            None => {
+                let mut transaction = self.pool.begin().await?;
+                let outcome = statement(&mut transaction).await?;
+                transaction.commit().await?;
+                Ok(outcome)
+            }
+        }
+    }
+
+    /// One statement with its arguments bound, as a write: the rows it
+    /// changed. On PostgreSQL it runs in autocommit (one statement is atomic
+    /// on its own, and a transaction around it would cost two round trips).
+    pub async fn execute(&self, statement: Query<'static, Any, AnyArguments>) -> Result<u64, sqlx::Error> {
+        match &self.writer {
+            Some(writer) => {
+                writer
+                    .write(move |conn| Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) }))
+                    .await
+            }
+            None => Ok(statement.execute(&self.pool).await?.rows_affected()),
+        }
+    }
+}
+
+/// `count` comma-separated SQL fragments for a statement over many rows,
+/// `fragment` getting each row's index: e.g. `placeholders(2, |i| format!("(${})", i + 3))`
+/// is `($3), ($4)`. Numbered parameters work the same on PostgreSQL and SQLite.
+pub fn placeholders(count: usize, fragment: impl Fn(usize) -> String) -> String {
+    (0..count).map(fragment).collect::<Vec<_>>().join(", ")
+}
+
+/// Opens a shard's database and runs `migrations`. SQLite files are created
+/// if missing and get their own writer connection beside the pool.
+pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> anyhow::Result<Database> {
     install_default_drivers();
     let backend = Backend::of_url(url)?;
     let url = match backend {
@@ -43,13 +110,14 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         }
         _ => url.to_owned(),
     };
+    if backend == Backend::Sqlite {
+        make_sqlite_files_private(&url)?;
+    }
     let options = AnyPoolOptions::new().max_connections(max_connections).acquire_timeout(Duration::from_secs(5));
     let options = match backend {
         Backend::Sqlite => options.after_connect(|conn, _meta| {
             Box::pin(async move {
-                use sqlx::Executor;
-                conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;")
-                    .await?;
+                conn.execute(SQLITE_SETTINGS).await?;
                 Ok(())
             })
         }),
@@ -57,5 +125,53 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
     };
     let pool = options.connect(&url).await.context("cannot connect to the database")?;
     migrations.run(&pool).await.context("cannot run database migrations")?;
-    Ok(pool)
+    let writer = match backend {
+        Backend::Sqlite => {
+            let mut conn = AnyConnection::connect(&url).await.context("cannot open the SQLite writer")?;
+            conn.execute(SQLITE_SETTINGS).await.context("cannot set up the SQLite writer")?;
+            Some(GroupCommit::start(conn))
+        }
+        Backend::Postgres => None,
+    };
+    Ok(Database { pool, writer })
+}
+
+/// Creates the SQLite database file as 0600 before SQLite does (it would
+/// use 0644 less the umask), and tightens an existing one and its `-wal`
+/// and `-shm` files. SQLite gives new `-wal` and `-shm` files the mode of
+/// the database file, so they are 0600 too.
+fn make_sqlite_files_private(url: &str) -> anyhow::Result<()> {
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    let path = std::path::Path::new(path);
+    crate::files::private_file(path).with_context(|| format!("cannot create {}", path.display()))?;
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = std::path::Path::new(&side);
+        if side.exists() {
+            crate::files::private_file(side).with_context(|| format!("cannot make {} private", side.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the database answers a trivial query now. The error says only
+/// that it does not: the driver's message is logged, never shown, as it can
+/// name the server.
+pub async fn check_reachable(pool: &AnyPool) -> Result<(), String> {
+    // The pool keeps retrying a refused connection until its acquire timeout;
+    // a readiness check wants the answer sooner.
+    let query = sqlx::query("SELECT 1").execute(pool);
+    match tokio::time::timeout(Duration::from_secs(1), query).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "readiness: database query failed");
+            Err("the database does not answer".to_owned())
+        }
+        Err(_elapsed) => Err("the database does not answer".to_owned()),
+    }
 }

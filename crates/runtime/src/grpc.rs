@@ -1,9 +1,34 @@
-use std::future::Future;
+use std::{convert::Infallible, future::Future, time::Duration};
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
+
+/// The limits of one gRPC server (docs/design.md#edge). The defaults suit
+/// the public gateway and the internal shards alike.
+#[derive(Debug, Clone)]
+pub struct GrpcLimits {
+    /// HTTP/2 streams (calls) open at once on one connection.
+    pub max_concurrent_streams: u32,
+    /// Calls handled at once per connection; more wait for a slot.
+    pub max_calls_per_connection: usize,
+    /// A ping after this much silence; no answer within the same time closes the connection.
+    pub keepalive_interval: Duration,
+    /// A call with no `grpc-timeout` of its own ends DEADLINE_EXCEEDED after this.
+    pub call_timeout: Duration,
+}
+
+impl Default for GrpcLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 256,
+            max_calls_per_connection: 256,
+            keepalive_interval: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// What a server serves, for `grpc.health.v1` and reflection: the names of
 /// its services and the encoded descriptor set of its own API.
@@ -13,21 +38,24 @@ pub struct Described<'a> {
     pub descriptors: &'a [u8],
 }
 
-/// How a server presents itself: over TLS or plaintext, and whether it
-/// answers reflection. The default is plaintext without reflection.
+/// How a server presents itself: over TLS or plaintext, whether it answers
+/// reflection, and within which limits. The default is plaintext without
+/// reflection, within the default limits.
 #[derive(Debug, Clone, Default)]
 pub struct ServerOptions {
     pub tls: Option<ServerTlsConfig>,
     /// Off for K and P unless asked for: reflection would list every
     /// internal method to whoever reaches the port (docs/design.md#mtls).
     pub reflection: bool,
+    pub limits: GrpcLimits,
 }
 
-/// Serves `routes` on `listener` with `grpc.health.v1` (reporting the
-/// described services and the server as a whole as serving) and, if asked,
+/// Serves `routes` on `listener` with `grpc.health.v1` and, if asked,
 /// reflection over both `grpc.reflection.v1` and `v1alpha` (grpcio's and
-/// several GUI clients speak only v1alpha), until `shutdown` resolves;
-/// in-flight calls are allowed to finish.
+/// several GUI clients speak only v1alpha), within the options' limits, until
+/// `shutdown` resolves; in-flight calls are allowed to finish. Health reports
+/// the described services and the server as a whole as serving while the
+/// process is ready ([`crate::readiness`]), and not serving while it is not.
 pub async fn serve(
     listener: TcpListener,
     routes: Routes,
@@ -36,10 +64,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_service_status("", ServingStatus::Serving).await;
-    for service in described.services {
-        reporter.set_service_status(*service, ServingStatus::Serving).await;
-    }
+    let services: Vec<String> =
+        std::iter::once("").chain(described.services.iter().copied()).map(str::to_owned).collect();
     let mut routes = routes.add_service(health);
     if options.reflection {
         let reflection = || {
@@ -49,18 +75,68 @@ pub async fn serve(
         };
         routes = routes.add_service(reflection().build_v1()?).add_service(reflection().build_v1alpha()?);
     }
-    let mut server = tonic::transport::Server::builder();
+    let limits = options.limits;
+    let mut server = tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams.max(1))
+        .concurrency_limit_per_connection(limits.max_calls_per_connection.max(1))
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_interval))
+        .timeout(limits.call_timeout);
     if let Some(tls) = options.tls {
         server = server
             .tls_config(tls)
             .context("cannot serve TLS with --tls-cert and --tls-key (is the key the certificate's?)")?;
     }
-    server
+    let server = server
+        .trace_fn(request_span)
         .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
         .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
-        .await?;
-    Ok(())
+        .serve_with_incoming_shutdown(incoming(listener), shutdown);
+    tokio::select! {
+        served = server => Ok(served?),
+        never = follow_readiness(reporter, services) => match never {},
+    }
+}
+
+/// The span a call runs in, a child of the caller's trace. Health checks
+/// (every second, from each gateway) get none: they are not work to trace.
+fn request_span(request: &http::Request<()>) -> tracing::Span {
+    let method = request.uri().path();
+    if method.starts_with("/grpc.health.v1.Health/") {
+        return tracing::Span::none();
+    }
+    crate::telemetry::server_span(method, request.headers())
+}
+
+/// Keeps the health status of `services` equal to the process's readiness.
+async fn follow_readiness(reporter: tonic_health::server::HealthReporter, services: Vec<String>) -> Infallible {
+    let mut checks = crate::readiness::process().subscribe();
+    loop {
+        let status = if crate::readiness::all_pass(&checks.borrow_and_update()) {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        for service in &services {
+            reporter.set_service_status(service, status).await;
+        }
+        if checks.changed().await.is_err() {
+            // The readiness lives in a static and is never dropped.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Whether the server behind `channel` says, through `grpc.health.v1`, that
+/// it serves: a shard whose database is down answers NOT_SERVING.
+pub async fn check_serving(channel: tonic::transport::Channel) -> Result<(), String> {
+    use tonic_health::pb::{health_check_response::ServingStatus as Answer, health_client::HealthClient};
+    let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    match HealthClient::new(channel).check(request).await {
+        Ok(reply) if reply.get_ref().status() == Answer::Serving => Ok(()),
+        Ok(reply) => Err(format!("reports {:?}", reply.get_ref().status())),
+        Err(status) => Err(format!("unreachable ({:?})", status.code())),
+    }
 }
 
 /// Accepted connections with `TCP_NODELAY`: without it a small reply can
@@ -158,9 +234,11 @@ impl Deadline {
         Self(Some(instant))
     }
 
-    /// Wraps `message` in a request that carries the time left.
+    /// Wraps `message` in a request that carries the time left, and the
+    /// trace it is part of.
     pub fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
+        crate::telemetry::inject(request.metadata_mut());
         if let Some(deadline) = self.0 {
             request.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
         }

@@ -1,16 +1,25 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
-//! code path for PostgreSQL and SQLite) and runs the migrations it is given, [`grpc`]
-//! serves a service with `grpc.health.v1` (and reflection, if asked) beside it,
-//! [`tls`] loads the mutual-TLS files every server and client of K and P is given,
+//! code path for PostgreSQL and SQLite, writes grouped into one commit on
+//! SQLite) and runs the migrations it is given, [`failpoints`] are crash points
+//! for tests, [`grpc`] serves a service with `grpc.health.v1` (and reflection,
+//! if asked) beside it, [`tls`] loads the mutual-TLS files every server and
+//! client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
 //! every Prometheus metric the services export, [`shard_slots`] keeps a
 //! shard's slot range in its database and refuses calls outside it, and
 //! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
+//! [`readiness`] is what `/readyz` and gRPC health say about whether the
+//! process can work.
 
 pub mod db;
+pub mod failpoints;
+pub mod files;
+mod group_commit;
 pub mod grpc;
+pub mod http;
 pub mod metrics;
+pub mod readiness;
 pub mod shard_slots;
 mod shutdown;
 pub mod telemetry;

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Creates by outcome: `created`, `replayed`, `conflict`, `unavailable`, `invalid`, `too_large`.
+/// Creates by outcome: `created`, `replayed`, `conflict`, `unavailable`, `shed`, `invalid`, `too_large`.
 pub const CREATES: &str = "pastebin_creates_total";
 /// Seconds per saga step: `k_begin`, `put`, `p_insert`, `k_done`, and `create` for the whole.
 pub const SAGA_STEP_SECONDS: &str = "pastebin_saga_step_duration_seconds";
@@ -33,6 +33,10 @@ pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 /// Burn-after-reading pastes read (and so deleted) by their one reader.
 pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 
+/// Connections and requests the edge turned away, by `reason`:
+/// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
+pub const EDGE_REFUSALS: &str = "pastebin_edge_refusals_total";
+
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
     CREATES,
@@ -48,6 +52,7 @@ pub const ALL: &[&str] = &[
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
     PASTES_BURNED,
+    EDGE_REFUSALS,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

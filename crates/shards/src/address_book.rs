@@ -192,7 +192,8 @@ impl Endpoints {
         let path = data_dir.join(Self::FILE_NAME);
         let write_error = |error| EndpointsError::Write { path: path.display().to_string(), error };
         let text = serde_json::to_vec_pretty(self).map_err(|e| write_error(std::io::Error::other(e)))?;
-        std::fs::write(&path, text).map_err(write_error)
+        // Private like the databases beside it (docs/security.md#private-files).
+        pastebin_runtime::files::write_private(&path, &text).map_err(write_error)
     }
 }
 

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 
-use futures::StreamExt;
 use pastebin_core::{IdempotencyKey, KeyState, PasteId};
 use pastebin_keys::{KeyClient, PendingKey};
 use pastebin_pastes::{IdFate, PasteClient};
@@ -20,11 +19,6 @@ use pastebin_runtime::grpc::CallError;
 use tokio::time::Instant;
 
 use crate::SlotMap;
-
-/// Guarded updates on K in flight at once while settling one batch: each is
-/// independent, so they overlap instead of waiting on one commit after
-/// another (BENCHMARKS.md, figure 6).
-const SETTLE_CONCURRENCY: usize = 16;
 
 /// What the fence did with one pending key's paste id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +94,9 @@ async fn recover(keys: &KeyClient, pastes: &PasteClient, key: &IdempotencyKey, p
 }
 
 /// Recovery of stale pending keys whose ids all live on the P shard
-/// `pastes`: one `ResolveBatch` fences every id in one round trip, then each
-/// key is settled on its own. Returns one decision per key, in no order.
+/// `pastes`: one `ResolveBatch` fences every id in one round trip, then the
+/// verdicts are applied to K as one guarded statement per kind.
+/// Returns one decision per key, in no order.
 pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[PendingKey]) -> Vec<Decision> {
     let ids: Vec<PasteId> = batch.iter().map(|pending| pending.paste_id.clone()).collect();
     let fates: HashMap<PasteId, IdFate> = match pastes.resolve_batch(&ids).await {
@@ -112,17 +107,40 @@ pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[Pend
             return vec![Decision::LeftPending(reason); batch.len()];
         }
     };
-    futures::stream::iter(batch)
-        .map(|pending| async {
-            let fenced = match fates.get(&pending.paste_id) {
-                Some(fate) => behind_fence(keys, &pending.key, &pending.paste_id, *fate).await,
-                None => return Decision::LeftPending("the paste shard did not answer for this id".into()),
-            };
-            settle(keys, &pending.key, &pending.paste_id, fenced).await
-        })
-        .buffer_unordered(SETTLE_CONCURRENCY)
-        .collect()
-        .await
+    // One guarded statement on K per verdict kind (docs/performance.md,
+    // "Recovery in batches"): each row still changes only if it is pending
+    // with that paste id, as `settle` would decide it alone.
+    let mut decisions = Vec::with_capacity(batch.len());
+    for (fate, to, decided) in [
+        (IdFate::Live, KeyState::Done, Decision::MarkedDone),
+        (IdFate::Tombstoned, KeyState::Aborted, Decision::Aborted),
+    ] {
+        let verdicts: Vec<(IdempotencyKey, PasteId)> = batch
+            .iter()
+            .filter(|pending| fates.get(&pending.paste_id) == Some(&fate))
+            .map(|pending| (pending.key, pending.paste_id.clone()))
+            .collect();
+        if verdicts.is_empty() {
+            continue;
+        }
+        match keys.apply_verdicts(to, &verdicts).await {
+            Ok(changed) => {
+                decisions.extend(std::iter::repeat_n(decided, changed.len()));
+                decisions.extend(std::iter::repeat_n(Decision::AlreadyResolved, verdicts.len() - changed.len()));
+            }
+            Err(error) => {
+                tracing::warn!(%error, keys = verdicts.len(), "key shard refused the verdicts; next round");
+                decisions
+                    .extend(std::iter::repeat_n(Decision::LeftPending(format!("key shard: {error}")), verdicts.len()));
+            }
+        }
+    }
+    let unanswered = batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).count();
+    decisions.extend(std::iter::repeat_n(
+        Decision::LeftPending("the paste shard did not answer for this id".into()),
+        unanswered,
+    ));
+    decisions
 }
 
 /// Recovers one key now, by the same rules, whatever its age (the

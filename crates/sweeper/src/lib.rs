@@ -71,6 +71,24 @@ pub struct RoundReport {
     pub reap: ReapReport,
 }
 
+impl RoundReport {
+    /// Why the round could not do all its work (a shard or the object store
+    /// could not be reached), in words safe to show anyone; `None` if it could.
+    pub fn failure(&self) -> Option<String> {
+        let recovery = &self.recovery;
+        let failures: Vec<String> = [
+            (recovery.key_shards_unreachable, "key shards unreachable"),
+            (recovery.skipped_unreachable, "keys left pending, their paste shard unreachable"),
+            (self.reap.errors, "cleanup calls failed"),
+        ]
+        .into_iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| format!("{count} {what}"))
+        .collect();
+        (!failures.is_empty()).then(|| format!("last round: {}", failures.join(", ")))
+    }
+}
+
 impl Sweeper {
     pub fn new(
         slots: SlotMap,
@@ -89,16 +107,22 @@ impl Sweeper {
     /// retention and paste expiry; the object reaper when `reap_objects`.
     pub async fn round(&self, reap_objects: bool) -> RoundReport {
         let recovery = self.recover_stale().await;
-        let mut reap = ReapReport { retired_keys: self.retire_keys().await, ..ReapReport::default() };
-        reap.expired_pastes = self.purge_expired_pastes().await;
-        reap.purged_tombstones = self.purge_tombstones().await;
+        let (retired, expired) = (self.retire_keys_drained().await, self.purge_expired_pastes_drained().await);
+        let purged = self.purge_tombstones_drained().await;
+        let mut reap = ReapReport {
+            retired_keys: retired.deleted,
+            expired_pastes: expired.deleted,
+            purged_tombstones: purged.deleted,
+            errors: retired.failures + expired.failures + purged.failures,
+            ..ReapReport::default()
+        };
         if reap_objects {
             let objects = self.reap_orphan_objects().await;
             reap.reaped_objects = objects.reaped_objects;
             reap.errors += objects.errors;
         }
         let report = RoundReport { recovery, reap };
-        observe::record(&report);
+        observe::record("sweeper rounds", &report);
         self.observe().await;
         if report != RoundReport::default() {
             tracing::info!(?report, "sweeper round");
@@ -126,7 +150,7 @@ impl Sweeper {
         let reaper = self.every(self.settings.reap_interval, stopped, || async {
             let reap = self.reap_orphan_objects().await;
             let round = RoundReport { reap, ..RoundReport::default() };
-            observe::record(&round);
+            observe::record("object reaper", &round);
             report(round);
         });
         let trigger = async {

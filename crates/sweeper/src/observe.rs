@@ -60,8 +60,9 @@ impl Sweeper {
     }
 }
 
-/// Counts one round's work.
-pub(crate) fn record(report: &RoundReport) {
+/// Counts one round's work, and makes the process not ready while the last
+/// round of `job` failed (a round of the other job does not hide it).
+pub(crate) fn record(job: &'static str, report: &RoundReport) {
     let recovery = &report.recovery;
     for (decision, count) in [
         ("done", recovery.marked_done),
@@ -75,7 +76,8 @@ pub(crate) fn record(report: &RoundReport) {
     metrics::counter!(names::EXPIRED_PASTES).increment(report.reap.expired_pastes);
     metrics::counter!(names::REAPED_OBJECTS).increment(report.reap.reaped_objects);
     metrics::counter!(names::PURGED_TOMBSTONES).increment(report.reap.purged_tombstones);
-    if recovery.key_shards_unreachable == 0 && recovery.skipped_unreachable == 0 && report.reap.errors == 0 {
+    pastebin_runtime::readiness::process().report(job, report.failure().map_or(Ok(()), Err));
+    if report.failure().is_none() {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         metrics::gauge!(names::SWEEPER_LAST_SUCCESS).set(now.as_secs_f64());
     }

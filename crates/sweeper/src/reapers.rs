@@ -22,6 +22,21 @@ pub struct ReapReport {
     pub errors: u64,
 }
 
+/// What a batched delete did across the shards: rows deleted, and shards
+/// where it failed (their rows wait for the next round).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Drained {
+    pub(crate) deleted: u64,
+    pub(crate) failures: u64,
+}
+
+impl std::ops::AddAssign for Drained {
+    fn add_assign(&mut self, other: Self) {
+        self.deleted += other.deleted;
+        self.failures += other.failures;
+    }
+}
+
 impl Sweeper {
     /// An object-store call bounded by the call timeout: a store that accepts
     /// a connection and then hangs must not stall the sweeper's rounds.
@@ -40,29 +55,34 @@ impl Sweeper {
         &self,
         what: &str,
         mut batch: impl FnMut() -> F,
-    ) -> u64 {
-        let mut deleted = 0;
+    ) -> Drained {
+        let mut drained = Drained::default();
         for _ in 0..MAX_BATCHES_PER_ROUND {
             match batch().await {
                 Ok(count) => {
-                    deleted += count;
+                    drained.deleted += count;
                     if count < u64::from(self.settings.batch_size) {
                         break;
                     }
                 }
                 Err(error) => {
                     tracing::warn!(%error, "{what} failed on a shard; next round");
+                    drained.failures += 1;
                     break;
                 }
             }
         }
-        deleted
+        drained
     }
 
     /// Deletes done and aborted keys past their 25 h window, in batches. K
     /// itself never deletes a pending key.
     pub async fn retire_keys(&self) -> u64 {
-        let mut retired = 0;
+        self.retire_keys_drained().await.deleted
+    }
+
+    pub(crate) async fn retire_keys_drained(&self) -> Drained {
+        let mut retired = Drained::default();
         for keys in self.slots.key_shards() {
             retired += self
                 .drain("key retention", || {
@@ -79,8 +99,12 @@ impl Sweeper {
     /// shorter than 26 h: a tombstone must outlive every create that could
     /// still carry its id.
     pub async fn purge_tombstones(&self) -> u64 {
+        self.purge_tombstones_drained().await.deleted
+    }
+
+    pub(crate) async fn purge_tombstones_drained(&self) -> Drained {
         let (retention, limit) = (self.settings.tombstone_retention, self.settings.batch_size);
-        let mut purged = 0;
+        let mut purged = Drained::default();
         for pastes in self.slots.paste_shards() {
             purged += self
                 .drain("tombstone purge", || {
@@ -95,17 +119,22 @@ impl Sweeper {
     /// Tombstones expired paste rows in batches, then deletes their objects.
     /// An object whose delete fails is left to the object reaper.
     pub async fn purge_expired_pastes(&self) -> u64 {
-        let mut purged = 0;
+        self.purge_expired_pastes_drained().await.deleted
+    }
+
+    pub(crate) async fn purge_expired_pastes_drained(&self) -> Drained {
+        let mut purged = Drained::default();
         for pastes in self.slots.paste_shards() {
             for _ in 0..MAX_BATCHES_PER_ROUND {
                 let ids = match pastes.with_deadline(self.deadline()).purge_expired(self.settings.batch_size).await {
                     Ok(ids) => ids,
                     Err(error) => {
                         tracing::warn!(%error, "paste expiry failed on a shard; next round");
+                        purged.failures += 1;
                         break;
                     }
                 };
-                purged += ids.len() as u64;
+                purged.deleted += ids.len() as u64;
                 for id in &ids {
                     if let Err(error) = self.object_call(self.objects.delete(id.as_str())).await {
                         tracing::warn!(%error, paste_id = %id, "object delete failed; the reaper will retry");
@@ -125,8 +154,7 @@ impl Sweeper {
     /// pastes are never touched.
     pub async fn reap_orphan_objects(&self) -> ReapReport {
         let mut report = ReapReport::default();
-        let floor = chrono::Duration::from_std(self.settings.object_age_floor).unwrap_or(chrono::Duration::MAX);
-        let old_before = self.clock.now() - floor;
+        let old_before = pastebin_core::saturating_ago(self.clock.now(), self.settings.object_age_floor);
         let mut after: Option<String> = None;
         loop {
             let page =

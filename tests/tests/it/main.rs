@@ -8,12 +8,17 @@
 //! Run one module with `cargo test -p pastebin-tests --test it saga::`.
 
 mod answer_after_done;
+mod batched_recovery;
 mod browser;
 mod browser_reader;
 mod client;
+mod client_tls;
+mod compose_topology;
 mod concurrency;
+mod edge;
 mod fence;
 mod gateway_api;
+mod group_commit;
 mod grpc_services;
 mod harness;
 mod key_store;
@@ -23,10 +28,13 @@ mod openapi;
 mod operators;
 mod overlapping_attempts;
 mod paste_store;
+mod read_cache;
 mod reader;
 mod reader_store;
+mod readiness;
 mod recovery_invariants;
 mod reflection;
 mod saga;
 mod shard_identity;
 mod sweeper;
+mod telemetry;

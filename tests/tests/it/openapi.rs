@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use futures::StreamExt;
 use pastebin_tests::cluster::{Cluster, ClusterOptions};
 use reqwest::{header, Client, Method, RequestBuilder, Response};
 use serde_json::{json, Value};
@@ -330,7 +331,11 @@ async fn every_documented_status_is_what_the_server_answers() {
         ("/{id}/delete", format!("/{id}/delete"), format!("/{missing}/delete")),
     ] {
         let ok = probe.request("GET", &concrete_ok);
-        probe.expect("GET", template, ok, 200).await;
+        let ok = probe.expect("GET", template, ok, 200).await;
+        if let Some(tag) = ok.headers.get(header::ETAG) {
+            let unchanged = probe.request("GET", &concrete_ok).header(header::IF_NONE_MATCH, tag);
+            probe.expect("GET", template, unchanged, 304).await;
+        }
         let gone = probe.request("GET", &concrete_missing);
         probe.expect("GET", template, gone, 404).await;
     }
@@ -379,6 +384,55 @@ async fn every_documented_status_is_what_the_server_answers() {
     probe.expect("POST", "/{id}/delete", right, 200).await;
     let again = probe.request("POST", &form_path).form(&[("token", token2.as_str())]);
     probe.expect("POST", "/{id}/delete", again, 404).await;
+
+    // A public instance's refusals (docs/security.md): the same gateway
+    // again, with create tokens, a rate limit and a short body timeout.
+    let tokens = tempfile::tempdir().unwrap();
+    let tokens_file = tokens.path().join("create-tokens").to_str().unwrap().to_owned();
+    let added = std::process::Command::new(pastebin_tests::cluster::testbed_binary())
+        .args(["ctl", "tokens", "--file", &tokens_file, "add", "probe"])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let create_token = String::from_utf8(added.stdout).unwrap().trim().to_owned();
+    let public = [
+        ("PASTEBIN_REQUIRE_CREATE_TOKEN", "true"),
+        ("PASTEBIN_CREATE_TOKENS_FILE", tokens_file.as_str()),
+        ("PASTEBIN_CREATE_RATE_LIMIT", "2/min"),
+        ("PASTEBIN_BODY_READ_TIMEOUT_SECS", "1"),
+    ];
+    cluster.gateway.restart(&public, &["gateway-http", "gateway-grpc", "admin"]).await;
+    let anonymous =
+        probe.request("POST", "/api/v1/pastes").header("Idempotency-Key", new_key()).json(&json!({ "content": "x" }));
+    let anonymous = probe.expect("POST", "/api/v1/pastes", anonymous, 401).await;
+    assert_eq!(anonymous.json()["error"]["code"], "create_token_required");
+    // A body that stops after 2 of its 10 bytes.
+    let stalled = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"ab"))])
+        .chain(futures::stream::pending());
+    let stalled = probe
+        .request("POST", "/api/v1/pastes")
+        .header("Idempotency-Key", new_key())
+        .bearer_auth(&create_token)
+        .header(header::CONTENT_TYPE, "text/plain")
+        .header(header::CONTENT_LENGTH, "10")
+        .body(reqwest::Body::wrap_stream(stalled));
+    let stalled = probe.expect("POST", "/api/v1/pastes", stalled, 408).await;
+    assert_eq!(stalled.json()["error"]["code"], "request_timeout");
+    // The stalled body spent one create of the two a minute; the next is the last.
+    for expected in [201, 429] {
+        let member = probe
+            .request("POST", "/api/v1/pastes")
+            .header("Idempotency-Key", new_key())
+            .bearer_auth(&create_token)
+            .json(&json!({ "content": "x" }));
+        probe.expect("POST", "/api/v1/pastes", member, expected).await;
+    }
+    let open = [
+        ("PASTEBIN_REQUIRE_CREATE_TOKEN", "false"),
+        ("PASTEBIN_CREATE_RATE_LIMIT", "1000000/s"),
+        ("PASTEBIN_BODY_READ_TIMEOUT_SECS", "10"),
+    ];
+    cluster.gateway.restart(&open, &["gateway-http", "gateway-grpc", "admin"]).await;
 
     // 503s: the paste service goes away. A create leaves its key pending.
     let third = probe.create(&new_key(), "read me while P is down").await;

@@ -306,8 +306,9 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     let body = reqwest::get(format!("{admin}/metrics")).await.unwrap().text().await.unwrap();
     use pastebin_runtime::metrics as m;
     // The create counters, step histogram and burn counter are recorded by the gateway
-    // process; they show on its admin listener, not this one.
-    let gateway_owned = [m::CREATES, m::SAGA_STEP_SECONDS, m::PASTES_BURNED];
+    // process; they show on its admin listener, not this one. Edge refusals
+    // appear once something is refused (tests/tests/edge.rs checks them).
+    let gateway_owned = [m::CREATES, m::SAGA_STEP_SECONDS, m::PASTES_BURNED, m::EDGE_REFUSALS];
     for name in m::ALL.iter().filter(|n| !gateway_owned.contains(n)) {
         assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");
     }
@@ -318,7 +319,7 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
 async fn serve_admin(state: pastebin_admin::AdminState) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(pastebin_admin::serve(listener, state, std::future::pending()));
+    tokio::spawn(pastebin_admin::serve(listener, state, Default::default(), std::future::pending()));
     format!("http://{address}")
 }
 

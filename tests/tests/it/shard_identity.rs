@@ -105,7 +105,7 @@ pastebin_tests::both_backends! {
     /// The first start stores the range; a later one with another range is
     /// refused unless it is a deliberate resharding step.
     async fn a_shard_database_keeps_the_range_it_was_first_started_with(backend: Backend) {
-        let pool = fresh_pool(backend, &pastebin_pastes::MIGRATIONS, 2).await;
+        let pool = fresh_pool(backend, &pastebin_pastes::MIGRATIONS, 2).await.pool().clone();
         assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 1).await.unwrap(), range(LOW));
         assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 2).await.unwrap(), range(LOW));
         let refused = shard_slots::claim(&pool, SlotRange::ALL, Resharding::Refuse, 3).await.unwrap_err();
@@ -115,7 +115,7 @@ pastebin_tests::both_backends! {
         assert_eq!(shard_slots::claim(&pool, range(HIGH), Resharding::Allow, 5).await.unwrap(), range(HIGH));
         assert!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 6).await.is_err(), "the new range is the stored one");
 
-        let keys = fresh_pool(backend, &pastebin_keys::MIGRATIONS, 2).await;
+        let keys = fresh_pool(backend, &pastebin_keys::MIGRATIONS, 2).await.pool().clone();
         assert_eq!(shard_slots::claim(&keys, range(HIGH), Resharding::Refuse, 1).await.unwrap(), range(HIGH));
     }
 
@@ -291,7 +291,7 @@ fn stderr(output: &Output) -> String {
 #[tokio::test]
 async fn a_paste_shard_restarted_with_other_slots_refuses_to_start_unless_resharding() {
     let url = fresh_url(Backend::Sqlite).await;
-    let (mut first, _) = start_shard("paste-service", &url, range(LOW), None).await;
+    let (mut first, _) = start_shard("paste-service", &url, range(LOW), None, &[]).await;
     first.kill().await;
 
     let base = ["paste-service", "--database-url", &url, "--listen", "127.0.0.1:0", "--slots", "0-255"];
@@ -315,7 +315,7 @@ async fn shards(kind: &str, ranges: &[&str]) -> (Vec<Process>, Vec<String>) {
     let mut processes = Vec::new();
     let mut addresses = Vec::new();
     for slots in ranges {
-        let (process, address) = start_shard(kind, &fresh_url(Backend::Sqlite).await, range(slots), None).await;
+        let (process, address) = start_shard(kind, &fresh_url(Backend::Sqlite).await, range(slots), None, &[]).await;
         processes.push(process);
         addresses.push(address);
     }

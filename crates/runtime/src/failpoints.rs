@@ -1,0 +1,91 @@
+//! Named crash points for crash tests: the saga's step boundaries (named in
+//! the gateway) and the middle of a database group commit ([`MID_GROUP_COMMIT`]).
+//!
+//! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
+//! through `RUSTFLAGS`); in every other build [`hit`] is an empty inline
+//! function. A cfg rather than a cargo feature because cargo unifies features
+//! across a workspace build, which put failpoints into the production binary. Armed at process start by
+//! `PASTEBIN_FAILPOINTS`, a comma-separated list of `name` (abort the process
+//! on the spot: no unwinding, no flushing, like a power cut) or
+//! `name=sleep:MILLIS` (hold the saga there, to stage races) or
+//! `name=chance:P` (abort with probability P, for randomized crash runs) or
+//! `name=after:N` (abort on the Nth hit, to crash once work is under way).
+
+/// A SQLite group has run every statement but has not committed yet.
+pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
+
+#[cfg(pastebin_failpoints)]
+mod armed {
+    use std::{
+        collections::HashMap,
+        sync::{
+            atomic::{AtomicU64, Ordering},
+            OnceLock,
+        },
+        time::Duration,
+    };
+
+    pub enum Action {
+        Crash,
+        Sleep(Duration),
+        Chance(f64),
+        /// Crash on this hit; the counter holds the hits so far.
+        After(u64, AtomicU64),
+    }
+
+    fn parse(entry: &str) -> (String, Action) {
+        let entry = entry.trim();
+        match entry.split_once('=') {
+            Some((name, spec)) => {
+                let action = if let Some(ms) = spec.strip_prefix("sleep:") {
+                    Action::Sleep(Duration::from_millis(ms.parse().unwrap_or(1000)))
+                } else if let Some(p) = spec.strip_prefix("chance:") {
+                    Action::Chance(p.parse().unwrap_or(0.0))
+                } else if let Some(n) = spec.strip_prefix("after:") {
+                    Action::After(n.parse().unwrap_or(1), AtomicU64::new(0))
+                } else {
+                    Action::Crash
+                };
+                (name.to_owned(), action)
+            }
+            None => (entry.to_owned(), Action::Crash),
+        }
+    }
+
+    fn armed() -> &'static HashMap<String, Action> {
+        static ARMED: OnceLock<HashMap<String, Action>> = OnceLock::new();
+        ARMED.get_or_init(|| {
+            let raw = std::env::var("PASTEBIN_FAILPOINTS").unwrap_or_default();
+            raw.split(',').filter(|entry| !entry.trim().is_empty()).map(parse).collect()
+        })
+    }
+
+    fn crash(name: &str) -> ! {
+        eprintln!("failpoint {name}: aborting the process");
+        std::process::abort();
+    }
+
+    pub async fn hit(name: &str) {
+        match armed().get(name) {
+            None => {}
+            Some(Action::Crash) => crash(name),
+            Some(Action::Chance(p)) if rand::random::<f64>() < *p => crash(name),
+            Some(Action::Chance(_)) => {}
+            Some(Action::After(n, hits)) if hits.fetch_add(1, Ordering::SeqCst) + 1 >= *n => crash(name),
+            Some(Action::After(..)) => {}
+            Some(Action::Sleep(pause)) => {
+                tracing::warn!(failpoint = name, ?pause, "failpoint: holding the saga");
+                tokio::time::sleep(*pause).await;
+            }
+        }
+    }
+}
+
+/// Crash or pause here if `name` is armed; nothing in production builds.
+#[inline]
+pub async fn hit(name: &str) {
+    #[cfg(pastebin_failpoints)]
+    armed::hit(name).await;
+    #[cfg(not(pastebin_failpoints))]
+    let _ = name;
+}

@@ -1,0 +1,166 @@
+"""Checks of the deployment files that no tool here does (run by scripts/validate-deploy).
+
+  prometheus-rule [--write]   the PrometheusRule is deploy/prometheus/alerts.yml, unchanged
+  flags PASTEBIN RENDERED...  every `pastebin <sub> --flag` and PASTEBIN_* setting in the
+                              rendered manifests and the Compose file exists in the binary
+  monitor RENDERED            the ServiceMonitor's port exists on every Service it selects
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ALERTS = ROOT / "deploy/prometheus/alerts.yml"
+RULE = ROOT / "deploy/kubernetes/base/prometheus-rule.yaml"
+COMPOSE = ROOT / "deploy/compose/compose.yaml"
+SETTINGS = ROOT / "deploy/kubernetes/base/settings.env"
+RULE_HEADER = """\
+# GENERATED from deploy/prometheus/alerts.yml by `scripts/validate-deploy --write`.
+# Do not edit: change the alert rules there. CI fails when the two differ.
+"""
+
+
+def rendered_rule():
+    rule = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "pastebin"},
+        "spec": yaml.safe_load(ALERTS.read_text()),
+    }
+    return RULE_HEADER + yaml.safe_dump(rule, sort_keys=False, width=1000, allow_unicode=True)
+
+
+def prometheus_rule(write):
+    want = rendered_rule()
+    if write:
+        RULE.write_text(want)
+        print(f"wrote {RULE.relative_to(ROOT)}")
+        return 0
+    if RULE.read_text() != want:
+        print(f"{RULE.relative_to(ROOT)} is not {ALERTS.relative_to(ROOT)}: run scripts/validate-deploy --write")
+        return 1
+    print("PrometheusRule matches deploy/prometheus/alerts.yml")
+    return 0
+
+
+def documents(paths):
+    for path in paths:
+        for doc in yaml.safe_load_all(Path(path).read_text()):
+            if doc:
+                yield path, doc
+
+
+def manifest_commands(paths):
+    """(where, argv, env names) of every container that runs the pastebin image."""
+    config_maps = {}
+    docs = list(documents(paths))
+    for _, doc in docs:
+        if doc.get("kind") == "ConfigMap":
+            config_maps[doc["metadata"]["name"]] = list(doc.get("data", {}))
+    for path, doc in docs:
+        pod = doc.get("spec", {}).get("template", {}).get("spec")
+        if not pod:
+            continue
+        for container in pod.get("containers", []):
+            if "pastebin" not in container.get("image", ""):
+                continue
+            env = [e["name"] for e in container.get("env", [])]
+            for source in container.get("envFrom", []):
+                env += config_maps.get(source.get("configMapRef", {}).get("name"), [])
+            where = f"{path}: {doc['kind']}/{doc['metadata']['name']}"
+            yield where, container.get("command", []) + container.get("args", []), env
+
+
+def compose_commands():
+    compose = yaml.safe_load(COMPOSE.read_text())
+    for name, service in compose["services"].items():
+        if not service.get("image", "").startswith("pastebin"):
+            continue
+        env = service.get("environment", {})
+        env = list(env) if isinstance(env, dict) else [e.split("=", 1)[0] for e in env]
+        yield f"{COMPOSE.relative_to(ROOT)}: {name}", service.get("command", []), env
+
+
+def help_of(binary, subcommand, cache={}):
+    if subcommand not in cache:
+        run = subprocess.run([binary, subcommand, "--help"], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"`pastebin {subcommand} --help` failed: {run.stderr.strip()}")
+        cache[subcommand] = run.stdout
+    return cache[subcommand]
+
+
+def flags(binary, paths):
+    commands = list(manifest_commands(paths)) + list(compose_commands())
+    settings = [line.split("=", 1)[0] for line in SETTINGS.read_text().splitlines() if "=" in line]
+    known_env = set()
+    failures = []
+    for where, argv, env in commands:
+        if not argv:
+            failures.append(f"{where}: no pastebin subcommand")
+            continue
+        subcommand, args = argv[0], argv[1:]
+        text = help_of(binary, subcommand)
+        known_env |= set(re.findall(r"\[env: (PASTEBIN_[A-Z0-9_]+)[=\]]", text))
+        offered = set(re.findall(r"(--[a-z0-9-]+)", text))
+        unknown = [a.split("=", 1)[0] for a in args if a.startswith("--") and a.split("=", 1)[0] not in offered]
+        failures += [f"{where}: `pastebin {subcommand}` has no flag {flag}" for flag in unknown]
+        if not unknown:
+            print(f"ok  pastebin {' '.join(argv)}  ({where})")
+    # Settings given by environment: each must be read by some part (a typo is not a setting).
+    for where, _, env in commands:
+        for name in env:
+            if name.startswith("PASTEBIN_") and name not in known_env:
+                failures.append(f"{where}: no part reads the setting {name}")
+    for name in settings:
+        if name.startswith("PASTEBIN_") and name not in known_env:
+            failures.append(f"{SETTINGS.relative_to(ROOT)}: no part reads the setting {name}")
+    for failure in failures:
+        print(f"FAIL {failure}")
+    return 1 if failures else 0
+
+
+def monitor(paths):
+    docs = [doc for _, doc in documents(paths)]
+    failures = []
+    for monitor in (d for d in docs if d.get("kind") == "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        ports = {e["port"] for e in monitor["spec"]["endpoints"]}
+        services = [
+            d for d in docs
+            if d.get("kind") == "Service"
+            and selector.items() <= d["metadata"].get("labels", {}).items()
+        ]
+        if not services:
+            failures.append(f"ServiceMonitor/{monitor['metadata']['name']} selects no Service")
+        for service in services:
+            names = {p.get("name") for p in service["spec"]["ports"]}
+            for port in ports - names:
+                failures.append(f"Service/{service['metadata']['name']} has no port {port} to scrape")
+    for failure in failures:
+        print(f"FAIL {failure}")
+    if not failures:
+        print("ServiceMonitor: every selected Service has the admin port")
+    return 1 if failures else 0
+
+
+def main(argv):
+    match argv:
+        case ["prometheus-rule"]:
+            return prometheus_rule(write=False)
+        case ["prometheus-rule", "--write"]:
+            return prometheus_rule(write=True)
+        case ["flags", binary, *paths]:
+            return flags(binary, paths)
+        case ["monitor", *paths]:
+            return monitor(paths)
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,192 @@
+//! `deploy/compose/compose.yaml` run as processes: every `pastebin` service of
+//! the Compose file is started with its own command line and environment,
+//! only its addresses moved to loopback, its databases to the test
+//! PostgreSQL, its bucket to moto and its certificates to ones made by the
+//! Compose file's own `make-certs.sh`. The deployment a new user starts with
+//! one command must come up ready and serve a paste through both gateways.
+
+use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
+
+use pastebin_tests::{api, cluster::Process};
+use serde_yaml::Value;
+
+/// One `pastebin` service of the Compose file.
+struct Service {
+    name: String,
+    command: Vec<String>,
+    environment: BTreeMap<String, String>,
+}
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the workspace")
+}
+
+/// `${NAME:-default}` as Compose reads it with NAME unset.
+fn interpolated(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find('}').expect("closed ${") + start;
+        let inner = &rest[start + 2..end];
+        out.push_str(inner.split_once(":-").map_or("", |(_, default)| default));
+        rest = &rest[end + 1..];
+    }
+    out + rest
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => interpolated(text),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Number(number) => number.to_string(),
+        other => panic!("not a scalar: {other:?}"),
+    }
+}
+
+fn pastebin_services() -> Vec<Service> {
+    let compose = std::fs::read_to_string(workspace().join("deploy/compose/compose.yaml")).unwrap();
+    let mut compose: Value = serde_yaml::from_str(&compose).unwrap();
+    compose.apply_merge().unwrap();
+    let services = compose["services"].as_mapping().expect("services");
+    let mut found = Vec::new();
+    for (name, service) in services {
+        let mut service = service.clone();
+        service.apply_merge().unwrap();
+        if !service["image"].as_str().is_some_and(|image| image.starts_with("pastebin")) {
+            continue;
+        }
+        let mut environment = service["environment"].clone();
+        environment.apply_merge().unwrap();
+        found.push(Service {
+            name: name.as_str().unwrap().to_owned(),
+            command: service["command"].as_sequence().expect("a command list").iter().map(text).collect(),
+            environment: environment
+                .as_mapping()
+                .expect("an environment map")
+                .iter()
+                .map(|(name, value)| (name.as_str().unwrap().to_owned(), text(value)))
+                .collect(),
+        });
+    }
+    found
+}
+
+/// The Compose file's certificates, made by its own script.
+fn certificates(dir: &Path) {
+    let script = workspace().join("deploy/compose/make-certs.sh");
+    let made = Command::new("sh").arg(script).arg(dir).output().expect("sh runs");
+    assert!(made.status.success(), "make-certs.sh failed: {}", String::from_utf8_lossy(&made.stderr));
+}
+
+/// Rewrites what only makes sense inside Compose's network.
+struct Loopback {
+    /// Compose host name (`key-0`) → the address its process listens on.
+    hosts: BTreeMap<String, String>,
+    certs: String,
+    s3_endpoint: String,
+    bucket: String,
+}
+
+impl Loopback {
+    fn arg(&self, arg: &str) -> String {
+        let arg = arg.replace("/etc/pastebin/tls", &self.certs);
+        match arg.split_once('=') {
+            Some((flag @ ("--listen" | "--http" | "--grpc"), _)) => format!("{flag}=127.0.0.1:0"),
+            _ => arg,
+        }
+    }
+
+    fn variable(&self, name: &str, value: &str) -> String {
+        match name {
+            "PASTEBIN_ADMIN" => "127.0.0.1:0".to_owned(),
+            "PASTEBIN_S3_ENDPOINT" => self.s3_endpoint.clone(),
+            "PASTEBIN_S3_BUCKET" => self.bucket.clone(),
+            "PASTEBIN_KEY_SHARDS" | "PASTEBIN_PASTE_SHARDS" => value
+                .split(',')
+                .map(|address| {
+                    let host = address.split(':').next().unwrap();
+                    self.hosts.get(host).unwrap_or_else(|| panic!("{host} is not a shard of the Compose file")).clone()
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => value.to_owned(),
+        }
+    }
+
+    async fn start(&self, service: &Service, database_url: Option<String>) -> Process {
+        let args: Vec<String> = service.command.iter().map(|arg| self.arg(arg)).collect();
+        let mut env: Vec<(String, String)> =
+            service.environment.iter().map(|(name, value)| (name.clone(), self.variable(name, value))).collect();
+        if let Some(url) = database_url {
+            env.retain(|(name, _)| name != "PASTEBIN_DATABASE_URL");
+            env.push(("PASTEBIN_DATABASE_URL".to_owned(), url));
+        }
+        let expect: &[&str] = match args[0].as_str() {
+            "key-service" => &["key-service", "admin"],
+            "paste-service" => &["paste-service", "admin"],
+            "gateway" => &["gateway-http", "gateway-grpc", "admin"],
+            _ => &["admin"],
+        };
+        Process::start(args, env, expect).await
+    }
+}
+
+async fn ready(service: &str, admin: &str) {
+    let url = format!("http://{admin}/readyz");
+    for _ in 0..600 {
+        if reqwest::get(&url).await.is_ok_and(|answer| answer.status() == 200) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{service} never became ready: {:?}", reqwest::get(&url).await.map(|a| a.status()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compose_deployment_runs_as_processes_and_serves_through_both_gateways() {
+    let services = pastebin_services();
+    let kinds = |kind: &str| services.iter().filter(|s| s.command[0] == kind).count();
+    assert_eq!((kinds("key-service"), kinds("paste-service")), (2, 2), "two K and two P shards");
+    assert_eq!((kinds("gateway"), kinds("sweeper")), (2, 1), "two gateways, one sweeper");
+    let databases: std::collections::BTreeSet<_> =
+        services.iter().filter_map(|s| s.environment.get("PASTEBIN_DATABASE_URL")).collect();
+    assert_eq!(databases.len(), 4, "one database per shard: {databases:?}");
+
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path());
+    let s3 = pastebin_tests::s3::fresh_bucket().await;
+    let mut loopback = Loopback {
+        hosts: BTreeMap::new(),
+        certs: certs.path().to_str().unwrap().to_owned(),
+        s3_endpoint: s3.endpoint.clone().unwrap(),
+        bucket: s3.bucket.clone(),
+    };
+
+    let mut running = Vec::new();
+    for service in services.iter().filter(|s| s.command[0].ends_with("-service")) {
+        let url = pastebin_tests::postgres::fresh_database_url().await;
+        let process = loopback.start(service, Some(url)).await;
+        loopback.hosts.insert(service.name.clone(), process.address(&service.command[0]).to_owned());
+        running.push((service.name.clone(), process));
+    }
+    for service in services.iter().filter(|s| !s.command[0].ends_with("-service")) {
+        running.push((service.name.clone(), loopback.start(service, None).await));
+    }
+    for (name, process) in &running {
+        ready(name, process.address("admin")).await;
+    }
+
+    let gateways: Vec<String> = running
+        .iter()
+        .filter_map(|(_, process)| process.addresses.get("gateway-http").map(|a| format!("http://{a}")))
+        .collect();
+    for content in ["through the first", "and the second"] {
+        let created = api::create(&gateways[0], Some(&api::new_key()), content).await.unwrap();
+        assert_eq!(created.status, 201, "{}", created.body);
+        let id = created.json()["id"].as_str().unwrap().to_owned();
+        let read = api::get(&gateways[1], &id).await;
+        assert_eq!(read.status, 200, "{}", read.body);
+        assert_eq!(read.json()["content"], content);
+    }
+}

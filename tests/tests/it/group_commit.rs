@@ -1,0 +1,141 @@
+//! Group commit on SQLite shards: many writes share one transaction and one
+//! fsync, yet each keeps the guarantees of a statement run alone. A crash
+//! in the middle of a group (statements run, COMMIT not yet) loses the whole
+//! group and no request of it was answered; a failed write rolls back only
+//! itself.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use pastebin_runtime::db;
+use pastebin_tests::{
+    api::{create, get, new_key, Answer},
+    cluster::Process,
+    shards::fresh_url,
+};
+use reqwest::StatusCode;
+use sqlx::Row;
+
+/// A create as a client sent it: key, content, and its answer if one came.
+type Sent = (String, String, Option<Answer>);
+
+const WORKERS: usize = 16;
+const CREATES_PER_WORKER: usize = 40;
+
+fn up_args(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.to_str().expect("the temp dir is UTF-8").to_owned();
+    ["up", "--data-dir", &dir, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// 16 clients create until `pastebin up` dies on the 60th group (each
+/// create is three grouped writes: K begin, P insert, K done). Every 201
+/// answered before the crash is there after the restart, and replays; every
+/// request without a 201 finishes on its retry.
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_group_commit_never_loses_an_answered_create() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let failpoint = vec![("PASTEBIN_FAILPOINTS".to_owned(), "mid_group_commit=after:60".to_owned())];
+    let mut up = Process::start(up_args(dir.path()), failpoint, &["gateway-http"]).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+
+    let answers: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let workers = (0..WORKERS).map(|worker| {
+        let (http, answers) = (http.clone(), answers.clone());
+        tokio::spawn(async move {
+            for i in 0..CREATES_PER_WORKER {
+                let (key, content) = (new_key(), format!("paste {worker}-{i}"));
+                let answer = create(&http, Some(&key), &content).await.ok();
+                let gone = answer.is_none();
+                answers.lock().unwrap().push((key, content, answer));
+                if gone {
+                    return;
+                }
+            }
+        })
+    });
+    futures::future::join_all(workers).await;
+    assert!(up.wait_exit(Duration::from_secs(10)).await.is_some(), "the failpoint crashed the process");
+
+    up.restart(&[("PASTEBIN_FAILPOINTS", "")], &["gateway-http"]).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    let answered: Vec<_> = answers
+        .iter()
+        .filter_map(|(key, content, answer)| {
+            answer.as_ref().filter(|a| a.status == StatusCode::CREATED).map(|a| (key, content, a))
+        })
+        .collect();
+    let unanswered: Vec<_> =
+        answers.iter().filter(|(_, _, answer)| answer.is_none()).map(|(key, content, _)| (key, content)).collect();
+    assert!(answered.len() >= 5, "some creates finished before the crash: {}", answered.len());
+    assert!(!unanswered.is_empty(), "the crash cut requests short");
+
+    for (key, content, first) in answered {
+        let id = first.json()["id"].as_str().expect("a 201 names its id").to_owned();
+        let read = get(&http, &id).await;
+        assert_eq!(read.status, StatusCode::OK, "answered 201 for {id}, gone after the crash");
+        assert_eq!(read.json()["content"].as_str(), Some(content.as_str()));
+        let replay = create(&http, Some(key), content).await.expect("the gateway answers");
+        assert_eq!(replay.status, StatusCode::CREATED);
+        assert_eq!(replay.body, first.body, "the replay is the stored 201, not a new paste");
+        assert_eq!(replay.headers["idempotent-replayed"], "true");
+    }
+    for (key, content) in unanswered {
+        let retry = create(&http, Some(key), content).await.expect("the gateway answers");
+        assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.body);
+        let id = retry.json()["id"].as_str().expect("a 201 names its id").to_owned();
+        assert_eq!(get(&http, &id).await.status, StatusCode::OK);
+    }
+}
+
+pastebin_tests::both_backends! {
+    /// Writes submitted together land in the same groups; a write whose
+    /// second statement fails leaves no trace of its first, fails alone, and
+    /// every other write commits.
+    async fn a_failed_write_rolls_back_only_itself(backend: Backend) {
+        let database = db::connect(&fresh_url(backend).await, 5, &pastebin_keys::MIGRATIONS).await.expect("database");
+        let writes = (0..64).map(|i| {
+            let database = database.clone();
+            async move {
+                database
+                    .write(move |conn| {
+                        Box::pin(async move {
+                            sqlx::query(
+                                "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
+                                 VALUES ($1, 'h', 'p', 'pending', 'b', 0, 0)",
+                            )
+                            .bind(format!("key-{i}"))
+                            .execute(&mut *conn)
+                            .await?;
+                            if i % 4 == 0 {
+                                // The same key again: a unique violation.
+                                sqlx::query(
+                                    "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
+                                     VALUES ($1, 'h', 'p', 'pending', 'b', 0, 0)",
+                                )
+                                .bind(format!("key-{i}"))
+                                .execute(&mut *conn)
+                                .await?;
+                            }
+                            Ok(i)
+                        })
+                    })
+                    .await
+            }
+        });
+        let outcomes = futures::future::join_all(writes).await;
+        for (i, outcome) in outcomes.iter().enumerate() {
+            assert_eq!(outcome.is_err(), i % 4 == 0, "write {i}: {outcome:?}");
+        }
+        let rows = sqlx::query("SELECT key FROM idempotency_keys").fetch_all(database.pool()).await.expect("read");
+        let mut keys: Vec<String> = rows.iter().map(|row| row.get::<String, _>("key")).collect();
+        keys.sort();
+        let mut expected: Vec<String> = (0..64).filter(|i| i % 4 != 0).map(|i| format!("key-{i}")).collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+    }
+}

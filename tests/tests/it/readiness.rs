@@ -1,0 +1,153 @@
+//! Readiness against real outages (docs/deployment.md#readiness): a shard
+//! whose PostgreSQL is stopped, a gateway one of whose shard processes is
+//! killed or whose object store is gone, a sweeper whose round cannot reach
+//! K. Each reports not ready on `/readyz` and in gRPC health while
+//! `/healthz` stays 200, and is ready again once the outage ends.
+
+use std::time::Duration;
+
+use pastebin_runtime::grpc::check_serving;
+use pastebin_shards::channel;
+use pastebin_tests::{
+    cluster::{Cluster, ClusterOptions, Process},
+    postgres::OwnServer,
+};
+
+/// Generous: a check runs every second, but the machine may be busy.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn get(url: &str) -> (u16, String) {
+    match reqwest::get(url).await {
+        Ok(answer) => (answer.status().as_u16(), answer.text().await.unwrap_or_default()),
+        Err(error) => panic!("{url} does not answer: {error}"),
+    }
+}
+
+/// Polls `admin`'s `/readyz` until it answers `want`; returns that body.
+async fn readyz_becomes(admin: &str, want: u16) -> String {
+    let url = format!("http://{admin}/readyz");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let (status, body) = get(&url).await;
+        if status == want {
+            return body;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{url} stayed {status}, never {want}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn alive(admin: &str) {
+    assert_eq!(get(&format!("http://{admin}/healthz")).await.0, 200, "liveness must not follow readiness");
+}
+
+async fn grpc_health(address: &str) -> Result<(), String> {
+    check_serving(channel(&format!("http://{address}"), None).unwrap()).await
+}
+
+async fn shard_follows_its_database(kind: &str) {
+    let postgres = OwnServer::start().await;
+    let url = postgres.fresh_database_url().await;
+    let args = [kind, "--database-url", &url, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
+    let shard = Process::start(args.map(str::to_owned).to_vec(), vec![], &[kind, "admin"]).await;
+    let (admin, grpc) = (shard.address("admin").to_owned(), shard.address(kind).to_owned());
+
+    let body = readyz_becomes(&admin, 200).await;
+    assert!(body.contains(r#""database":"ok""#), "{body}");
+    assert_eq!(grpc_health(&grpc).await, Ok(()));
+
+    postgres.stop().await;
+    let body = readyz_becomes(&admin, 503).await;
+    assert!(body.contains("the database does not answer"), "{body}");
+    assert!(!body.contains(&url), "the database URL must not be shown: {body}");
+    assert_eq!(grpc_health(&grpc).await, Err("reports NotServing".to_owned()));
+    alive(&admin).await;
+
+    postgres.restart().await;
+    readyz_becomes(&admin, 200).await;
+    assert_eq!(grpc_health(&grpc).await, Ok(()));
+}
+
+#[tokio::test]
+async fn key_service_is_not_ready_while_its_database_is_down() {
+    shard_follows_its_database("key-service").await;
+}
+
+#[tokio::test]
+async fn paste_service_is_not_ready_while_its_database_is_down() {
+    shard_follows_its_database("paste-service").await;
+}
+
+#[tokio::test]
+async fn gateway_is_not_ready_while_a_shard_of_some_slot_is_down() {
+    let options = ClusterOptions { key_shards: 2, paste_shards: 2, ..ClusterOptions::default() };
+    let mut cluster = Cluster::start(options).await;
+    let admin = cluster.gateway.address("admin").to_owned();
+    let grpc = cluster.gateway.address("gateway-grpc").to_owned();
+    readyz_becomes(&admin, 200).await;
+    assert_eq!(grpc_health(&grpc).await, Ok(()));
+
+    cluster.pastes[1].kill().await;
+    let body = readyz_becomes(&admin, 503).await;
+    assert!(body.contains("paste shard 1"), "{body}");
+    assert!(!body.contains("paste shard 0"), "only the dead shard is named: {body}");
+    assert_eq!(grpc_health(&grpc).await, Err("reports NotServing".to_owned()));
+    alive(&admin).await;
+
+    cluster.pastes[1].restart(&[], &["paste-service"]).await;
+    readyz_becomes(&admin, 200).await;
+    assert_eq!(grpc_health(&grpc).await, Ok(()));
+
+    cluster.keys[0].kill().await;
+    let body = readyz_becomes(&admin, 503).await;
+    assert!(body.contains("key shard 0"), "{body}");
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    readyz_becomes(&admin, 200).await;
+}
+
+#[tokio::test]
+async fn gateway_is_not_ready_without_its_object_store() {
+    // Port 9 (discard) on loopback: nothing listens.
+    let options = ClusterOptions { s3_endpoint: Some("http://127.0.0.1:9".into()), ..ClusterOptions::default() };
+    let cluster = Cluster::start(options).await;
+    let admin = cluster.gateway.address("admin").to_owned();
+    let body = readyz_becomes(&admin, 503).await;
+    assert!(body.contains("object store"), "{body}");
+    assert!(!body.contains("key shard") && !body.contains("paste shard"), "the shards are fine: {body}");
+    alive(&admin).await;
+}
+
+#[tokio::test]
+async fn sweeper_is_not_ready_after_a_round_that_could_not_reach_k() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let args = vec![
+        "sweeper".to_owned(),
+        "--key-shards".into(),
+        cluster.key_addresses.join(","),
+        "--paste-shards".into(),
+        cluster.paste_addresses.join(","),
+        "--s3-bucket".into(),
+        cluster.s3.bucket.clone(),
+        "--s3-endpoint".into(),
+        cluster.s3.endpoint.clone().unwrap_or_default(),
+        "--s3-path-style".into(),
+        "--sweep-interval-secs".into(),
+        "1".into(),
+        "--admin".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let env = [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")];
+    let env = env.map(|(name, value)| (name.to_owned(), value.to_owned())).to_vec();
+    let sweeper = Process::start(args, env, &["admin"]).await;
+    let admin = sweeper.address("admin").to_owned();
+    readyz_becomes(&admin, 200).await;
+
+    cluster.keys[0].kill().await;
+    let body = readyz_becomes(&admin, 503).await;
+    assert!(body.contains("sweeper rounds"), "{body}");
+    assert!(body.contains("key shards unreachable"), "{body}");
+    alive(&admin).await;
+
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    readyz_becomes(&admin, 200).await;
+}

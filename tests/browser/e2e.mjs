@@ -4,6 +4,7 @@
 //
 //   node e2e.mjs create                 BASE_URL, ARTIFACTS
 //   node e2e.mjs view-delete ID TOKEN   BASE_URL, ARTIFACTS
+//   node e2e.mjs reader                 BASE_URL, ARTIFACTS
 //
 // Each phase prints one line `RESULT {json}` for the Rust test and exits 0,
 // or prints what went wrong and exits 1. Screenshots go to $ARTIFACTS.
@@ -229,6 +230,184 @@ async function scriptPasteIsText(browser) {
   return { scriptId: id, content: markup };
 }
 
+/** POST /api/v1/pastes from node (not the page), with a fresh key. */
+async function apiCreate(body) {
+  const response = await fetch(`${BASE}/api/v1/pastes`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Idempotency-Key": crypto.randomUUID() },
+    body: JSON.stringify(body),
+  });
+  assert.equal(response.status, 201);
+  return response.json();
+}
+
+const RUST_SAMPLE = `// A paste with a language: highlighted on the server.
+use std::collections::HashMap;
+
+/// Counts words; "burn after reading" is one of them.
+fn count(text: &str) -> HashMap<&str, usize> {
+    let mut counts = HashMap::new();
+    for word in text.split_whitespace() {
+        *counts.entry(word).or_insert(0) += 1;
+    }
+    counts
+}
+
+fn main() {
+    let counts = count("one key per save, one paste per key");
+    println!("{} distinct words", counts.len());
+}
+`;
+
+/** The colour of the first keyword and the page background, as the browser computes them. */
+async function colours(page) {
+  return page.evaluate(() => ({
+    keyword: getComputedStyle(document.querySelector("ol.code span.hl-keyword, ol.code span.hl-storage")).color,
+    background: getComputedStyle(document.body).backgroundColor,
+    theme: document.documentElement.dataset.theme || null,
+  }));
+}
+
+/** Highlighting, light and dark (system preference and the remembered toggle), screenshots of both. */
+async function highlightedAndDark(browser) {
+  const created = await apiCreate({ content: RUST_SAMPLE, language: "rust" });
+  const light = await browser.newContext({ viewport: { width: 1000, height: 760 }, colorScheme: "light" });
+  const page = await light.newPage();
+  const problems = [];
+  watch(page, problems);
+  await page.goto(`${BASE}/${created.id}`);
+  assert.ok((await page.locator("ol.code span[class*='hl-']").count()) > 10, "the code is highlighted with classes");
+  assert.equal(await page.locator("ol.code [style]").count(), 0, "no inline styles");
+  const lightColours = await colours(page);
+  assert.equal(lightColours.background, "rgb(255, 255, 255)");
+  await page.screenshot({ path: path.join(ARTIFACTS, "paste-light.png") });
+
+  // The toggle: dark now, and still dark after a reload (localStorage).
+  await page.click("#theme-toggle");
+  assert.equal(await page.getAttribute("html", "data-theme"), "dark");
+  await page.reload();
+  const toggled = await colours(page);
+  assert.equal(toggled.theme, "dark", "the choice is remembered");
+  assert.notEqual(toggled.background, lightColours.background);
+  assert.notEqual(toggled.keyword, lightColours.keyword, "the dark theme recolours the code");
+  assert.equal((await page.textContent("#theme-toggle")).trim(), "Light mode");
+  await page.screenshot({ path: path.join(ARTIFACTS, "paste-dark.png") });
+  // The toggle works on the new-paste page too (same storage).
+  await page.goto(`${BASE}/`);
+  assert.equal(await page.getAttribute("html", "data-theme"), "dark");
+  await page.click("#theme-toggle");
+  assert.equal(await page.getAttribute("html", "data-theme"), "light");
+  await light.close();
+
+  // No choice made: the system preference decides.
+  const dark = await browser.newContext({ viewport: { width: 1000, height: 760 }, colorScheme: "dark" });
+  const darkPage = await dark.newPage();
+  watch(darkPage, problems);
+  await darkPage.goto(`${BASE}/${created.id}`);
+  const system = await colours(darkPage);
+  assert.equal(system.theme, null);
+  assert.equal(system.background, toggled.background, "prefers-color-scheme: dark gives the dark theme");
+  assert.equal(system.keyword, toggled.keyword);
+  await dark.close();
+  assert.deepEqual(problems, []);
+  return created.id;
+}
+
+/** A burn paste: the page (twice) shows a notice, never the content; the button reads it once. */
+async function burnNotice(browser) {
+  const created = await apiCreate({ content: "read me once", burn_after_reading: true });
+  const context = await browser.newContext({ viewport: { width: 1000, height: 600 } });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+  for (let i = 0; i < 2; i++) {
+    const response = await page.goto(`${BASE}/${created.id}`);
+    assert.equal(response.status(), 200);
+    await page.locator("#burn-notice", { hasText: "will be deleted when you view it" }).waitFor();
+    assert.equal(await page.locator("text=read me once").count(), 0, "the page does not show (or burn) it");
+  }
+  await screenshot(page, "reader-burn-notice");
+  const [shown] = await Promise.all([page.waitForResponse(`${BASE}/${created.id}`), page.click("#reveal")]);
+  assert.equal(shown.status(), 200);
+  await page.locator("ol.code li", { hasText: "read me once" }).waitFor();
+  await page.locator(".burned", { hasText: "burned after reading" }).waitFor();
+  await screenshot(page, "reader-burned");
+  const again = await page.goto(`${BASE}/${created.id}`);
+  assert.equal(again.status(), 404, "burned: gone for everyone");
+  assert.deepEqual(problems, []);
+  await context.close();
+  return created.id;
+}
+
+/**
+ * A file from the picker whose first answer is lost: "Try again" sends the
+ * same key and the same bytes, and gets the same paste. Then the created
+ * page's QR code, the paste page's download link, and a dropped file.
+ */
+async function fileUpload(browser) {
+  const context = await browser.newContext({ viewport: { width: 1000, height: 900 } });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+  const posts = [];
+  let lost = null;
+  await page.route("**/api/v1/pastes?**", async (route) => {
+    posts.push({ key: route.request().headers()["idempotency-key"], type: route.request().headers()["content-type"] });
+    const response = await route.fetch();
+    if (posts.length === 1) {
+      lost = await response.json();
+      return route.abort("connectionreset");
+    }
+    return route.fulfill({ response });
+  });
+  const bytes = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 37) % 256));
+  await page.goto(`${BASE}/`);
+  await page.setInputFiles("#file", { name: "blob.bin", mimeType: "application/octet-stream", buffer: bytes });
+  await page.locator("#file-chosen", { hasText: "blob.bin" }).waitFor();
+  await page.click("#save");
+  await page.locator("#status", { hasText: "Still trying" }).waitFor();
+  assert.equal((await page.textContent("#save")).trim(), "Try again");
+  await page.click("#save");
+  await page.locator("#created").waitFor({ state: "visible" });
+  assert.equal(posts.length, 2);
+  assert.equal(posts[0].key, posts[1].key, "the retry of the upload reused its key");
+  assert.equal(posts[0].type, "application/octet-stream");
+  const id = await page.getAttribute("#created", "data-paste-id");
+  assert.equal(id, lost.id, "one paste: the one the lost answer named");
+
+  // The QR code of the share link, generated on the server, loaded under the CSP.
+  assert.equal(await page.getAttribute("#qr", "src"), `/${id}/qr.svg`);
+  await page.waitForFunction(() => document.getElementById("qr").naturalWidth > 0);
+  await screenshot(page, "reader-created-with-qr");
+
+  // The paste page: size, type, and a download link with the file's name.
+  await page.click("#view-link");
+  await page.waitForURL(`${BASE}/${id}`);
+  await page.locator(".meta", { hasText: "3000 bytes" }).waitFor();
+  const href = await page.getAttribute("#download", "href");
+  assert.equal(href, `/raw/${id}?download`);
+  const download = await page.request.get(`${BASE}${href}`);
+  assert.match(download.headers()["content-disposition"], /^attachment; filename="blob.bin"/);
+  assert.ok(Buffer.from(await download.body()).equals(bytes), "the download is byte-exact");
+  await screenshot(page, "reader-binary-page");
+
+  // Drag and drop onto the form chooses the file, too.
+  await page.goto(`${BASE}/`);
+  await page.evaluate(() => {
+    const transfer = new DataTransfer();
+    transfer.items.add(new File(["dropped text\n"], "notes.txt", { type: "text/plain" }));
+    document.getElementById("new-paste").dispatchEvent(new DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+  });
+  await page.locator("#file-chosen", { hasText: "notes.txt" }).waitFor();
+  await page.click("#save");
+  await page.locator("#created").waitFor({ state: "visible" });
+  const dropped = await page.getAttribute("#created", "data-paste-id");
+  assert.equal(posts[2].type, "text/plain; charset=utf-8", "a text file is saved as text");
+  assert.deepEqual(problems, []);
+  await context.close();
+  return { fileId: id, fileKey: posts[0].key, fileBase64: bytes.toString("base64"), droppedId: dropped };
+}
+
 const browser = await launch();
 try {
   let result;
@@ -238,8 +417,12 @@ try {
     const [id, token] = args;
     await viewAndDeleteWithoutScript(browser, id, token);
     result = { id, ...(await scriptPasteIsText(browser)) };
+  } else if (phase === "reader") {
+    const highlightedId = await highlightedAndDark(browser);
+    const burnId = await burnNotice(browser);
+    result = { highlightedId, burnId, ...(await fileUpload(browser)) };
   } else {
-    fail(`unknown phase ${phase}; use create or view-delete`);
+    fail(`unknown phase ${phase}; use create, view-delete or reader`);
   }
   console.log(`RESULT ${JSON.stringify(result)}`);
 } catch (error) {

@@ -1,7 +1,8 @@
 // Opens the pending-age dashboard in Debian's chromium (headless, through
 // playwright-core), waits for the first data, and checks what an operator
 // would look at: the level banner, the highlighted card row, the numbers,
-// both plots, the shard list; no console error and no CSP violation.
+// both plots, the shard list; no console error and no CSP violation; the
+// dark mode toggle, remembered across a reload.
 //
 //   node check.mjs <dashboard-url> <expected-level> <screenshot.png>
 //
@@ -89,6 +90,16 @@ try {
 
   mkdirSync(dirname(screenshot), { recursive: true });
   await page.screenshot({ path: screenshot, fullPage: true });
+
+  // Dark mode: the toggle switches the page and the choice survives a reload.
+  const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  const light = await background();
+  await page.click("#theme-toggle");
+  await page.reload({ waitUntil: "load" });
+  const theme = await page.evaluate(() => document.documentElement.dataset.theme || null);
+  check(theme === "dark", `the dark mode toggle is remembered across a reload (theme: ${theme})`);
+  check((await background()) !== light, "dark mode changes the page's colours");
+  await page.screenshot({ path: screenshot.replace(/\.png$/, "-dark.png"), fullPage: true });
   console.log(JSON.stringify({ level: seen.level, oldest: seen.oldest, pending: seen.pending, screenshot }));
 } catch (error) {
   failures.push(`cannot drive ${executablePath}: ${error.message.split("\n")[0]}`);

@@ -190,6 +190,9 @@ fn pin_ports(process: &mut Process) {
     }
 }
 
+/// The gateway's highlighting budget in tests (see docs/reader-features.md#highlighting).
+pub const HIGHLIGHT_BUDGET_FOR_TESTS: (&str, &str) = ("PASTEBIN_HIGHLIGHT_BUDGET_MS", "120000");
+
 /// How many shards of each kind, and which failpoints the first gateway arms.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -295,6 +298,9 @@ async fn start_gateway(
         ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"].map(String::from).to_vec();
     args.extend(backend_flags(key_addresses, paste_addresses, s3));
     let mut env = [s3_credentials(), env.to_vec()].concat();
+    // Generous: a debug build on a busy machine must not decide
+    // whether a page the tests look at is highlighted.
+    env.push((HIGHLIGHT_BUDGET_FOR_TESTS.0.into(), HIGHLIGHT_BUDGET_FOR_TESTS.1.into()));
     if !failpoints.is_empty() {
         env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.to_owned()));
     }
@@ -331,8 +337,7 @@ impl Cluster {
         }
         let failpoints = options.failpoints.as_deref().unwrap_or_default();
         let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
-        let gateway =
-            start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, &options.env, failpoints).await;
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, &options.env, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
         Cluster {

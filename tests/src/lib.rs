@@ -1,4 +1,5 @@
 pub mod api;
+pub mod browser;
 pub mod cluster;
 pub mod postgres;
 pub mod s3;

@@ -196,6 +196,7 @@ pub fn new_paste(now: DateTime<Utc>, ttl: chrono::Duration) -> (NewPaste, Delete
         expires_at: now + ttl,
         size: 11,
         content_sha256: random_hash().0,
+        attributes: Default::default(),
     };
     (paste, token)
 }

@@ -24,7 +24,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The admin listener: `GET /healthz` (alive), `GET /readyz` (able to work),
 /// `GET /metrics`, and with a sweeper, `GET /dashboard` (page, `app.js`,
-/// `app.css`, `status.json`).
+/// `app.css`, `theme.js`, `status.json`).
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/dashboard") }))
@@ -35,6 +35,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/dashboard/status.json", get(status))
         .route("/dashboard/app.js", get(|| async { asset("text/javascript; charset=utf-8", DASHBOARD_JS) }))
         .route("/dashboard/app.css", get(|| async { asset("text/css; charset=utf-8", DASHBOARD_CSS) }))
+        .route(
+            "/dashboard/theme.js",
+            get(|| async { asset("text/javascript; charset=utf-8", pastebin_runtime::THEME_JS) }),
+        )
         .route("/dashboard/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON_SVG) }))
         .with_state(state)
 }

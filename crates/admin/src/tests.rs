@@ -79,6 +79,19 @@ async fn dashboard_assets_are_served_under_a_strict_policy() {
 }
 
 #[tokio::test]
+async fn the_dashboard_has_the_dark_mode_toggle() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = AdminState::new(unreachable_sweeper(&dir));
+    let (_, _, html) = get(&state, "/dashboard").await;
+    assert!(html.contains(r#"<script src="/dashboard/theme.js"></script>"#) && html.contains(r#"id="theme-toggle""#));
+    let (status, headers, js) = get(&state, "/dashboard/theme.js").await;
+    assert_eq!((status, headers["content-security-policy"].to_str().unwrap()), (200, CONTENT_SECURITY_POLICY));
+    assert!(js.contains("localStorage") && js.contains("theme-toggle"));
+    let (_, _, css) = get(&state, "/dashboard/app.css").await;
+    assert!(css.contains("prefers-color-scheme: dark") && css.contains(":root[data-theme=dark]"));
+}
+
+#[tokio::test]
 async fn status_reports_unreachable_shards_and_recorded_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let state = AdminState::new(unreachable_sweeper(&dir));

@@ -197,7 +197,7 @@ impl Client {
             }
             (Self::Grpc { api, content }, Op::Create { key }) => {
                 let request =
-                    CreatePasteRequest { request_id: key.clone(), content: content.clone(), expires_in_seconds: None };
+                    CreatePasteRequest { request_id: key.clone(), content: content.clone(), ..Default::default() };
                 match api.clone().create_paste(request).await {
                     Ok(response) => {
                         let r = response.into_inner();

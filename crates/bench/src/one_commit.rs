@@ -87,10 +87,7 @@ async fn create(State(app): State<OneCommit>, headers: HeaderMap, body: Bytes) -
 impl OneCommit {
     async fn create(&self, key: IdempotencyKey, content: String, expiry: Expiry) -> anyhow::Result<Response> {
         let content = Bytes::from(content);
-        let request_hash =
-            CreateRequest { content: &content, expires_in_seconds: expiry.seconds(), title: None, language: None }
-                .hash()
-                .to_hex();
+        let request_hash = CreateRequest::text(&content, expiry.seconds()).hash().to_hex();
         let id = PasteId::mint(key.slot());
         let token = DeleteToken::generate();
         let now = chrono::Utc::now();

@@ -87,9 +87,7 @@ impl Harness {
         }
 
         let expiry = Expiry::from_seconds(None).unwrap_or_else(|_| unreachable!("the default expiry is valid"));
-        let request_hash =
-            CreateRequest { content: &self.content, expires_in_seconds: expiry.seconds(), title: None, language: None }
-                .hash();
+        let request_hash = CreateRequest::text(&self.content, expiry.seconds()).hash();
         let token = DeleteToken::generate();
         let expires_at = chrono::Utc::now() + expiry.duration();
         let body = serde_json::json!({
@@ -121,6 +119,7 @@ impl Harness {
             expires_at,
             size: self.content.len() as u64,
             content_sha256: Sha256::digest(&self.content).into(),
+            attributes: Default::default(),
         };
         let started = Instant::now();
         if let Err(e) = self.pastes.insert(&paste).await {

@@ -24,6 +24,10 @@ pub struct GatewayArgs {
     /// The largest paste, in bytes.
     #[arg(long, env = "PASTEBIN_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024)]
     pub max_content_bytes: usize,
+    /// How long highlighting one paste may take, in milliseconds, before its
+    /// page shows plain text instead (docs/reader-features.md#highlighting).
+    #[arg(long, env = "PASTEBIN_HIGHLIGHT_BUDGET_MS", default_value_t = 2_000)]
+    pub highlight_budget_ms: u64,
     /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
     #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub read_cache_bytes: u64,
@@ -51,6 +55,7 @@ impl GatewayArgs {
         let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
+        settings.highlight_budget = std::time::Duration::from_millis(self.highlight_budget_ms);
         settings.read_cache_bytes = self.read_cache_bytes;
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard;
         settings.create_rate_limit = self.create_rate_limit;

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use pastebin_core::{Clock, CreateRequest, Expiry, ExpiryError, IdempotencyKey, SystemClock};
 
 use crate::{
-    journal::{Answer, IntentRecord, IntentState, Journal, JournalProblem, Scan, SubjectLock},
+    journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, Scan, SubjectLock},
     retry::RetryPolicy,
     server::{CreateCall, CreateFailure, DeleteFailure, Server},
 };
@@ -64,7 +64,7 @@ impl fmt::Display for Subject {
 #[derive(Debug, Clone)]
 pub struct Save {
     pub subject: Subject,
-    pub content: String,
+    pub content: Body,
     /// `None` is the server's default (30 days).
     pub expires_in_seconds: Option<u64>,
     /// Make another paste even if this subject and content already has one.
@@ -308,10 +308,9 @@ impl Client {
     pub async fn paste(&self, save: Save) -> Result<Pasted, PasteError> {
         let expiry = Expiry::from_seconds(save.expires_in_seconds)?;
         let request = CreateRequest {
-            content: save.content.as_bytes(),
-            expires_in_seconds: expiry.seconds(),
-            title: None,
-            language: None,
+            media_type: save.content.media_type(),
+            file_name: save.content.file_name(),
+            ..CreateRequest::text(save.content.bytes(), expiry.seconds())
         };
         let request_hash = request.hash().to_hex();
         let _lock = self.lock(&save.subject).await?;
@@ -382,7 +381,7 @@ impl Client {
             self.server.url(),
             request_hash,
             expiry.seconds(),
-            save.content,
+            &save.content,
             now,
         );
         // The intent is durable before anything is sent: from here on, no
@@ -475,10 +474,9 @@ impl Client {
         let path = self.journal.path_of(&record.key);
         let key =
             record.idempotency_key().ok_or_else(|| PasteError::Setup(format!("{}: not a UUID key", path.display())))?;
-        let IntentState::Pending { content, .. } = &record.state else {
-            return Err(PasteError::Setup(format!("{}: not pending", path.display())));
+        let Some(body) = record.state.pending_body() else {
+            return Err(PasteError::Setup(format!("{}: not pending, or its content is damaged", path.display())));
         };
-        let content = content.clone();
         let adopted = record.attempts > 0;
         // A pending record that was sent before got no answer then (an
         // answer would have moved it on): that send may have made the paste.
@@ -487,7 +485,7 @@ impl Client {
         loop {
             attempt += 1;
             record.attempts += 1;
-            let call = CreateCall { key, content: &content, expires_in_seconds: record.expires_in_seconds };
+            let call = CreateCall { key, body: &body, expires_in_seconds: record.expires_in_seconds };
             tracing::debug!(key = %record.key, attempt, "sending the create");
             let outcome = server.create(call).await;
             record.updated_at = self.clock.now();
@@ -500,10 +498,9 @@ impl Client {
                     return Ok(Pasted { answer, key, subject: record.subject, how, record: path });
                 }
                 Err(failure @ CreateFailure::Refused { .. }) if maybe_created => {
-                    record.state = IntentState::Pending {
-                        content: content.clone(),
-                        last_error: Some(format!("{failure} (after an unanswered attempt; kept adoptable)")),
-                    };
+                    if let IntentState::Pending { last_error, .. } = &mut record.state {
+                        *last_error = Some(format!("{failure} (after an unanswered attempt; kept adoptable)"));
+                    }
                     self.journal.write(&record)?;
                     return Err(PasteError::RefusedAfterUncertain { key: record.key, record: path, failure });
                 }
@@ -520,7 +517,9 @@ impl Client {
                 }
                 Err(CreateFailure::Uncertain { reason, retry_after }) => {
                     maybe_created = true;
-                    record.state = IntentState::Pending { content: content.clone(), last_error: Some(reason.clone()) };
+                    if let IntentState::Pending { last_error, .. } = &mut record.state {
+                        *last_error = Some(reason.clone());
+                    }
                     self.journal.write(&record)?;
                     if attempt >= self.retry.attempts.max(1) {
                         return Err(PasteError::LeftPending {

@@ -18,7 +18,7 @@ use pastebin_core::Expiry;
 
 use crate::{
     client::{Client, Deleted, How, PasteError, Save, Subject},
-    journal::IntentState,
+    journal::{Body, IntentState},
     retry::RetryPolicy,
     server::DEFAULT_SERVER,
 };
@@ -66,8 +66,14 @@ pub struct ClientArgs {
 pub struct PasteArgs {
     #[command(flatten)]
     pub client: ClientArgs,
-    /// The file to paste (UTF-8 text); standard input when absent.
+    /// The file to paste; standard input when absent. UTF-8 text is pasted as
+    /// text; anything else as it is, with a media type from its extension
+    /// (or --media-type) and its file name.
     pub file: Option<PathBuf>,
+    /// Paste the input as binary with this media type (e.g. image/png),
+    /// even if it is UTF-8 text.
+    #[arg(long)]
+    pub media_type: Option<String>,
     /// How long the paste lives: 90s, 10m, 12h, 1d (60 s to 365 d) [default: 30d].
     #[arg(long, value_parser = parse_expiry)]
     pub expires: Option<u64>,
@@ -79,7 +85,7 @@ pub struct PasteArgs {
     #[arg(long)]
     pub new: bool,
     /// Finish every unconfirmed paste in the journal (reads no input).
-    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new"])]
+    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new", "media_type"])]
     pub resume: bool,
     /// Sends in this run before leaving the paste pending for a later run.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -143,10 +149,13 @@ async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
     if args.resume {
         return resume(&client).await;
     }
-    let (subject, content) = match &args.file {
-        Some(path) => (Subject::file(path)?, read_file(path)?),
+    let (subject, bytes) = match &args.file {
+        Some(path) => {
+            (Subject::file(path)?, std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?)
+        }
         None => (Subject::stdin(), read_stdin().await?),
     };
+    let content = body_of(bytes, args.file.as_deref(), args.media_type.as_deref());
     let subject = args.subject.as_deref().map(Subject::named).unwrap_or(subject);
     let save = Save { subject, content, expires_in_seconds: args.expires, force_new: args.new };
     match client.paste(save).await {
@@ -263,19 +272,57 @@ async fn delete(args: DeleteArgs) -> anyhow::Result<i32> {
     }
 }
 
-fn read_file(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+/// Text if it is UTF-8 and no media type was forced (what every paste was
+/// before binary ones, so the same file keeps its request hash); otherwise
+/// the bytes as they are, typed by `--media-type` or the file's extension,
+/// with the file's name for downloads.
+fn body_of(bytes: Vec<u8>, path: Option<&Path>, media_type: Option<&str>) -> Body {
+    let bytes = match (media_type, String::from_utf8(bytes)) {
+        (None, Ok(text)) => return Body::Text(text),
+        (_, Ok(text)) => text.into_bytes(),
+        (_, Err(error)) => error.into_bytes(),
+    };
+    let extension = path.and_then(Path::extension).and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    Body::Binary {
+        media_type: media_type.map_or_else(|| media_type_for(extension.as_deref()).to_owned(), str::to_owned),
+        file_name: path.and_then(Path::file_name).and_then(|n| n.to_str()).map(str::to_owned),
+        bytes,
+    }
 }
 
-async fn read_stdin() -> anyhow::Result<String> {
+/// The media type of common binary files by extension; anything else is
+/// `application/octet-stream` (the server serves unknown types as downloads).
+fn media_type_for(extension: Option<&str>) -> &'static str {
+    match extension.unwrap_or_default() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "avif" => "image/avif",
+        "bmp" => "image/bmp",
+        "svg" => "image/svg+xml",
+        "pdf" => "application/pdf",
+        "zip" => "application/zip",
+        "gz" | "tgz" => "application/gzip",
+        "tar" => "application/x-tar",
+        "wasm" => "application/wasm",
+        "mp3" => "audio/mpeg",
+        "ogg" => "audio/ogg",
+        "wav" => "audio/wav",
+        "mp4" => "video/mp4",
+        "webm" => "video/webm",
+        _ => "application/octet-stream",
+    }
+}
+
+async fn read_stdin() -> anyhow::Result<Vec<u8>> {
     let bytes = tokio::task::spawn_blocking(|| {
         let mut bytes = Vec::new();
         std::io::stdin().lock().read_to_end(&mut bytes).map(|_| bytes)
     })
     .await?
     .context("cannot read standard input")?;
-    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("standard input is not UTF-8 text"))
+    Ok(bytes)
 }
 
 /// `90`, `90s`, `10m`, `12h`, `1d`.
@@ -359,5 +406,23 @@ mod tests {
             Cli::try_parse_from(["pastebin", "pastes", "--json"]).unwrap().command,
             Top::Client(ClientCommand::Pastes(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+
+    #[test]
+    fn utf8_is_text_and_anything_else_is_binary_typed_by_extension() {
+        assert_eq!(body_of(b"hi".to_vec(), Some(Path::new("a.png")), None), Body::Text("hi".into()));
+        let png = body_of(vec![0x89, b'P', 0xff], Some(Path::new("/x/Cat.PNG")), None);
+        assert_eq!(png.media_type(), Some("image/png"));
+        assert_eq!(png.file_name(), Some("Cat.PNG"));
+        assert_eq!(png.bytes(), [0x89, b'P', 0xff]);
+        let stdin = body_of(vec![0xff], None, None);
+        assert_eq!((stdin.media_type(), stdin.file_name()), (Some("application/octet-stream"), None));
+        let forced = body_of(b"<svg/>".to_vec(), Some(Path::new("a.svg")), Some("image/svg+xml"));
+        assert_eq!((forced.media_type(), forced.bytes()), (Some("image/svg+xml"), &b"<svg/>"[..]));
     }
 }

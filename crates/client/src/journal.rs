@@ -68,7 +68,14 @@ pub enum IntentState {
     /// Sent (or about to be) with no answer yet: a paste may exist. The exact
     /// content is kept so `--resume` can repeat the very same request.
     Pending {
+        /// The text, or for a binary save its bytes in base64 (see [`Body`]).
         content: String,
+        /// Set for a binary save only; records written before binary saves
+        /// existed have neither, and are text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_name: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_error: Option<String>,
     },
@@ -85,7 +92,80 @@ pub enum IntentState {
     Abandoned { reason: String },
 }
 
+/// What a save sends: UTF-8 text, or a file's bytes as they are with their
+/// media type and file name. The journal stores binary bodies in base64.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    Text(String),
+    Binary { media_type: String, file_name: Option<String>, bytes: Vec<u8> },
+}
+
+impl Body {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Text(text) => text.as_bytes(),
+            Self::Binary { bytes, .. } => bytes,
+        }
+    }
+
+    pub fn media_type(&self) -> Option<&str> {
+        match self {
+            Self::Text(_) => None,
+            Self::Binary { media_type, .. } => Some(media_type),
+        }
+    }
+
+    pub fn file_name(&self) -> Option<&str> {
+        match self {
+            Self::Text(_) => None,
+            Self::Binary { file_name, .. } => file_name.as_deref(),
+        }
+    }
+
+    /// The pending state that keeps this body for a later `--resume`.
+    fn pending(&self) -> IntentState {
+        use base64::Engine;
+        let content = match self {
+            Self::Text(text) => text.clone(),
+            Self::Binary { bytes, .. } => base64::engine::general_purpose::STANDARD.encode(bytes),
+        };
+        IntentState::Pending {
+            content,
+            media_type: self.media_type().map(str::to_owned),
+            file_name: self.file_name().map(str::to_owned),
+            last_error: None,
+        }
+    }
+}
+
+impl From<&str> for Body {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_owned())
+    }
+}
+
+impl From<String> for Body {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
 impl IntentState {
+    /// The body a pending record sends; `None` if it is not pending or its
+    /// stored base64 is damaged.
+    pub fn pending_body(&self) -> Option<Body> {
+        use base64::Engine;
+        let Self::Pending { content, media_type, file_name, .. } = self else { return None };
+        Some(match media_type {
+            None => Body::Text(content.clone()),
+            Some(media_type) => Body::Binary {
+                media_type: media_type.clone(),
+                file_name: file_name.clone(),
+                bytes: base64::engine::general_purpose::STANDARD.decode(content).ok()?,
+            },
+        })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Self::Pending { .. } => "pending",
@@ -136,7 +216,7 @@ impl IntentRecord {
         server: &str,
         request_hash: String,
         expires_in_seconds: u64,
-        content: String,
+        body: &Body,
         now: DateTime<Utc>,
     ) -> Self {
         Self {
@@ -149,7 +229,7 @@ impl IntentRecord {
             created_at: now,
             updated_at: now,
             attempts: 0,
-            state: IntentState::Pending { content, last_error: None },
+            state: body.pending(),
         }
     }
 
@@ -436,7 +516,7 @@ mod tests {
             "http://s",
             "ab".repeat(32),
             86_400,
-            "hi".into(),
+            &Body::Text("hi".into()),
             at,
         )
     }

@@ -21,6 +21,6 @@ mod server;
 
 pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
-pub use journal::{Answer, IntentRecord, IntentState, Journal, JournalProblem};
+pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem};
 pub use retry::RetryPolicy;
 pub use server::{CreateFailure, DeleteFailure, Server, DEFAULT_SERVER};

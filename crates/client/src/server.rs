@@ -11,7 +11,7 @@ use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteReque
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
-use crate::journal::Answer;
+use crate::journal::{Answer, Body};
 
 /// The embedded default (`pastebin up`) listens here.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -20,7 +20,7 @@ pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 #[derive(Debug, Clone, Copy)]
 pub struct CreateCall<'a> {
     pub key: IdempotencyKey,
-    pub content: &'a str,
+    pub body: &'a Body,
     pub expires_in_seconds: u64,
 }
 
@@ -152,16 +152,25 @@ struct ErrorDetail {
 
 impl HttpServer {
     async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
-        let body = serde_json::json!({ "content": call.content, "expires_in_seconds": call.expires_in_seconds });
-        let sent = self
+        let request = self
             .http
             .post(format!("{}/api/v1/pastes", self.url))
             .header("Idempotency-Key", call.key.canonical())
-            .header(header::ACCEPT, "application/json")
-            .json(&body);
+            .header(header::ACCEPT, "application/json");
+        // Text as JSON (as always); a file's bytes as they are, with its type.
+        let request = match call.body {
+            Body::Text(text) => {
+                request.json(&serde_json::json!({ "content": text, "expires_in_seconds": call.expires_in_seconds }))
+            }
+            Body::Binary { media_type, file_name, bytes } => {
+                let mut query = vec![("expires_in_seconds", call.expires_in_seconds.to_string())];
+                query.extend(file_name.iter().map(|name| ("file_name", name.clone())));
+                request.query(&query).header(header::CONTENT_TYPE, media_type.as_str()).body(bytes.clone())
+            }
+        };
         let sent = match &self.create_token {
-            Some(token) => sent.bearer_auth(token),
-            None => sent,
+            Some(token) => request.bearer_auth(token),
+            None => request,
         }
         .send()
         .await;
@@ -287,10 +296,18 @@ pub struct GrpcServer {
 
 impl GrpcServer {
     async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
+        let (content, data) = match call.body {
+            Body::Text(text) => (text.clone(), Vec::new()),
+            Body::Binary { bytes, .. } => (String::new(), bytes.clone()),
+        };
         let request = CreatePasteRequest {
             request_id: call.key.canonical(),
-            content: call.content.to_owned(),
+            content,
             expires_in_seconds: Some(call.expires_in_seconds),
+            data,
+            media_type: call.body.media_type().map(str::to_owned),
+            file_name: call.body.file_name().map(str::to_owned),
+            ..Default::default()
         };
         let mut request = tonic::Request::new(request);
         if let Some(token) = &self.create_token {
@@ -373,7 +390,8 @@ mod tests {
             }
         });
         let server = Server::connect(&url, Duration::from_secs(5)).unwrap();
-        let call = CreateCall { key: IdempotencyKey::new_random(), content: "x", expires_in_seconds: 3600 };
+        let call =
+            CreateCall { key: IdempotencyKey::new_random(), body: &Body::Text("x".into()), expires_in_seconds: 3600 };
         match server.create(call).await {
             Err(CreateFailure::Configuration(reason)) => assert!(reason.contains("SSL_CERT_FILE"), "{reason}"),
             other => panic!("expected a configuration error, got {other:?}"),

@@ -12,6 +12,7 @@
 //! and the recovery threshold.
 
 pub mod alert;
+mod attributes;
 mod clock;
 mod expiry;
 #[cfg(test)]
@@ -24,6 +25,7 @@ mod slot;
 mod state;
 mod token;
 
+pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttributes};
 pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
 pub use expiry::{Expiry, ExpiryError};
 pub use key::{IdempotencyKey, KeyError};

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use pastebin_core::PasteId;
 use quick_cache::{sync::Cache, Weighter};
 
-use crate::PasteView;
+use crate::ReadPaste;
 
 /// How long P's "live" answer is trusted: the bound on how late another
 /// gateway's delete takes effect here.
@@ -38,7 +38,7 @@ const TYPICAL_ENTRY: u64 = 4 * 1024;
 
 /// A paste as the cache holds it.
 pub(crate) struct CachedPaste {
-    pub(crate) view: PasteView,
+    pub(crate) paste: ReadPaste,
     pub(crate) expires_at: DateTime<Utc>,
     /// When P last said the paste was live (the read's start, to be safe).
     confirmed_at: Instant,
@@ -47,7 +47,7 @@ pub(crate) struct CachedPaste {
 /// What the cache knows of an id.
 pub(crate) enum Lookup {
     /// Cached and confirmed live within [`LIVE_FOR`]: serve it.
-    Fresh(PasteView),
+    Fresh(ReadPaste),
     /// Cached, but P must confirm it is still live before it is served.
     Unconfirmed(Arc<CachedPaste>),
     Miss,
@@ -58,7 +58,7 @@ struct ByBytes;
 
 impl Weighter<PasteId, Arc<CachedPaste>> for ByBytes {
     fn weight(&self, _id: &PasteId, paste: &Arc<CachedPaste>) -> u64 {
-        paste.view.content.len() as u64 + ENTRY_OVERHEAD
+        paste.paste.content.len() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -87,22 +87,27 @@ impl ReadCache {
             return Lookup::Miss;
         }
         if paste.confirmed_at.elapsed() < LIVE_FOR {
-            Lookup::Fresh(paste.view.clone())
+            Lookup::Fresh(paste.paste.clone())
         } else {
             Lookup::Unconfirmed(paste)
         }
     }
 
-    /// Keeps `view`, which P said was live in a read that started at
+    /// Keeps `paste`, which P said was live in a read that started at
     /// `read_started`, unless this gateway deleted the id since then: the
-    /// check and the insert hold the same lock as [`Self::forget`].
-    pub(crate) fn keep(&self, view: PasteView, expires_at: DateTime<Utc>, read_started: Instant) {
-        let (Some(entries), Ok(id)) = (&self.entries, PasteId::parse(&view.id)) else { return };
+    /// check and the insert hold the same lock as [`Self::forget`]. A
+    /// burn-after-reading paste is never kept: each read of one must reach P
+    /// to claim it (docs/design.md#burn-after-reading).
+    pub(crate) fn keep(&self, paste: ReadPaste, expires_at: DateTime<Utc>, read_started: Instant) {
+        if paste.view.attributes.burn_after_reading {
+            return;
+        }
+        let (Some(entries), Ok(id)) = (&self.entries, PasteId::parse(&paste.view.id)) else { return };
         let deletes = self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if deletes.get(&id).is_some_and(|deleted| *deleted >= read_started) {
             return;
         }
-        entries.insert(id, Arc::new(CachedPaste { view, expires_at, confirmed_at: read_started }));
+        entries.insert(id, Arc::new(CachedPaste { paste, expires_at, confirmed_at: read_started }));
     }
 
     /// The id is gone (deleted here, or P no longer has it live): drop it
@@ -115,5 +120,31 @@ impl ReadCache {
         }
         deletes.insert(id.clone(), Instant::now());
         entries.remove(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pastebin_core::PasteAttributes;
+
+    use super::*;
+    use crate::PasteView;
+
+    fn read(id: &str, burn_after_reading: bool) -> ReadPaste {
+        let attributes = PasteAttributes { burn_after_reading, ..PasteAttributes::default() };
+        let view =
+            PasteView { id: id.to_owned(), created_at: String::new(), expires_at: String::new(), size: 1, attributes };
+        ReadPaste { view, content: bytes::Bytes::from_static(b"x") }
+    }
+
+    #[test]
+    fn a_burn_paste_is_never_kept() {
+        let cache = ReadCache::new(1024 * 1024);
+        let (now, later) = (Utc::now(), Utc::now() + chrono::Duration::hours(1));
+        let (burn, plain) = (PasteId::mint(pastebin_core::Slot(1)), PasteId::mint(pastebin_core::Slot(1)));
+        cache.keep(read(burn.as_str(), true), later, Instant::now());
+        assert!(matches!(cache.lookup(&burn, now), Lookup::Miss));
+        cache.keep(read(plain.as_str(), false), later, Instant::now());
+        assert!(matches!(cache.lookup(&plain, now), Lookup::Fresh(_)));
     }
 }

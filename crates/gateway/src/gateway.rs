@@ -1,9 +1,12 @@
 use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
-use pastebin_core::{Clock, CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, RequestHash, ResponseBody};
+use pastebin_core::{
+    Clock, CreateRequest, DeleteToken, Expiry, FileName, IdempotencyKey, Language, MediaType, PasteAttributes, PasteId,
+    RequestHash, ResponseBody,
+};
 use pastebin_objects::ObjectStore;
-use pastebin_pastes::DeleteOutcome;
+use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteRow};
 use pastebin_runtime::metrics as names;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
@@ -14,6 +17,7 @@ use tracing::Instrument;
 use crate::{
     admission::{Admission, CreateRateLimit},
     cache::{Lookup, ReadCache},
+    rendered::RenderedPages,
     step::within,
     ApiError, Created, SlotMap, SlotMapCell,
 };
@@ -30,6 +34,9 @@ pub struct GatewaySettings {
     pub max_content_bytes: usize,
     /// The whole create's budget, propagated as a deadline to every call (docs/design.md#saga: 2 s).
     pub request_budget: Duration,
+    /// How long highlighting one paste may run before its page shows plain
+    /// text (docs/reader-features.md#highlighting; default 2 s).
+    pub highlight_budget: Duration,
     /// Bytes of pastes the read cache holds (0: no cache).
     pub read_cache_bytes: u64,
     /// Creates in flight at once per K shard; past it a create is shed at
@@ -49,6 +56,7 @@ impl GatewaySettings {
             public_url: public_url.into().trim_end_matches('/').to_owned(),
             max_content_bytes: 1024 * 1024,
             request_budget: pastebin_core::CREATE_BUDGET,
+            highlight_budget: crate::highlight::TIME_BUDGET,
             read_cache_bytes: 64 * 1024 * 1024,
             creates_in_flight_per_shard: 64,
             create_rate_limit: None,
@@ -69,6 +77,8 @@ pub(crate) struct Inner {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: GatewaySettings,
+    /// Highlighted paste bodies by id (an id's content never changes).
+    pub(crate) rendered: RenderedPages,
     pub(crate) reads: ReadCache,
     /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
     pub(crate) creates_in_flight: std::sync::Mutex<std::collections::HashMap<usize, Arc<Semaphore>>>,
@@ -79,8 +89,13 @@ pub(crate) struct Inner {
 #[derive(Debug, Clone, Default)]
 pub struct CreateCommand {
     pub idempotency_key: Option<String>,
-    pub content: String,
+    /// UTF-8 text unless `media_type` is given (then any bytes).
+    pub content: Vec<u8>,
     pub expires_in_seconds: Option<u64>,
+    pub media_type: Option<String>,
+    pub file_name: Option<String>,
+    pub language: Option<String>,
+    pub burn_after_reading: bool,
 }
 
 /// A create that passed step 1's validation.
@@ -88,6 +103,7 @@ pub(crate) struct ValidCreate {
     pub(crate) key: IdempotencyKey,
     pub(crate) content: Bytes,
     pub(crate) expiry: Expiry,
+    pub(crate) attributes: PasteAttributes,
     pub(crate) request_hash: RequestHash,
 }
 
@@ -99,14 +115,22 @@ pub struct CreateAnswer {
     pub replayed: bool,
 }
 
-/// A paste as `GET` shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What a reader may know of a paste without reading (or burning) it.
+#[derive(Debug, Clone)]
 pub struct PasteView {
     pub id: String,
-    pub content: String,
     pub created_at: String,
     pub expires_at: String,
     pub size: u64,
+    pub attributes: PasteAttributes,
+}
+
+/// A paste read in full. For a burn-after-reading paste, holding one means
+/// this reader won the claim: the paste is gone for everyone else.
+#[derive(Debug, Clone)]
+pub struct ReadPaste {
+    pub view: PasteView,
+    pub content: Bytes,
 }
 
 fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
@@ -123,7 +147,10 @@ impl Gateway {
         let reads = ReadCache::new(settings.read_cache_bytes);
         let creates_in_flight = std::sync::Mutex::default();
         let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
-        Self { inner: Arc::new(Inner { slots, objects, clock, settings, reads, creates_in_flight, admission }) }
+        let rendered = RenderedPages::default();
+        Self {
+            inner: Arc::new(Inner { slots, objects, clock, settings, rendered, reads, creates_in_flight, admission }),
+        }
     }
 
     /// The slot map, or 503 while the shards have not all said which slots
@@ -150,8 +177,8 @@ impl Gateway {
         admitted
     }
 
-    /// Step 1's validation: key, size, expiry, in that order; nothing is
-    /// stored for a request that fails here.
+    /// Step 1's validation: key, size, expiry, then the reader attributes,
+    /// in that order; nothing is stored for a request that fails here.
     pub(crate) fn validate(&self, command: CreateCommand) -> Result<ValidCreate, ApiError> {
         let key = IdempotencyKey::parse(command.idempotency_key.as_deref().unwrap_or(""))
             .map_err(|e| ApiError::InvalidKey(e.to_string()))?;
@@ -161,14 +188,21 @@ impl Gateway {
         }
         let expiry =
             Expiry::from_seconds(command.expires_in_seconds).map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
+        let attributes = attributes_of(&command)?;
+        if !attributes.is_binary() && std::str::from_utf8(&command.content).is_err() {
+            return Err(ApiError::InvalidRequest("text content must be UTF-8 (send binary with a media type)".into()));
+        }
         let request_hash = CreateRequest {
-            content: command.content.as_bytes(),
+            content: &command.content,
             expires_in_seconds: expiry.seconds(),
             title: None,
-            language: None,
+            language: attributes.language.as_ref().map(Language::as_str),
+            media_type: attributes.media_type.as_ref().map(MediaType::as_str),
+            file_name: attributes.file_name.as_ref().map(FileName::as_str),
+            burn_after_reading: attributes.burn_after_reading,
         }
         .hash();
-        Ok(ValidCreate { key, content: Bytes::from(command.content), expiry, request_hash })
+        Ok(ValidCreate { key, content: Bytes::from(command.content), expiry, attributes, request_hash })
     }
 
     /// Runs the create saga to completion in its own task: a client that
@@ -205,8 +239,6 @@ impl Gateway {
         result
     }
 
-    /// A live paste, from the read cache when P confirmed it recently
-    /// (docs/design.md#caching), else from P and the object store.
     /// Load shedding: a place among its K shard's creates in flight, or a
     /// 503 now. Nothing has been written for a shed create, and answering at
     /// once beats letting it wait out its budget behind the others.
@@ -224,29 +256,42 @@ impl Gateway {
         in_flight.try_acquire_owned().map_err(|_| ApiError::Unavailable(SHED))
     }
 
-    pub async fn get(&self, raw_id: &str) -> Result<PasteView, ApiError> {
+    /// A live paste's row, without its content: never burns anything (the
+    /// HTML page of a burn paste, `HEAD`).
+    pub async fn describe(&self, raw_id: &str) -> Result<PasteView, ApiError> {
+        let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
+        let deadline = Instant::now() + self.inner.settings.request_budget;
+        let row = self.live_row(&id, deadline).await?;
+        Ok(view_of(row))
+    }
+
+    /// A live paste with its content, from the read cache when P confirmed
+    /// it recently (docs/design.md#caching), else from P and the object
+    /// store. A burn-after-reading paste is never cached: it is read first
+    /// and then claimed on P; only the claimer gets it, everyone else a 404
+    /// (docs/design.md#burn-after-reading).
+    pub async fn get(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let cached = match self.inner.reads.lookup(&id, self.inner.clock.now()) {
-            Lookup::Fresh(view) => return Ok(view),
+            Lookup::Fresh(paste) => return Ok(paste),
             Lookup::Unconfirmed(paste) => Some(paste),
             Lookup::Miss => None,
         };
         let deadline = Instant::now() + self.inner.settings.request_budget;
         let read_started = std::time::Instant::now();
-        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
-        let row = within(deadline, pastes.get(&id))
-            .await
-            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
-        let Some(row) = row else {
-            self.inner.reads.forget(&id);
-            return Err(ApiError::NotFound);
+        let row = match self.live_row(&id, deadline).await {
+            Err(ApiError::NotFound) => {
+                self.inner.reads.forget(&id);
+                return Err(ApiError::NotFound);
+            }
+            other => other?,
         };
-        if let Some(paste) = cached {
+        if let Some(cached) = cached {
             // Content never changes under an id: only liveness needed P.
-            self.inner.reads.keep(paste.view.clone(), paste.expires_at, read_started);
-            return Ok(paste.view.clone());
+            self.inner.reads.keep(cached.paste.clone(), cached.expires_at, read_started);
+            return Ok(cached.paste.clone());
         }
-        let bytes = within(deadline, self.inner.objects.get(id.as_str()))
+        let content = within(deadline, self.inner.objects.get(id.as_str()))
             .await
             .map_err(|_| ApiError::Unavailable("the object store is unavailable"))?
             .ok_or_else(|| {
@@ -254,19 +299,43 @@ impl Gateway {
                 tracing::error!(paste_id = %id, "live paste row without its object");
                 ApiError::NotFound
             })?;
-        let content = String::from_utf8(bytes.to_vec()).map_err(|_| {
-            tracing::error!(paste_id = %id, "stored object is not UTF-8");
-            ApiError::NotFound
-        })?;
-        let view = PasteView {
-            id: id.to_string(),
-            content,
-            created_at: rfc3339(row.created_at),
-            expires_at: rfc3339(row.expires_at),
-            size: row.size,
-        };
-        self.inner.reads.keep(view.clone(), row.expires_at, read_started);
-        Ok(view)
+        let expires_at = row.expires_at;
+        let read = ReadPaste { view: view_of(row), content };
+        if read.view.attributes.burn_after_reading {
+            self.claim_burn(&id, deadline).await?;
+            return Ok(read);
+        }
+        self.inner.reads.keep(read.clone(), expires_at, read_started);
+        Ok(read)
+    }
+
+    async fn live_row(&self, id: &PasteId, deadline: Instant) -> Result<PasteRow, ApiError> {
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
+        within(deadline, pastes.get(id))
+            .await
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
+            .ok_or(ApiError::NotFound)
+    }
+
+    /// The one guarded update that picks the single reader. The object is
+    /// deleted behind the claim (best effort; the reaper gets any leftover,
+    /// since the id is a tombstone now).
+    async fn claim_burn(&self, id: &PasteId, deadline: Instant) -> Result<(), ApiError> {
+        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
+        let claim = within(deadline, pastes.claim_burn(id))
+            .await
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        if claim == BurnClaim::Gone {
+            return Err(ApiError::NotFound);
+        }
+        metrics::counter!(names::PASTES_BURNED).increment(1);
+        let (objects, id) = (self.inner.objects.clone(), id.clone());
+        tokio::spawn(async move {
+            if let Err(error) = objects.delete(id.as_str()).await {
+                tracing::warn!(paste_id = %id, %error, "burned object delete failed; the reaper will remove it");
+            }
+        });
+        Ok(())
     }
 
     /// Deletes the row (it becomes a tombstone), then the object. If the
@@ -286,6 +355,7 @@ impl Gateway {
             DeleteOutcome::NotFound => Err(ApiError::NotFound),
             DeleteOutcome::WrongToken => Err(ApiError::WrongToken),
             DeleteOutcome::Deleted => {
+                self.inner.rendered.forget(id.as_str());
                 if let Err(error) = within(deadline, self.inner.objects.delete(id.as_str())).await {
                     tracing::warn!(paste_id = %id, %error, "object delete failed; the reaper will remove it");
                 }
@@ -293,4 +363,25 @@ impl Gateway {
             }
         }
     }
+}
+
+fn view_of(row: PasteRow) -> PasteView {
+    PasteView {
+        id: row.id.to_string(),
+        created_at: rfc3339(row.created_at),
+        expires_at: rfc3339(row.expires_at),
+        size: row.size,
+        attributes: row.attributes,
+    }
+}
+
+/// The reader attributes of a create, each checked (400 on a bad one).
+fn attributes_of(command: &CreateCommand) -> Result<PasteAttributes, ApiError> {
+    let invalid = |e: pastebin_core::AttributeError| ApiError::InvalidRequest(e.to_string());
+    Ok(PasteAttributes {
+        media_type: command.media_type.as_deref().map(MediaType::parse).transpose().map_err(invalid)?,
+        file_name: command.file_name.as_deref().map(FileName::parse).transpose().map_err(invalid)?,
+        language: command.language.as_deref().map(Language::parse).transpose().map_err(invalid)?,
+        burn_after_reading: command.burn_after_reading,
+    })
 }

@@ -4,7 +4,7 @@
 use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
 use tonic::{Request, Response, Status};
 
-use crate::{CreateCommand, Gateway};
+use crate::{ApiError, CreateCommand, Gateway, ReadPaste};
 
 pub(crate) const SERVICE_NAME: &str = "pastebin.v1.PasteApi";
 
@@ -26,6 +26,30 @@ impl PasteApiService {
     }
 }
 
+/// Text travels in `content`, binary in `data` with `media_type`; a
+/// request with both is ambiguous and refused. Clients that predate `data`
+/// send only `content` and keep their old request hashes.
+fn create_command(request: pb::CreatePasteRequest) -> Result<CreateCommand, ApiError> {
+    let binary = !request.data.is_empty() || request.media_type.is_some();
+    if binary && !request.content.is_empty() {
+        return Err(ApiError::InvalidRequest("send text in content or bytes in data, not both".into()));
+    }
+    let (content, media_type) = if binary {
+        (request.data, Some(request.media_type.unwrap_or_else(|| "application/octet-stream".into())))
+    } else {
+        (request.content.into_bytes(), None)
+    };
+    Ok(CreateCommand {
+        idempotency_key: Some(request.request_id),
+        content,
+        expires_in_seconds: request.expires_in_seconds,
+        media_type,
+        file_name: request.file_name,
+        language: request.language,
+        burn_after_reading: request.burn_after_reading,
+    })
+}
+
 #[tonic::async_trait]
 impl pb::paste_api_server::PasteApi for PasteApiService {
     async fn create_paste(
@@ -40,15 +64,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
             .and_then(crate::admission::bearer_token)
             .map(str::to_owned);
         self.gateway.admit_create(request.remote_addr().map(|peer| peer.ip()), bearer.as_deref())?;
-        let request = request.into_inner();
-        let answer = self
-            .gateway
-            .create(CreateCommand {
-                idempotency_key: Some(request.request_id),
-                content: request.content,
-                expires_in_seconds: request.expires_in_seconds,
-            })
-            .await?;
+        let answer = self.gateway.create(create_command(request.into_inner())?).await?;
         let created = answer.created;
         Ok(Response::new(pb::CreatePasteResponse {
             id: created.id,
@@ -61,13 +77,24 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
     }
 
     async fn get_paste(&self, request: Request<pb::GetPasteRequest>) -> Result<Response<pb::Paste>, Status> {
-        let paste = self.gateway.get(&request.into_inner().id).await?;
+        let ReadPaste { view, content } = self.gateway.get(&request.into_inner().id).await?;
+        let attributes = view.attributes;
+        let (text, data) = if attributes.is_binary() {
+            (String::new(), content.to_vec())
+        } else {
+            (String::from_utf8_lossy(&content).into_owned(), Vec::new())
+        };
         Ok(Response::new(pb::Paste {
-            id: paste.id,
-            content: paste.content,
-            created_at: paste.created_at,
-            expires_at: paste.expires_at,
-            size: paste.size,
+            id: view.id,
+            content: text,
+            created_at: view.created_at,
+            expires_at: view.expires_at,
+            size: view.size,
+            data,
+            media_type: attributes.media_type.map(|t| t.as_str().to_owned()),
+            language: attributes.language.map(|l| l.as_str().to_owned()),
+            burn_after_reading: attributes.burn_after_reading,
+            file_name: attributes.file_name.map(|n| n.as_str().to_owned()),
         }))
     }
 

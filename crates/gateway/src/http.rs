@@ -13,7 +13,7 @@ use axum::{
         rejection::{FormRejection, QueryRejection},
         Path, Query, State,
     },
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{header, HeaderMap, HeaderValue, Method, StatusCode},
     response::{Html, IntoResponse, Response},
     routing::get,
     Form, Json, Router,
@@ -23,7 +23,13 @@ use http_body_util::{BodyExt, LengthLimitError};
 use serde::Deserialize;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::{error::RETRY_AFTER_SECONDS, gateway::CreateAnswer, pages, ApiError, CreateCommand, Gateway};
+use crate::{
+    error::RETRY_AFTER_SECONDS,
+    gateway::CreateAnswer,
+    highlight, pages,
+    read_answers::{no_store_if_burned, raw_response, PasteJson},
+    ApiError, CreateCommand, Gateway, PasteView, ReadPaste,
+};
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -36,7 +42,7 @@ const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 
 /// Every route, in the OpenAPI document's path syntax (which axum shares).
 /// The unit test below checks this list against the document's `paths`.
-const ROUTES: [&str; 9] = [
+const ROUTES: [&str; 10] = [
     "/",
     "/healthz",
     "/assets/{name}",
@@ -46,6 +52,7 @@ const ROUTES: [&str; 9] = [
     "/raw/{id}",
     "/{id}",
     "/{id}/delete",
+    "/{id}/qr.svg",
 ];
 
 /// The router as the public listener serves it: the listener's limits
@@ -79,7 +86,7 @@ async fn error_envelope(response: Response) -> Response {
 }
 
 fn router(gateway: Gateway) -> Router {
-    let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page] = ROUTES;
+    let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page, qr] = ROUTES;
     Router::new()
         .route(home, get(new_paste_page))
         .route(healthz_path, get(healthz))
@@ -88,8 +95,9 @@ fn router(gateway: Gateway) -> Router {
         .route(pastes, axum::routing::post(create))
         .route(paste, get(get_json).delete(delete))
         .route(raw, get(get_raw))
-        .route(page, get(get_page))
+        .route(page, get(get_page).post(reveal_page))
         .route(delete_page, get(delete_form).post(delete_from_form))
+        .route(qr, get(qr_code))
         .route_layer(axum::middleware::from_fn(traced))
         .fallback(|| async { ApiError::NotFound })
         .with_state(gateway)
@@ -112,12 +120,14 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-/// The page's own stylesheet and script: the only things the CSP lets a
+/// The page's own stylesheets and scripts: the only things the CSP lets a
 /// page load.
 async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
     let (content_type, body) = match name.as_str() {
         "app.js" => ("text/javascript; charset=utf-8", pages::APP_JS),
+        "theme.js" => ("text/javascript; charset=utf-8", pages::THEME_JS),
         "style.css" => ("text/css; charset=utf-8", pages::STYLE),
+        "highlight.css" => ("text/css; charset=utf-8", highlight::THEME_CSS.as_str()),
         _ => return Err(ApiError::NotFound),
     };
     Ok((
@@ -138,6 +148,9 @@ struct CreateJson {
     /// Any JSON value, so that a bad one (`"1h"`, `-5`, `1.5`) is reported as
     /// `invalid_expiry` like a bad `?expires_in_seconds=`, not as a bad body.
     expires_in_seconds: Option<serde_json::Value>,
+    language: Option<String>,
+    burn_after_reading: Option<bool>,
+    file_name: Option<String>,
 }
 
 impl CreateJson {
@@ -145,7 +158,8 @@ impl CreateJson {
     fn decode(raw: &[u8]) -> Result<Self, ApiError> {
         serde_json::from_slice(raw).map_err(|e| {
             ApiError::InvalidRequest(format!(
-                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer}}: {e}"
+                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer, \"language\"?: string, \
+                 \"burn_after_reading\"?: boolean, \"file_name\"?: string}}: {e}"
             ))
         })
     }
@@ -192,11 +206,41 @@ struct CreateQuery {
     expires_in_seconds: Option<u64>,
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"))
+/// The reader attributes as query parameters: documented for raw bodies;
+/// with a JSON body they apply where the body leaves a field out.
+#[derive(Debug, Default, Deserialize)]
+struct AttributeQuery {
+    language: Option<String>,
+    burn_after_reading: Option<bool>,
+    file_name: Option<String>,
+}
+
+/// What a create's body is, by its `Content-Type`.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyKind {
+    Json,
+    /// UTF-8 text: `text/plain`, no type, or curl's default form type.
+    Text,
+    /// Any bytes, stored with this media type.
+    Binary(String),
+}
+
+fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
+    let Some(raw) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(BodyKind::Text);
+    };
+    let raw = raw.to_str().map_err(|_| ApiError::InvalidRequest("Content-Type must be ASCII".into()))?;
+    let essence = raw.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    Ok(match essence.as_str() {
+        "application/json" => BodyKind::Json,
+        "" | "text/plain" | "application/x-www-form-urlencoded" => BodyKind::Text,
+        "multipart/form-data" => {
+            return Err(ApiError::InvalidRequest(
+                "send a file as the raw request body with its own Content-Type, not as a form".into(),
+            ))
+        }
+        _ => BodyKind::Binary(raw.to_owned()),
+    })
 }
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
@@ -272,6 +316,7 @@ async fn create(
     State(gateway): State<Gateway>,
     Peer(peer): Peer,
     query: Result<Query<CreateQuery>, QueryRejection>,
+    attributes: Result<Query<AttributeQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -290,8 +335,12 @@ async fn create(
         Err(_) => Err(()),
     };
     let idempotency_key = idempotency_key(&headers)?;
+    // Like a bad expiry, a bad attribute in the query is never ignored.
+    let Query(attributes) =
+        attributes.map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
     let limit = gateway.settings().max_content_bytes;
-    let command = if is_json(&headers) {
+    let kind = body_kind(&headers)?;
+    let command = if kind == BodyKind::Json {
         // JSON escaping can make content up to six times longer on the wire.
         let raw = read_body(body, &headers, limit.saturating_mul(6).saturating_add(4096)).await?;
         let parsed = CreateJson::decode(&raw)?;
@@ -301,15 +350,29 @@ async fn create(
             Ok(from_query) => parsed.expiry().or(from_query),
             Err(()) => Some(OUT_OF_RANGE_EXPIRY),
         };
-        CreateCommand { idempotency_key, content: parsed.content, expires_in_seconds }
+        CreateCommand {
+            idempotency_key,
+            content: parsed.content.into_bytes(),
+            expires_in_seconds,
+            media_type: None,
+            file_name: parsed.file_name.or(attributes.file_name),
+            language: parsed.language.or(attributes.language),
+            burn_after_reading: parsed.burn_after_reading.or(attributes.burn_after_reading).unwrap_or(false),
+        }
     } else {
-        let raw = read_body(body, &headers, limit).await?;
-        let content = String::from_utf8(raw.to_vec())
-            .map_err(|_| ApiError::InvalidRequest("a text/plain body must be UTF-8".into()))?;
+        let content = read_body(body, &headers, limit).await?.to_vec();
+        let media_type = match kind {
+            BodyKind::Binary(media_type) => Some(media_type),
+            BodyKind::Json | BodyKind::Text => None,
+        };
         CreateCommand {
             idempotency_key,
             content,
             expires_in_seconds: query_expiry.unwrap_or(Some(OUT_OF_RANGE_EXPIRY)),
+            media_type,
+            file_name: attributes.file_name,
+            language: attributes.language,
+            burn_after_reading: attributes.burn_after_reading.unwrap_or(false),
         }
     };
     let answer = gateway.create(command).await?;
@@ -338,35 +401,60 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     response
 }
 
+/// `GET` reads (and burns a burn paste); `HEAD` only describes, never burns.
 async fn get_json(
     State(gateway): State<Gateway>,
+    method: Method,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let paste = gateway.get(&id).await?;
-    let tag = entity_tag(&paste.id, "json");
-    Ok(unless_matched(&headers, tag, || Json(paste).into_response()))
+    if method == Method::HEAD {
+        let view = gateway.describe(&id).await?;
+        return Ok(revalidated(&headers, &view, "json", || Json(PasteJson::new(&view, None)).into_response()));
+    }
+    let read = gateway.get(&id).await?;
+    Ok(revalidated(&headers, &read.view, "json", || {
+        Json(PasteJson::new(&read.view, Some(&read.content))).into_response()
+    }))
 }
 
+#[derive(Debug, Default, Deserialize)]
+struct RawQuery {
+    /// Present (any value, even empty): answer as a download.
+    download: Option<String>,
+}
+
+/// `/raw/{id}`: the exact bytes with the stored type. `HEAD` never burns.
 async fn get_raw(
     State(gateway): State<Gateway>,
+    method: Method,
     PasteIdParam(id): PasteIdParam,
+    query: Result<Query<RawQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let paste = gateway.get(&id).await?;
-    let tag = entity_tag(&paste.id, "raw");
-    Ok(unless_matched(&headers, tag, || {
-        (
-            [
-                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-                // Opened directly, the content runs no script and reaches no origin.
-                (header::CONTENT_SECURITY_POLICY, "sandbox"),
-            ],
-            paste.content,
-        )
-            .into_response()
-    }))
+    let download = query.is_ok_and(|Query(q)| q.download.is_some());
+    let representation = if download { "download" } else { "raw" };
+    if method == Method::HEAD {
+        let view = gateway.describe(&id).await?;
+        return Ok(revalidated(&headers, &view, representation, || raw_response(&view, Bytes::new(), download)));
+    }
+    let ReadPaste { view, content } = gateway.get(&id).await?;
+    Ok(revalidated(&headers, &view, representation, || raw_response(&view, content, download)))
+}
+
+/// A read's answer with its entity tag, or a 304 when the client holds it.
+/// A burn-after-reading paste gets neither: its one read must carry the
+/// content, and nothing may keep it (docs/design.md#burn-after-reading).
+fn revalidated(
+    headers: &HeaderMap,
+    view: &PasteView,
+    representation: &str,
+    full: impl FnOnce() -> Response,
+) -> Response {
+    if view.attributes.burn_after_reading {
+        return no_store_if_burned(full(), view);
+    }
+    unless_matched(headers, entity_tag(&view.id, representation), full)
 }
 
 /// A paste's entity tag per representation. The content under an id never
@@ -436,17 +524,43 @@ async fn new_paste_page(State(gateway): State<Gateway>) -> Response {
     html(StatusCode::OK, pages::new_paste(&settings.public_url, settings.max_content_bytes))
 }
 
+/// `GET /{id}`: never burns; a burn paste shows a notice and a button.
 async fn get_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.get(&id).await {
-        Ok(paste) => html(StatusCode::OK, pages::paste(&paste)),
+    match gateway.page(&id).await {
+        Ok(content) => html(StatusCode::OK, pages::paste(&content, false)),
         Err(error) => html_error(&error),
     }
 }
 
+/// `POST /{id}`: the notice's button. Reads the paste, burning a burn paste.
+async fn reveal_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
+    match gateway.reveal(&id).await {
+        Ok(content) => html(StatusCode::OK, pages::paste(&content, true)),
+        Err(error) => html_error(&error),
+    }
+}
+
+/// `/{id}/qr.svg`: the share link as a QR code, for reading on a phone.
+/// Only well-formed ids: it encodes this gateway's link, never arbitrary text.
+async fn qr_code(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
+    let id = pastebin_core::PasteId::parse(&id).map_err(|_| ApiError::NotFound)?;
+    let svg = pages::qr_svg(&format!("{}/{id}", gateway.settings().public_url)).ok_or(ApiError::NotFound)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
 /// The delete form, for a paste that exists (so a mistyped link says so
-/// before anyone hunts for a token).
+/// before anyone hunts for a token). Describing never burns.
 async fn delete_form(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.get(&id).await {
+    match gateway.describe(&id).await {
         Ok(paste) => html(StatusCode::OK, pages::delete_form(&paste.id, None)),
         Err(error) => html_error(&error),
     }
@@ -580,6 +694,22 @@ mod tests {
         routed.sort_unstable();
         assert_eq!(routed, documented);
         assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
+    }
+
+    #[test]
+    fn the_content_type_picks_text_json_or_binary() {
+        let kind = |value: Option<&'static str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = value {
+                headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            }
+            body_kind(&headers)
+        };
+        assert_eq!(kind(None).unwrap(), BodyKind::Text);
+        assert_eq!(kind(Some("application/x-www-form-urlencoded")).unwrap(), BodyKind::Text);
+        assert_eq!(kind(Some("Application/JSON; charset=utf-8")).unwrap(), BodyKind::Json);
+        assert_eq!(kind(Some("image/png")).unwrap(), BodyKind::Binary("image/png".into()));
+        assert!(kind(Some("multipart/form-data; boundary=x")).is_err());
     }
 
     #[test]

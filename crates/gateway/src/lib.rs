@@ -6,8 +6,11 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Reads are served from a bounded [`cache`] while P keeps
 //! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
-//! one place each. [`failpoints`] are crash points at each saga step boundary,
-//! compiled in only with `--cfg pastebin_failpoints`. Before any create, the
+//! one place each. Reads go through [`reader`] for pages (burn notices,
+//! binary descriptions, [`highlight`]ed text kept in [`rendered`]) and
+//! [`read_answers`] for the JSON and raw answers. [`failpoints`] are crash
+//! points at each saga step boundary, compiled in only with
+//! `--cfg pastebin_failpoints`. Before any create, the
 //! admission gate checks the caller's [`create_tokens`] and its address's
 //! [`CreateRateLimit`]; the public listener's limits and headers are set where
 //! the router is served (docs/design.md#edge).
@@ -22,16 +25,20 @@ mod error;
 pub mod failpoints;
 mod gateway;
 mod grpc;
+mod highlight;
 mod http;
 mod pages;
+mod read_answers;
+mod reader;
 mod readiness;
+mod rendered;
 mod saga;
 mod step;
 
 pub use admission::CreateRateLimit;
 pub use created::Created;
 pub use error::ApiError;
-pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView};
+pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste};
 pub use grpc::PasteApiService;
 pub use pastebin_shards::{SlotMap, SlotMapCell};
 

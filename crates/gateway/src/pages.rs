@@ -5,7 +5,7 @@
 //! nothing from elsewhere, so a paste that contains markup can only ever be
 //! text.
 
-use crate::PasteView;
+use crate::{reader::PageContent, PasteView};
 
 /// Sent with every HTML page. Scripts and styles only from this origin (the
 /// two assets below), `fetch` only to this origin, forms post only here.
@@ -18,6 +18,9 @@ pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// `/assets/app.js`: the new-paste page's save logic (one idempotency key
 /// per save, kept in `sessionStorage` until a 201) and the copy buttons.
 pub(crate) const APP_JS: &str = include_str!("assets/app.js");
+
+/// `/assets/theme.js`: light or dark (see [`pastebin_runtime::THEME_JS`]).
+pub(crate) const THEME_JS: &str = pastebin_runtime::THEME_JS;
 
 /// Escapes text for HTML element content and attribute values.
 pub(crate) fn escape(text: &str) -> String {
@@ -43,9 +46,11 @@ fn layout(title: &str, main: &str, script: bool) -> String {
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"referrer\" content=\"no-referrer\">\
-         <title>{title} · pastebin</title><link rel=\"stylesheet\" href=\"/assets/style.css\">{script}</head>\
+         <title>{title} · pastebin</title><link rel=\"stylesheet\" href=\"/assets/style.css\">\
+         <link rel=\"stylesheet\" href=\"/assets/highlight.css\"><script src=\"/assets/theme.js\"></script>{script}</head>\
          <body><header class=\"bar\"><a class=\"brand\" href=\"/\">pastebin</a>\
-         <a class=\"new\" href=\"/\">New paste</a></header><main>{main}</main>\
+         <nav><button type=\"button\" id=\"theme-toggle\" class=\"quiet\" hidden>Dark mode</button>\
+         <a class=\"new\" href=\"/\">New paste</a></nav></header><main>{main}</main>\
          <footer>Links are shareable; anyone with the link can read the paste. \
          <a href=\"/api/v1/openapi.json\">HTTP API</a></footer></body></html>",
         title = escape(title)
@@ -72,13 +77,20 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
          <code>curl -H \"Idempotency-Key: $(uuidgen)\" --data-binary @file {api}</code></p></noscript>\
          <form id=\"new-paste\" data-max-bytes=\"{max_bytes}\">\
          <label for=\"content\">Text</label>\
-         <textarea id=\"content\" name=\"content\" rows=\"18\" spellcheck=\"false\" required autofocus></textarea>\
-         <div class=\"row\"><label for=\"expiry\">Expires after</label>\
+         <textarea id=\"content\" name=\"content\" rows=\"18\" spellcheck=\"false\" autofocus></textarea>\
+         <div id=\"drop-zone\" class=\"drop\"><label for=\"file\">…or a file (pick one or drop it here)</label>\
+         <input type=\"file\" id=\"file\" name=\"file\"><p id=\"file-chosen\" class=\"meta\"></p></div>\
+         <div class=\"row\"><label for=\"language\">Language</label>\
+         <input id=\"language\" name=\"language\" class=\"short\" placeholder=\"e.g. rust (optional)\" maxlength=\"64\">\
+         <label for=\"expiry\">Expires after</label>\
          <select id=\"expiry\" name=\"expires_in_seconds\">{options}</select>\
+         <label class=\"check\"><input type=\"checkbox\" id=\"burn\" name=\"burn_after_reading\"> Burn after reading</label>\
          <button type=\"submit\" id=\"save\">Save paste</button></div>\
          <p id=\"status\" class=\"status\" role=\"status\" aria-live=\"polite\"></p></form></section>\
          <section id=\"created\" hidden><h1>Saved</h1>\
          <p class=\"meta\">Expires <span id=\"created-expires\"></span>.</p>\
+         <figure class=\"qr\"><img id=\"qr\" alt=\"QR code of the share link\" width=\"164\" height=\"164\">\
+         <figcaption>Scan to open the share link on a phone.</figcaption></figure>\
          <label for=\"share-url\">Share link</label>\
          <div class=\"copy\"><input id=\"share-url\" readonly><button type=\"button\" data-copy=\"share-url\">Copy</button></div>\
          <label for=\"raw-url\">Raw link</label>\
@@ -93,24 +105,104 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
     layout("New paste", &main, true)
 }
 
-/// `/{id}`: the paste as numbered lines. An ordered list numbers them
-/// without putting the numbers into copied text; lines wrap. Works without
-/// JavaScript.
-pub(crate) fn paste(paste: &PasteView) -> String {
-    let id = escape(&paste.id);
-    let body = paste.content.strip_suffix('\n').unwrap_or(&paste.content);
-    let lines: String =
-        body.split('\n').map(|line| format!("<li>{}</li>", escape(line.strip_suffix('\r').unwrap_or(line)))).collect();
-    let main = format!(
-        "<h1>Paste <code>{id}</code></h1>\
-         <p class=\"meta\">{size} bytes · created {created} · expires {expires} · \
-         <a href=\"/raw/{id}\">raw</a> · <a href=\"/{id}/delete\">delete</a></p>\
-         <ol class=\"code\">{lines}</ol>",
-        size = paste.size,
-        created = escape(&paste.created_at),
-        expires = escape(&paste.expires_at),
-    );
-    layout(&format!("Paste {}", paste.id), &main, false)
+/// `/{id}`: the paste. Text as numbered lines (an ordered list numbers
+/// them without putting the numbers into copied text; lines wrap); a binary
+/// paste as its size, type and a download link (raster images inline); a
+/// burn paste as a notice with a button, never its content. `revealed`: this
+/// answer is the burn's one read. Works without JavaScript.
+pub(crate) fn paste(content: &PageContent, revealed: bool) -> String {
+    let view = match content {
+        PageContent::Sealed(view) | PageContent::Binary(view) | PageContent::Text { view, .. } => view,
+    };
+    let id = escape(&view.id);
+    let burned = if revealed && view.attributes.burn_after_reading {
+        "<p class=\"notice burned\" role=\"status\">This paste was burned after reading: it is deleted now, \
+         and this is the only time it is shown. Copy what you need before you leave.</p>"
+    } else {
+        ""
+    };
+    let body = match content {
+        PageContent::Sealed(view) => sealed(view),
+        PageContent::Binary(view) => binary(view, revealed),
+        PageContent::Text { lines, .. } => format!("<ol class=\"code\">{lines}</ol>"),
+    };
+    let main = format!("<h1>Paste <code>{id}</code></h1>{meta}{burned}{body}", meta = meta(view));
+    layout(&format!("Paste {}", view.id), &main, false)
+}
+
+/// Size, type, times and links. A burn paste offers no raw or download link
+/// here: those read it, and the notice below says so first.
+fn meta(view: &PasteView) -> String {
+    let id = escape(&view.id);
+    let attributes = &view.attributes;
+    let mut parts = vec![format!("{} bytes", view.size)];
+    if let Some(media_type) = &attributes.media_type {
+        parts.push(escape(media_type.as_str()));
+    }
+    if let Some(language) = &attributes.language {
+        parts.push(escape(language.as_str()));
+    }
+    parts.push(format!("created {}", escape(&view.created_at)));
+    parts.push(format!("expires {}", escape(&view.expires_at)));
+    if !attributes.burn_after_reading {
+        parts.push(format!("<a href=\"/raw/{id}\">raw</a>"));
+        parts.push(format!("<a id=\"download\" href=\"/raw/{id}?download\">download</a>"));
+    }
+    parts.push(format!("<a href=\"/{id}/delete\">delete</a>"));
+    format!("<p class=\"meta\">{}</p>", parts.join(" · "))
+}
+
+/// A burn paste seen by `GET`: link previewers and chat unfurlers fetch
+/// links, so only a deliberate click (a `POST`, or the download) reads it.
+fn sealed(view: &PasteView) -> String {
+    let id = escape(&view.id);
+    let action = if view.attributes.is_binary() {
+        format!(
+            "<a class=\"button danger\" id=\"reveal\" href=\"/raw/{id}?download\">Download it (this deletes it)</a>"
+        )
+    } else {
+        format!(
+            "<form method=\"post\" action=\"/{id}\"><button type=\"submit\" id=\"reveal\" class=\"danger\">\
+             Show it (this deletes it)</button></form>"
+        )
+    };
+    format!(
+        "<div class=\"notice burn\" id=\"burn-notice\"><p><strong>This paste will be deleted when you view it.</strong> \
+         Only one person can ever read it.</p>{action}</div>"
+    )
+}
+
+fn binary(view: &PasteView, revealed: bool) -> String {
+    let id = escape(&view.id);
+    let name = view.attributes.file_name.as_ref().map_or("Binary file", |n| n.as_str());
+    let image = view
+        .attributes
+        .media_type
+        .as_ref()
+        .filter(|t| t.is_inline_image() && !revealed)
+        .map(|_| format!("<img class=\"inline\" src=\"/raw/{id}\" alt=\"{}\">", escape(name)))
+        .unwrap_or_default();
+    let download = if revealed {
+        // The burn already happened; the bytes cannot be fetched again.
+        String::new()
+    } else {
+        format!("<p><a class=\"button\" href=\"/raw/{id}?download\">Download</a></p>")
+    };
+    format!("<div class=\"file\"><p><strong>{}</strong></p>{download}{image}</div>", escape(name))
+}
+
+/// The share link as an SVG QR code (plain shapes, no script or style, so it
+/// is safe as an `<img>` under the page's CSP). `None` if the link is too long
+/// for a QR code.
+pub(crate) fn qr_svg(link: &str) -> Option<String> {
+    let code = qrcode::QrCode::new(link.as_bytes()).ok()?;
+    Some(
+        code.render::<qrcode::render::svg::Color<'_>>()
+            .min_dimensions(164, 164)
+            .dark_color(qrcode::render::svg::Color("#000"))
+            .light_color(qrcode::render::svg::Color("#fff"))
+            .build(),
+    )
 }
 
 /// `/{id}/delete`: a plain form (no script needed) that posts the token.
@@ -159,27 +251,56 @@ pub(crate) fn unavailable(message: &str) -> String {
 mod tests {
     use super::*;
 
-    fn view(content: &str) -> PasteView {
-        PasteView {
-            id: "00abc".into(),
-            content: content.into(),
-            created_at: "t".into(),
-            expires_at: "t".into(),
-            size: 1,
-        }
+    use pastebin_core::{FileName, MediaType, PasteAttributes};
+
+    fn described(attributes: PasteAttributes) -> PasteView {
+        PasteView { id: "00abc".into(), created_at: "t".into(), expires_at: "t".into(), size: 1, attributes }
+    }
+
+    fn view(content: &str) -> PageContent {
+        let lines = crate::highlight::plain_lines(content).into();
+        PageContent::Text { view: described(PasteAttributes::default()), lines }
     }
 
     #[test]
     fn content_is_escaped() {
-        let page = paste(&view("<script>alert('x')</script> & \"q\""));
-        assert!(!page.contains("<script"), "{page}");
+        let page = paste(&view("<script>alert('x')</script> & \"q\""), false);
+        assert!(!page.contains("<script>alert"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"));
     }
 
     #[test]
     fn one_list_item_per_line() {
-        let page = paste(&view("a\r\n\nb\n"));
+        let page = paste(&view("a\r\n\nb\n"), false);
         assert!(page.contains("<ol class=\"code\"><li>a</li><li></li><li>b</li></ol>"), "{page}");
+    }
+
+    #[test]
+    fn a_sealed_burn_paste_shows_a_notice_and_no_reading_link() {
+        let attributes = PasteAttributes { burn_after_reading: true, ..Default::default() };
+        let page = paste(&PageContent::Sealed(described(attributes)), false);
+        assert!(page.contains("will be deleted when you view it"), "{page}");
+        assert!(page.contains("method=\"post\" action=\"/00abc\""), "{page}");
+        assert!(!page.contains("/raw/00abc"), "{page}");
+    }
+
+    #[test]
+    fn a_binary_paste_shows_its_name_a_download_link_and_an_inline_image() {
+        let attributes = PasteAttributes {
+            media_type: Some(MediaType::parse("image/png").unwrap()),
+            file_name: Some(FileName::parse("<cat>.png").unwrap()),
+            ..Default::default()
+        };
+        let page = paste(&PageContent::Binary(described(attributes)), false);
+        assert!(page.contains("href=\"/raw/00abc?download\""), "{page}");
+        assert!(page.contains("<img class=\"inline\" src=\"/raw/00abc\""), "{page}");
+        assert!(page.contains("&lt;cat&gt;.png") && page.contains("image/png"), "{page}");
+    }
+
+    #[test]
+    fn the_qr_code_is_a_plain_svg() {
+        let svg = qr_svg("http://127.0.0.1:8080/0A1234567890ab").expect("fits");
+        assert!(svg.contains("<svg") && !svg.contains("<script") && !svg.contains("style="), "{svg}");
     }
 
     #[test]
@@ -191,7 +312,7 @@ mod tests {
 
     #[test]
     fn pages_have_no_inline_script_or_style() {
-        for page in [new_paste("http://x", 10), paste(&view("x")), delete_form("x", None), not_found()] {
+        for page in [new_paste("http://x", 10), paste(&view("x"), false), delete_form("x", None), not_found()] {
             assert!(!page.contains("<script>") && !page.contains("<style") && !page.contains(" style="), "{page}");
         }
     }

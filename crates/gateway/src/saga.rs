@@ -188,6 +188,9 @@ impl Saga<'_> {
             expires_at,
             size: self.request.content.len() as u64,
             content_sha256: Sha256::digest(&self.request.content).into(),
+            // The request hash covers these, so a rolled-forward retry
+            // carries the very attributes the first attempt minted for.
+            attributes: self.request.attributes.clone(),
         };
         match timed("p_insert", within(self.deadline, self.pastes.insert(&paste))).await {
             Ok(InsertOutcome::Inserted | InsertOutcome::AlreadyExists) => Ok(true),

@@ -10,7 +10,7 @@ use pastebin_runtime::{
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::{convert, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -57,6 +57,17 @@ impl PasteClient {
         match self.inner.clone().get(self.deadline.request(pb::GetRequest { id: id.to_string() })).await {
             Ok(reply) => Ok(Some(convert::paste_from_pb(reply.into_inner()).map_err(bad_reply)?)),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(status.into()),
+        }
+    }
+
+    /// Burn after reading: whether this caller won the one read (see
+    /// [`crate::PasteStore::claim_burn`]). A malformed id is simply `Gone`.
+    pub async fn claim_burn(&self, id: &PasteId) -> Result<BurnClaim, CallError> {
+        match self.inner.clone().claim_burn(self.deadline.request(pb::GetRequest { id: id.to_string() })).await {
+            Ok(reply) if reply.get_ref().claimed => Ok(BurnClaim::Claimed),
+            Ok(_) => Ok(BurnClaim::Gone),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(BurnClaim::Gone),
             Err(status) => Err(status.into()),
         }
     }

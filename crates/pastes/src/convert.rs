@@ -3,7 +3,7 @@
 //! A field that does not convert is [`Malformed`]: the caller's bad input on
 //! the service side, an untrustworthy reply on the client side.
 
-use pastebin_core::{from_millis, to_millis, DeleteTokenHash, PasteId};
+use pastebin_core::{from_millis, to_millis, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes, PasteId};
 use pastebin_proto::pastes::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
@@ -43,6 +43,7 @@ pub(crate) fn insert_request(paste: &NewPaste) -> pb::InsertRequest {
         expires_at_ms: to_millis(paste.expires_at),
         size: paste.size,
         content_sha256: paste.content_sha256.to_vec(),
+        attributes: Some(attributes_to_pb(&paste.attributes)),
     }
 }
 
@@ -57,6 +58,7 @@ pub(crate) fn new_paste(request: pb::InsertRequest) -> Result<NewPaste, Malforme
         expires_at: from_millis(request.expires_at_ms),
         size: request.size,
         content_sha256: sha256(request.content_sha256, "content_sha256")?,
+        attributes: attributes_from_pb(request.attributes)?,
     })
 }
 
@@ -85,6 +87,7 @@ pub(crate) fn paste_to_pb(row: PasteRow) -> pb::Paste {
         expires_at_ms: to_millis(row.expires_at),
         size: row.size,
         content_sha256: row.content_sha256.to_vec(),
+        attributes: Some(attributes_to_pb(&row.attributes)),
     }
 }
 
@@ -95,6 +98,29 @@ pub(crate) fn paste_from_pb(raw: pb::Paste) -> Result<PasteRow, Malformed> {
         expires_at: from_millis(raw.expires_at_ms),
         size: raw.size,
         content_sha256: sha256(raw.content_sha256, "content_sha256")?,
+        attributes: attributes_from_pb(raw.attributes)?,
+    })
+}
+
+fn attributes_to_pb(attributes: &PasteAttributes) -> pb::PasteAttributes {
+    pb::PasteAttributes {
+        media_type: attributes.media_type.as_ref().map(|t| t.as_str().to_owned()),
+        file_name: attributes.file_name.as_ref().map(|n| n.as_str().to_owned()),
+        language: attributes.language.as_ref().map(|l| l.as_str().to_owned()),
+        burn_after_reading: attributes.burn_after_reading,
+    }
+}
+
+/// An absent message is a plain text paste (what a caller that predates
+/// the attributes sends).
+fn attributes_from_pb(raw: Option<pb::PasteAttributes>) -> Result<PasteAttributes, Malformed> {
+    let raw = raw.unwrap_or_default();
+    let malformed = |e: pastebin_core::AttributeError| Malformed(format!("attributes: {e}"));
+    Ok(PasteAttributes {
+        media_type: raw.media_type.as_deref().map(MediaType::parse).transpose().map_err(malformed)?,
+        file_name: raw.file_name.as_deref().map(FileName::parse).transpose().map_err(malformed)?,
+        language: raw.language.as_deref().map(Language::parse).transpose().map_err(malformed)?,
+        burn_after_reading: raw.burn_after_reading,
     })
 }
 
@@ -104,16 +130,39 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_paste_row_survives_the_wire() {
-        let row = PasteRow {
+    fn row(attributes: PasteAttributes) -> PasteRow {
+        PasteRow {
             id: PasteId::mint(Slot(9)),
             created_at: from_millis(1_700_000_000_123),
             expires_at: from_millis(1_700_086_400_123),
             size: 42,
             content_sha256: [3; 32],
-        };
+            attributes,
+        }
+    }
+
+    #[test]
+    fn a_paste_row_survives_the_wire() {
+        let row = row(PasteAttributes {
+            media_type: Some(MediaType::parse("image/png").unwrap()),
+            file_name: Some(FileName::parse("cat.png").unwrap()),
+            language: Some(Language::parse("rust").unwrap()),
+            burn_after_reading: true,
+        });
         assert_eq!(paste_from_pb(paste_to_pb(row.clone())).unwrap(), row);
+    }
+
+    #[test]
+    fn a_row_from_a_caller_without_attributes_is_plain_text() {
+        let raw = pb::Paste { attributes: None, ..paste_to_pb(row(PasteAttributes::default())) };
+        assert_eq!(paste_from_pb(raw).unwrap().attributes, PasteAttributes::default());
+    }
+
+    #[test]
+    fn a_bad_attribute_is_malformed() {
+        let bad = pb::PasteAttributes { media_type: Some("not a type".into()), ..Default::default() };
+        let raw = pb::Paste { attributes: Some(bad), ..paste_to_pb(row(PasteAttributes::default())) };
+        assert!(paste_from_pb(raw).unwrap_err().0.starts_with("attributes: "));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use pastebin_core::{DeleteTokenHash, PasteId};
+use pastebin_core::{DeleteTokenHash, PasteAttributes, PasteId};
 
 /// Step 4 of the saga: the paste row. The content itself is in the object store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +10,7 @@ pub struct NewPaste {
     pub expires_at: DateTime<Utc>,
     pub size: u64,
     pub content_sha256: [u8; 32],
+    pub attributes: PasteAttributes,
 }
 
 /// A live paste as readers see it.
@@ -20,6 +21,7 @@ pub struct PasteRow {
     pub expires_at: DateTime<Utc>,
     pub size: u64,
     pub content_sha256: [u8; 32],
+    pub attributes: PasteAttributes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,4 +47,14 @@ pub enum DeleteOutcome {
     Deleted,
     NotFound,
     WrongToken,
+}
+
+/// What a burn-after-reading claim found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BurnClaim {
+    /// This caller tombstoned the row: it alone may send the content.
+    Claimed,
+    /// Someone else burned it first, or it was deleted, expired or never
+    /// a burn paste: answer like a missing paste.
+    Gone,
 }

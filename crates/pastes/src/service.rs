@@ -6,7 +6,7 @@ use pastebin_runtime::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{convert, DeleteOutcome, PasteStore, PasteStoreError};
+use crate::{convert, BurnClaim, DeleteOutcome, PasteStore, PasteStoreError};
 
 /// The most ids one `ResolveBatch` takes.
 const MAX_BATCH: usize = 1_000;
@@ -106,6 +106,12 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
                 .map(|(id, fate)| pb::ResolvedId { id: id.to_string(), fate: convert::fate_to_pb(fate) })
                 .collect(),
         }))
+    }
+
+    async fn claim_burn(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::ClaimBurnResponse>, Status> {
+        let id = self.owned(id_lookup(&request.into_inner().id)?)?;
+        let claimed = self.store.claim_burn(&id).await? == BurnClaim::Claimed;
+        Ok(Response::new(pb::ClaimBurnResponse { claimed }))
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {

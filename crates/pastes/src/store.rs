@@ -1,10 +1,13 @@
 use std::{collections::HashMap, sync::Arc};
 
-use pastebin_core::{from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, PasteId};
+use pastebin_core::{
+    from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes,
+    PasteId,
+};
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasteStoreError {
@@ -20,6 +23,7 @@ enum TombstoneReason {
     Aborted,
     Deleted,
     Expired,
+    Burned,
 }
 
 impl TombstoneReason {
@@ -28,6 +32,7 @@ impl TombstoneReason {
             Self::Aborted => "aborted",
             Self::Deleted => "deleted",
             Self::Expired => "expired",
+            Self::Burned => "burned",
         }
     }
 }
@@ -57,15 +62,20 @@ impl PasteStore {
             .db
             .execute(
                 sqlx::query(
-                    "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256)
-                     VALUES ($1, 'live', $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
+                                         media_type, file_name, language, burn_after_reading)
+                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(paste.id.to_string())
                 .bind(to_millis(paste.created_at))
                 .bind(paste.delete_token_hash.to_hex())
                 .bind(to_millis(paste.expires_at))
                 .bind(i64::try_from(paste.size).unwrap_or(i64::MAX))
-                .bind(hex::encode(paste.content_sha256)),
+                .bind(hex::encode(paste.content_sha256))
+                .bind(paste.attributes.media_type.as_ref().map(|t| t.as_str().to_owned()))
+                .bind(paste.attributes.file_name.as_ref().map(|n| n.as_str().to_owned()))
+                .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
+                .bind(i64::from(paste.attributes.burn_after_reading)),
             )
             .await?
             == 1;
@@ -82,7 +92,8 @@ impl PasteStore {
     /// an expired paste is gone at once even before its row is purged.
     pub async fn get_live(&self, id: &PasteId) -> Result<Option<PasteRow>, PasteStoreError> {
         let row = sqlx::query(
-            "SELECT id, created_at, expires_at, size, content_sha256 FROM pastes
+            "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language, burn_after_reading
+               FROM pastes
               WHERE id = $1 AND state = 'live' AND expires_at > $2",
         )
         .bind(id.as_str())
@@ -214,6 +225,29 @@ impl PasteStore {
         Ok(if changed == 1 { DeleteOutcome::Deleted } else { DeleteOutcome::NotFound })
     }
 
+    /// Burn after reading: the one guarded update that decides which reader
+    /// gets the content. Concurrent claims serialize on the row (PostgreSQL
+    /// re-checks the `WHERE` after a concurrent update; SQLite has one
+    /// writer), so exactly one sees a changed row. The row becomes a
+    /// tombstone, so deleting the object afterwards (the caller, else the
+    /// object reaper) is safe.
+    pub async fn claim_burn(&self, id: &PasteId) -> Result<BurnClaim, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+                      WHERE id = $3 AND state = 'live' AND burn_after_reading = 1 AND expires_at > $1",
+                )
+                .bind(now)
+                .bind(TombstoneReason::Burned.as_str())
+                .bind(id.to_string()),
+            )
+            .await?;
+        Ok(if changed == 1 { BurnClaim::Claimed } else { BurnClaim::Gone })
+    }
+
     /// Tombstones up to `limit` live rows past their expiry and returns their
     /// ids, so the caller deletes their objects after this commit.
     pub async fn purge_expired(&self, limit: u32) -> Result<Vec<PasteId>, PasteStoreError> {
@@ -287,5 +321,17 @@ fn paste_from_row(row: &AnyRow) -> Result<PasteRow, PasteStoreError> {
         expires_at: from_millis(row.try_get("expires_at")?),
         size: u64::try_from(row.try_get::<i64, _>("size")?).map_err(|_| corrupt("size"))?,
         content_sha256,
+        attributes: attributes_from_row(row)?,
+    })
+}
+
+fn attributes_from_row(row: &AnyRow) -> Result<PasteAttributes, PasteStoreError> {
+    let text = |column: &str| row.try_get::<Option<String>, _>(column);
+    let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+    Ok(PasteAttributes {
+        media_type: text("media_type")?.map(|t| MediaType::parse(&t)).transpose().map_err(|_| corrupt("media_type"))?,
+        file_name: text("file_name")?.map(|n| FileName::parse(&n)).transpose().map_err(|_| corrupt("file_name"))?,
+        language: text("language")?.map(|l| Language::parse(&l)).transpose().map_err(|_| corrupt("language"))?,
+        burn_after_reading: row.try_get::<i64, _>("burn_after_reading")? == 1,
     })
 }

@@ -8,6 +8,7 @@
 //! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
 //! every Prometheus metric the services export, [`shard_slots`] keeps a
 //! shard's slot range in its database and refuses calls outside it, and
+//! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
 //! [`readiness`] is what `/readyz` and gRPC health say about whether the
 //! process can work.
 
@@ -25,3 +26,10 @@ pub mod telemetry;
 pub mod tls;
 
 pub use shutdown::shutdown_signal;
+
+/// Light or dark for every HTML page any part serves (the gateway's pages,
+/// the admin dashboard): the system's `prefers-color-scheme` unless the
+/// page's `#theme-toggle` chose one, remembered in `localStorage`. Served as
+/// a file (the pages' CSP allows no inline script) and loaded in `<head>`
+/// without `defer`, so a chosen theme never flashes the other one.
+pub const THEME_JS: &str = include_str!("assets/theme.js");

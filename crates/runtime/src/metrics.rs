@@ -30,6 +30,8 @@ pub const EXPIRED_PASTES: &str = "pastebin_expired_pastes_total";
 pub const REAPED_OBJECTS: &str = "pastebin_reaped_objects_total";
 /// Tombstones purged from P after their retention.
 pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
+/// Burn-after-reading pastes read (and so deleted) by their one reader.
+pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 
 /// Connections and requests the edge turned away, by `reason`:
 /// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
@@ -49,6 +51,7 @@ pub const ALL: &[&str] = &[
     EXPIRED_PASTES,
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
+    PASTES_BURNED,
     EDGE_REFUSALS,
 ];
 

@@ -12,74 +12,11 @@
 //! tests/browser/node_modules (`npm ci --prefix tests/browser`); a missing
 //! one fails the test with the line that installs it.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
+use pastebin_tests::{
+    browser::{require_tools, run_phase},
+    cluster::{Cluster, ClusterOptions},
 };
-
-use pastebin_tests::cluster::{Cluster, ClusterOptions};
 use serde_json::Value;
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
-}
-
-fn browser_dir() -> PathBuf {
-    workspace_root().join("tests/browser")
-}
-
-fn chromium() -> String {
-    std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())
-}
-
-/// Fails with the install line for whatever is missing.
-fn require_tools() {
-    let node = Command::new("node").arg("--version").output();
-    assert!(
-        node.as_ref().is_ok_and(|o| o.status.success()),
-        "node is missing: install it with `apt-get install -y nodejs npm` (node >= 20)"
-    );
-    assert!(
-        Path::new(&chromium()).exists(),
-        "{} is missing: install it with `apt-get install -y chromium` (or set CHROMIUM)",
-        chromium()
-    );
-    if !browser_dir().join("node_modules/playwright-core").exists() {
-        let status = Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(browser_dir()).status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "playwright-core is missing and `npm ci` failed: run `npm ci --prefix tests/browser`"
-        );
-    }
-}
-
-/// Runs one phase of e2e.mjs and returns its `RESULT` object.
-async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
-    let artifacts = workspace_root().join("target/test-artifacts/browser");
-    let output = tokio::process::Command::new("node")
-        .arg("e2e.mjs")
-        .args(args)
-        .current_dir(browser_dir())
-        .env("BASE_URL", &cluster.http)
-        .env("ARTIFACTS", &artifacts)
-        .env("CHROMIUM", chromium())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(180), output)
-        .await
-        .expect("the browser phase finishes within 3 minutes")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "browser phase {args:?} failed ({}):\n{stdout}\n{stderr}\ngateway log:\n{}",
-        output.status,
-        cluster.gateway.logs()
-    );
-    let line = stdout.lines().rev().find_map(|l| l.strip_prefix("RESULT ")).expect("the phase printed its RESULT");
-    serde_json::from_str(line).expect("RESULT is JSON")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_retried_from_the_page_makes_one_paste_then_view_delete_and_escaping() {

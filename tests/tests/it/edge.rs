@@ -367,6 +367,7 @@ async fn create_tokens_gate_creates_and_replays_and_follow_the_file() {
         request_id: new_key(),
         content: "grpc members only".into(),
         expires_in_seconds: None,
+        ..Default::default()
     };
     let refused = api.create_paste(request()).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unauthenticated);
@@ -526,6 +527,7 @@ async fn a_grpc_call_without_a_deadline_is_bounded_by_the_call_timeout() {
         request_id: new_key(),
         content: "held".into(),
         expires_in_seconds: None,
+        ..Default::default()
     };
     let status = api.create_paste(request).await.unwrap_err();
     // Without the bound the call would wait out the hold and end UNAVAILABLE.

@@ -430,7 +430,12 @@ fn expect_status<T: std::fmt::Debug>(
 }
 
 fn create_request(request_id: &str, content: &str, expires_in_seconds: Option<u64>) -> pb::CreatePasteRequest {
-    pb::CreatePasteRequest { request_id: request_id.to_owned(), content: content.to_owned(), expires_in_seconds }
+    pb::CreatePasteRequest {
+        request_id: request_id.to_owned(),
+        content: content.to_owned(),
+        expires_in_seconds,
+        ..Default::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

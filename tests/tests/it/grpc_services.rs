@@ -95,6 +95,8 @@ fn insert_request(paste: &pastebin_pastes::NewPaste) -> ppb::InsertRequest {
         expires_at_ms: to_millis(paste.expires_at),
         size: paste.size,
         content_sha256: paste.content_sha256.to_vec(),
+        // As a caller from before the reader attributes sends it: a plain text paste.
+        attributes: None,
     }
 }
 

@@ -10,6 +10,7 @@
 mod answer_after_done;
 mod batched_recovery;
 mod browser;
+mod browser_reader;
 mod client;
 mod client_tls;
 mod compose_topology;
@@ -28,6 +29,8 @@ mod operators;
 mod overlapping_attempts;
 mod paste_store;
 mod read_cache;
+mod reader;
+mod reader_store;
 mod readiness;
 mod recovery_invariants;
 mod reflection;

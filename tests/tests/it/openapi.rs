@@ -339,10 +339,19 @@ async fn every_documented_status_is_what_the_server_answers() {
         let gone = probe.request("GET", &concrete_missing);
         probe.expect("GET", template, gone, 404).await;
     }
+    // The page's button (a plain paste: the same page, nothing burned), and the QR code.
+    let reveal = probe.request("POST", &format!("/{id}"));
+    probe.expect("POST", "/{id}", reveal, 200).await;
+    let reveal_missing = probe.request("POST", &format!("/{missing}"));
+    probe.expect("POST", "/{id}", reveal_missing, 404).await;
+    let qr = probe.request("GET", &format!("/{id}/qr.svg"));
+    assert!(probe.expect("GET", "/{id}/qr.svg", qr, 200).await.body.contains("<svg"));
+    let qr_malformed = probe.request("GET", "/not-an-id/qr.svg");
+    probe.expect("GET", "/{id}/qr.svg", qr_malformed, 404).await;
     let page = probe.request("GET", "/");
     let page = probe.expect("GET", "/", page, 200).await;
     assert!(page.headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap().contains("script-src 'self'"));
-    for asset in ["app.js", "style.css"] {
+    for asset in ["app.js", "theme.js", "style.css", "highlight.css"] {
         let request = probe.request("GET", &format!("/assets/{asset}"));
         probe.expect("GET", "/assets/{name}", request, 200).await;
     }
@@ -446,6 +455,8 @@ async fn every_documented_status_is_what_the_server_answers() {
     }
     let form = probe.request("POST", &format!("/{id3}/delete")).form(&[("token", "t")]);
     probe.expect("POST", "/{id}/delete", form, 503).await;
+    let reveal = probe.request("POST", &format!("/{id3}"));
+    probe.expect("POST", "/{id}", reveal, 503).await;
 
     let documented = contract.documented();
     let never_seen: Vec<_> = documented.difference(&probe.seen).collect();

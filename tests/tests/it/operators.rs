@@ -305,10 +305,10 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     let admin = serve_admin(state).await;
     let body = reqwest::get(format!("{admin}/metrics")).await.unwrap().text().await.unwrap();
     use pastebin_runtime::metrics as m;
-    // The create counters and step histogram are recorded by the gateway
+    // The create counters, step histogram and burn counter are recorded by the gateway
     // process; they show on its admin listener, not this one. Edge refusals
     // appear once something is refused (tests/tests/edge.rs checks them).
-    let gateway_owned = [m::CREATES, m::SAGA_STEP_SECONDS, m::EDGE_REFUSALS];
+    let gateway_owned = [m::CREATES, m::SAGA_STEP_SECONDS, m::PASTES_BURNED, m::EDGE_REFUSALS];
     for name in m::ALL.iter().filter(|n| !gateway_owned.contains(n)) {
         assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");
     }

@@ -29,6 +29,7 @@ fn row_of(paste: &NewPaste) -> PasteRow {
         expires_at: paste.expires_at,
         size: paste.size,
         content_sha256: paste.content_sha256,
+        attributes: paste.attributes.clone(),
     }
 }
 

@@ -68,3 +68,35 @@ async fn an_etag_answers_if_none_match_with_304_while_the_paste_exists() {
     let gone = client.get(format!("{}/raw/{id}", cluster.http)).header("If-None-Match", "*").send().await.unwrap();
     assert_eq!(gone.status(), StatusCode::NOT_FOUND, "a deleted paste is never 304");
 }
+
+/// A burn-after-reading paste never enters the read cache and never gets an
+/// `ETag`: even a client sending `If-None-Match: *` gets the content once,
+/// and the next read is a 404, not a copy (docs/design.md#burn-after-reading).
+#[tokio::test]
+async fn a_burn_paste_is_never_cached_and_never_answered_304() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let client = Client::new();
+    let created: serde_json::Value = client
+        .post(format!("{}/api/v1/pastes", cluster.http))
+        .header("Idempotency-Key", new_key())
+        .json(&serde_json::json!({ "content": "read me once", "burn_after_reading": true }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap();
+    let raw = format!("{}/raw/{id}", cluster.http);
+    let described = client.head(&raw).header("If-None-Match", "*").send().await.unwrap();
+    assert_eq!(described.status(), StatusCode::OK, "HEAD neither burns nor answers 304");
+    assert!(described.headers().get("etag").is_none());
+    let read = client.get(&raw).header("If-None-Match", "*").send().await.unwrap();
+    assert_eq!(read.status(), StatusCode::OK, "the one read carries the content");
+    assert!(read.headers().get("etag").is_none());
+    assert_eq!(read.headers()["cache-control"], "no-store");
+    assert_eq!(read.text().await.unwrap(), "read me once");
+    for url in [raw, format!("{}/api/v1/pastes/{id}", cluster.http)] {
+        assert_eq!(status(url).await, StatusCode::NOT_FOUND, "burned: nothing kept to serve");
+    }
+}

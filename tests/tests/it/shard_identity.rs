@@ -187,6 +187,7 @@ pastebin_tests::both_backends! {
             expires_at_ms: (t0() + chrono::Duration::days(1)).timestamp_millis(),
             size: 1,
             content_sha256: vec![0; 32],
+            attributes: None,
         };
         expect_refused("insert", raw.insert(insert).await);
         let fence = |id: &PasteId| ppb::TombstoneRequest { id: id.to_string() };
@@ -198,12 +199,15 @@ pastebin_tests::both_backends! {
         assert_eq!(store.peek_fate(&outside).await.unwrap(), None, "a refused call wrote a row");
         assert_eq!(store.peek_fate(&inside).await.unwrap(), None, "a refused batch fenced an id inside the range");
 
-        // A live row outside the range (leftovers after a split) is not deleted.
+        // A live row outside the range (leftovers after a split) is not
+        // deleted, nor burned by a read.
         let (mut leftover, token) = new_paste(t0(), chrono::Duration::days(1));
         leftover.id = id_in(range(HIGH));
+        leftover.attributes.burn_after_reading = true;
         store.insert(&leftover).await.unwrap();
         let delete = ppb::DeleteRequest { id: leftover.id.to_string(), delete_token: token.expose().to_owned() };
         expect_refused("delete", raw.delete(delete).await);
+        expect_refused("claim_burn", raw.claim_burn(ppb::GetRequest { id: leftover.id.to_string() }).await);
         assert_eq!(store.peek_fate(&leftover.id).await.unwrap(), Some(IdFate::Live));
 
         assert_eq!(client.resolve_batch(std::slice::from_ref(&inside)).await.unwrap(), vec![(inside, IdFate::Tombstoned)]);

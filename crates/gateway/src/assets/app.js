@@ -1,11 +1,13 @@
 // The new-paste page's save logic, and the copy buttons.
 //
 // One save = one idempotency key. The key is made on the first submit of a
-// text and kept, with the text and expiry it belongs to, in sessionStorage
-// until a 201 arrives. A timeout, a network error, a 503 or a reload followed
-// by "Try again" sends the same key again, so the server replays or finishes
-// the same save instead of making a second paste. Changing the text or the
-// expiry after a failed attempt makes it a different save with a new key.
+// text or a file and kept, with everything it belongs to (the text, or the
+// file's name, size, date and type; expiry, language, burn), in
+// sessionStorage until a 201 arrives. A timeout, a network error, a 503 or a
+// reload followed by "Try again" sends the same key again, so the server
+// replays or finishes the same save instead of making a second paste.
+// Changing any of it after a failed attempt makes it a different save with a
+// new key. A file is chosen with the picker or dropped on the form.
 "use strict";
 
 (function () {
@@ -22,45 +24,100 @@
 
   function newPastePage(form) {
     const content = document.getElementById("content");
+    const fileInput = document.getElementById("file");
+    const fileChosen = document.getElementById("file-chosen");
+    const dropZone = document.getElementById("drop-zone");
+    const language = document.getElementById("language");
     const expiry = document.getElementById("expiry");
+    const burn = document.getElementById("burn");
     const save = document.getElementById("save");
     const status = document.getElementById("status");
     const maxBytes = Number(form.dataset.maxBytes) || Infinity;
     let inFlight = false;
+    // The file to save, from the picker or a drop; null: save the text.
+    let chosenFile = null;
 
     const pending = loadPending();
     if (pending) {
       // A reload after an attempt whose answer never arrived: offer to finish it.
-      content.value = pending.content;
       expiry.value = String(pending.expires);
-      say("trying", "An earlier save may not have finished. “Try again” finishes that same save; it never makes a second paste.");
+      language.value = pending.language;
+      burn.checked = pending.burn;
+      if (pending.kind === "text") {
+        content.value = pending.content;
+        say("trying", "An earlier save may not have finished. “Try again” finishes that same save; it never makes a second paste.");
+      } else {
+        // A file cannot be kept across a reload; the same file again is the same save.
+        say("trying", "An earlier upload of “" + pending.file.name + "” may not have finished. Choose that same file again and press “Try again”: it finishes that same save and never makes a second paste.");
+      }
     }
     updateButton();
-    content.addEventListener("input", updateButton);
-    expiry.addEventListener("change", updateButton);
+    [content, language, expiry, burn].forEach(function (field) {
+      field.addEventListener("input", updateButton);
+      field.addEventListener("change", updateButton);
+    });
+    fileInput.addEventListener("change", function () {
+      choose(fileInput.files && fileInput.files[0] ? fileInput.files[0] : null);
+    });
+    ["dragenter", "dragover"].forEach(function (name) {
+      form.addEventListener(name, function (event) {
+        if (!event.dataTransfer || Array.from(event.dataTransfer.types || []).indexOf("Files") < 0) return;
+        event.preventDefault();
+        dropZone.classList.add("over");
+      });
+    });
+    form.addEventListener("dragleave", function () { dropZone.classList.remove("over"); });
+    form.addEventListener("drop", function (event) {
+      const files = event.dataTransfer && event.dataTransfer.files;
+      if (!files || files.length === 0) return;
+      event.preventDefault();
+      dropZone.classList.remove("over");
+      choose(files[0]);
+    });
+
+    function choose(file) {
+      chosenFile = file;
+      fileChosen.textContent = file ? "File: " + file.name + " (" + file.size + " bytes" + (file.type ? ", " + file.type : "") + "). The text box is ignored while a file is chosen." : "";
+      if (!file) fileInput.value = "";
+      updateButton();
+    }
+
+    /** What the form would save now, without a key. */
+    function current() {
+      const common = { expires: Number(expiry.value), language: language.value.trim(), burn: burn.checked };
+      if (chosenFile) {
+        const f = chosenFile;
+        return Object.assign({ kind: "file", file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type } }, common);
+      }
+      return Object.assign({ kind: "text", content: content.value }, common);
+    }
+
+    /** The same save: every field the request hash covers is unchanged. */
+    function sameSave(attempt, now) {
+      if (!attempt || attempt.kind !== now.kind || attempt.expires !== now.expires ||
+          attempt.language !== now.language || attempt.burn !== now.burn) return false;
+      if (now.kind === "text") return attempt.content === now.content;
+      return ["name", "size", "lastModified", "type"].every(function (k) { return attempt.file[k] === now.file[k]; });
+    }
 
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       if (inFlight) return;
-      const text = content.value;
-      const expires = Number(expiry.value);
-      if (text.length === 0) return say("bad", "Write something to save first.");
-      if (new TextEncoder().encode(text).length > maxBytes) {
-        return say("bad", "This text is larger than the limit of " + maxBytes + " bytes.");
-      }
+      const now = current();
+      if (now.kind === "text" && now.content.length === 0) return say("bad", "Write something or choose a file to save first.");
+      const size = now.kind === "file" ? now.file.size : new TextEncoder().encode(now.content).length;
+      if (size > maxBytes) return say("bad", "This is larger than the limit of " + maxBytes + " bytes.");
       let attempt = loadPending();
-      if (!attempt || attempt.content !== text || attempt.expires !== expires) {
-        attempt = { key: crypto.randomUUID(), content: text, expires: expires };
+      if (!sameSave(attempt, now)) {
+        attempt = Object.assign({ key: crypto.randomUUID() }, now);
         storePending(attempt);
       }
       run(attempt);
     });
 
-    /** The button says "Try again" while the text on screen is an unfinished save. */
+    /** The button says "Try again" while what is on screen is an unfinished save. */
     function updateButton() {
-      const attempt = loadPending();
-      const same = attempt && attempt.content === content.value && attempt.expires === Number(expiry.value);
-      save.textContent = same ? "Try again" : "Save paste";
+      save.textContent = sameSave(loadPending(), current()) ? "Try again" : "Save paste";
     }
 
     async function run(attempt) {
@@ -91,28 +148,46 @@
     function report(outcome) {
       switch (outcome.kind) {
         case "conflict":
-          // The key was used for something else; this text needs a save of its own.
+          // The key was used for something else; this needs a save of its own.
           clearPending();
-          return say("bad", "Conflict: this save's key was already used for a different paste, so nothing new was saved. Press “Save paste” to save this text as a new paste.");
+          return say("bad", "Conflict: this save's key was already used for a different paste, so nothing new was saved. Press “Save paste” to save this as a new paste.");
         case "rejected":
           // Step 1 refused it: nothing was stored under this key.
           clearPending();
           return say("bad", "Not saved: " + outcome.message);
         case "unavailable":
-          return say("trying", "Still trying: the service is busy. Your text is kept; “Try again” finishes this same save and never makes a second paste.");
+          return say("trying", "Still trying: the service is busy. Your paste is kept; “Try again” finishes this same save and never makes a second paste.");
         default:
           return say("trying", "Still trying: no answer arrived, so the paste may or may not be saved yet. “Try again” finishes this same save and never makes a second paste.");
       }
     }
 
+    /** Text goes as JSON; a file as its raw bytes with its own type, options in the query. */
+    function request(attempt) {
+      if (attempt.kind === "text") {
+        const body = { content: attempt.content, expires_in_seconds: attempt.expires };
+        if (attempt.language) body.language = attempt.language;
+        if (attempt.burn) body.burn_after_reading = true;
+        return { url: "/api/v1/pastes", type: "application/json", body: JSON.stringify(body) };
+      }
+      const query = new URLSearchParams({ expires_in_seconds: String(attempt.expires), file_name: attempt.file.name });
+      if (attempt.language) query.set("language", attempt.language);
+      if (attempt.burn) query.set("burn_after_reading", "true");
+      // Text files are saved as text (highlighted, shown on the page); anything else as bytes with its type.
+      const type = attempt.file.type || "application/octet-stream";
+      return { url: "/api/v1/pastes?" + query, type: type.indexOf("text/") === 0 ? "text/plain; charset=utf-8" : type, body: chosenFile };
+    }
+
     async function send(attempt) {
+      if (attempt.kind === "file" && !chosenFile) return { kind: "rejected", message: "choose the file again first." };
       const controller = new AbortController();
       const timer = setTimeout(function () { controller.abort(); }, TIMEOUT_MS);
       try {
-        const response = await fetch("/api/v1/pastes", {
+        const what = request(attempt);
+        const response = await fetch(what.url, {
           method: "POST",
-          headers: { "Content-Type": "application/json", "Accept": "application/json", "Idempotency-Key": attempt.key },
-          body: JSON.stringify({ content: attempt.content, expires_in_seconds: attempt.expires }),
+          headers: { "Content-Type": what.type, "Accept": "application/json", "Idempotency-Key": attempt.key },
+          body: what.body,
           signal: controller.signal,
           cache: "no-store",
         });
@@ -144,8 +219,10 @@
       document.getElementById("delete-token").value = body.delete_token;
       document.getElementById("created-expires").textContent = body.expires_at;
       document.getElementById("view-link").href = "/" + encodeURIComponent(body.id);
+      document.getElementById("qr").src = "/" + encodeURIComponent(body.id) + "/qr.svg";
       document.getElementById("created").dataset.pasteId = body.id;
       content.value = "";
+      choose(null);
     }
 
     function say(kind, message) {
@@ -184,8 +261,11 @@
     } catch (error) {
       value = memory;
     }
-    const valid = value && typeof value.key === "string" && typeof value.content === "string" && typeof value.expires === "number";
-    return valid ? value : null;
+    const common = value && typeof value.key === "string" && typeof value.expires === "number" &&
+      typeof value.language === "string" && typeof value.burn === "boolean";
+    const text = common && value.kind === "text" && typeof value.content === "string";
+    const file = common && value.kind === "file" && value.file && typeof value.file.name === "string";
+    return text || file ? value : null;
   }
 
   function storePending(attempt) {

@@ -120,25 +120,7 @@ async fn gateway_is_not_ready_without_its_object_store() {
 #[tokio::test]
 async fn sweeper_is_not_ready_after_a_round_that_could_not_reach_k() {
     let mut cluster = Cluster::start(ClusterOptions::default()).await;
-    let args = vec![
-        "sweeper".to_owned(),
-        "--key-shards".into(),
-        cluster.key_addresses.join(","),
-        "--paste-shards".into(),
-        cluster.paste_addresses.join(","),
-        "--s3-bucket".into(),
-        cluster.s3.bucket.clone(),
-        "--s3-endpoint".into(),
-        cluster.s3.endpoint.clone().unwrap_or_default(),
-        "--s3-path-style".into(),
-        "--sweep-interval-secs".into(),
-        "1".into(),
-        "--admin".into(),
-        "127.0.0.1:0".into(),
-    ];
-    let env = [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")];
-    let env = env.map(|(name, value)| (name.to_owned(), value.to_owned())).to_vec();
-    let sweeper = Process::start(args, env, &["admin"]).await;
+    let sweeper = cluster.start_sweeper(&["--sweep-interval-secs", "1"]).await;
     let admin = sweeper.address("admin").to_owned();
     readyz_becomes(&admin, 200).await;
 

@@ -4,7 +4,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use pastebin_core::SystemClock;
+use pastebin_core::{RandomMinter, SystemClock};
 use pastebin_gateway::{CreateRateLimit, Gateway, GatewaySettings};
 use pastebin_objects::ObjectStore;
 use pastebin_runtime::{grpc::GrpcLimits, http::HttpLimits};
@@ -61,7 +61,7 @@ impl GatewayArgs {
         settings.create_rate_limit = self.create_rate_limit;
         settings.trusted_proxies = self.trusted_proxy.clone();
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
-        Gateway::new(slots, objects, Arc::new(SystemClock), settings)
+        Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings)
     }
 }
 

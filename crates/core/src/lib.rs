@@ -18,6 +18,7 @@ mod expiry;
 #[cfg(test)]
 mod fuzz;
 mod key;
+mod minter;
 mod paste_id;
 mod request_hash;
 mod response;
@@ -29,6 +30,7 @@ pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttribu
 pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
 pub use expiry::{Expiry, ExpiryError};
 pub use key::{IdempotencyKey, KeyError};
+pub use minter::{Minter, RandomMinter, SeededMinter};
 pub use paste_id::{PasteId, PasteIdError};
 pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;

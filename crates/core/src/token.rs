@@ -17,14 +17,22 @@ pub struct DeleteTokenHash(pub [u8; 32]);
 /// 32 bytes from the OS-seeded CSPRNG, base64url without padding: the
 /// shape of every credential this system mints (delete and create tokens).
 pub fn random_secret() -> String {
+    secret_from(&mut rand::rng())
+}
+
+fn secret_from(rng: &mut impl RngCore) -> String {
     let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
+    rng.fill_bytes(&mut bytes);
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
 impl DeleteToken {
     pub fn generate() -> Self {
         Self(random_secret())
+    }
+
+    pub fn generate_with(rng: &mut impl RngCore) -> Self {
+        Self(secret_from(rng))
     }
 
     /// A token as presented by a client. Any string is accepted: a malformed

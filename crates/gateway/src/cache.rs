@@ -14,12 +14,15 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use chrono::{DateTime, Utc};
 use pastebin_core::PasteId;
 use quick_cache::{sync::Cache, Weighter};
+// The runtime's clock (the system's, outside tests), so that a simulated
+// clock moves the confirmation window too.
+use tokio::time::Instant;
 
 use crate::ReadPaste;
 

@@ -2,8 +2,8 @@ use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use pastebin_core::{
-    Clock, CreateRequest, DeleteToken, Expiry, FileName, IdempotencyKey, Language, MediaType, PasteAttributes, PasteId,
-    RequestHash, ResponseBody,
+    Clock, CreateRequest, DeleteToken, Expiry, FileName, IdempotencyKey, Language, MediaType, Minter, PasteAttributes,
+    PasteId, RequestHash, ResponseBody,
 };
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteRow};
@@ -76,6 +76,7 @@ pub(crate) struct Inner {
     pub(crate) slots: SlotMapCell,
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) minter: Arc<dyn Minter>,
     pub(crate) settings: GatewaySettings,
     /// Highlighted paste bodies by id (an id's content never changes).
     pub(crate) rendered: RenderedPages,
@@ -142,6 +143,7 @@ impl Gateway {
         slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
+        minter: Arc<dyn Minter>,
         settings: GatewaySettings,
     ) -> Self {
         let reads = ReadCache::new(settings.read_cache_bytes);
@@ -149,7 +151,17 @@ impl Gateway {
         let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
         let rendered = RenderedPages::default();
         Self {
-            inner: Arc::new(Inner { slots, objects, clock, settings, rendered, reads, creates_in_flight, admission }),
+            inner: Arc::new(Inner {
+                slots,
+                objects,
+                clock,
+                minter,
+                settings,
+                rendered,
+                reads,
+                creates_in_flight,
+                admission,
+            }),
         }
     }
 
@@ -278,7 +290,7 @@ impl Gateway {
             Lookup::Miss => None,
         };
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let read_started = std::time::Instant::now();
+        let read_started = Instant::now();
         let row = match self.live_row(&id, deadline).await {
             Err(ApiError::NotFound) => {
                 self.inner.reads.forget(&id);

@@ -83,9 +83,10 @@ impl Saga<'_> {
     /// Step 1: a fresh paste id in the key's slot, a delete token, and the
     /// 201 body that will be stored and, once done, shown.
     fn mint(&self) -> (PasteId, ResponseBody) {
-        let id = PasteId::mint(self.key().slot());
-        let expires_at = self.gateway.inner.clock.now() + self.request.expiry.duration();
-        let created = Created::new(&id, &self.gateway.inner.settings.public_url, expires_at, &DeleteToken::generate());
+        let inner = &self.gateway.inner;
+        let id = inner.minter.paste_id(self.key().slot());
+        let expires_at = inner.clock.now() + self.request.expiry.duration();
+        let created = Created::new(&id, &inner.settings.public_url, expires_at, &inner.minter.delete_token());
         (id, created.to_stored())
     }
 

@@ -77,6 +77,13 @@ fn normalized_list(addresses: &[String]) -> Vec<String> {
 /// when `tls` is given: a shard that is down is an error per call, not a
 /// failure to build the channel. Every client of K and P is made here.
 pub fn channel(address: &str, tls: Option<&MutualTls>) -> Result<tonic::transport::Channel, AddressError> {
+    Ok(endpoint(address, tls)?.connect_lazy())
+}
+
+/// How every client reaches a shard at `address`, before any connection:
+/// the deterministic simulation connects the same endpoint through its
+/// simulated network (docs/testing.md#simulation).
+pub fn endpoint(address: &str, tls: Option<&MutualTls>) -> Result<tonic::transport::Endpoint, AddressError> {
     let bad = |reason: String| AddressError::BadAddress { address: address.trim().to_owned(), reason };
     let url = shard_url(address, tls.is_some()).map_err(|error| bad(error.to_string()))?;
     let endpoint = tonic::transport::Endpoint::from_shared(url)
@@ -89,7 +96,7 @@ pub fn channel(address: &str, tls: Option<&MutualTls>) -> Result<tonic::transpor
             .map_err(|error| bad(format!("cannot use --tls-cert and --tls-key ({error})")))?,
         None => endpoint,
     };
-    Ok(endpoint.connect_lazy())
+    Ok(endpoint)
 }
 
 /// Where the objects are: a directory or an S3 bucket.

@@ -25,7 +25,7 @@ use pastebin_pastes::PasteClient;
 pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
 
 pub use address_book::{
-    channel, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
+    channel, endpoint, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
 };
 pub use discover::{discover, DiscoveryError, Patience};
 pub use table::{Claim, CoverageError, SlotTable};

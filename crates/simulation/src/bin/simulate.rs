@@ -1,0 +1,175 @@
+//! `simulate`: runs seeds of the deterministic simulation and prints every
+//! seed that breaks an invariant (docs/testing.md#simulation).
+//!
+//!     simulate --seeds 10000 --jobs 2     # seeds 0..10000
+//!     simulate --seed 4242 --history      # one seed, its whole history
+//!     simulate --seed 4242 --replay       # run it twice: same history?
+//!
+//! Each seed runs in a process of its own. Within one process a second run
+//! is not an exact replay: tokio numbers tasks with a process-wide counter
+//! and shuts a crashed host's tasks down in an order that depends on those
+//! numbers, and each closed connection draws from the network's seeded
+//! generator. A fresh process starts the counter afresh.
+
+use std::{
+    process::Command,
+    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use pastebin_simulation::Report;
+
+#[derive(Debug, Parser)]
+#[command(about = "Deterministic simulation of the pastebin: gateway, K, P and sweepers under faults")]
+struct Args {
+    /// How many seeds to run, from `--from`.
+    #[arg(long, default_value_t = 100, conflicts_with = "seed")]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 0)]
+    from: u64,
+    /// Run this one seed only, in this process.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the run's history: the clients' events and the faults (with `--seed`).
+    #[arg(long, requires = "seed")]
+    history: bool,
+    /// Run the seed twice, each in its own process, and compare the histories.
+    #[arg(long, requires = "seed")]
+    replay: bool,
+    /// Seeds run at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    jobs: u64,
+}
+
+/// The line a single-seed run ends with, read back by `--seeds` runs.
+const TOTALS: &str = "totals:";
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let ok = match (args.seed, args.replay) {
+        (Some(seed), true) => replay(seed),
+        (Some(seed), false) => one(seed, args.history),
+        (None, _) => many(args.from, args.seeds, args.jobs),
+    };
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
+fn one(seed: u64, history: bool) -> bool {
+    let report = match pastebin_simulation::run(seed) {
+        Ok(report) => report,
+        Err(error) => {
+            println!("seed {seed}: the simulation itself failed: {error:#}");
+            return false;
+        }
+    };
+    if history {
+        print_history(&report);
+    }
+    let verdict = if report.violations.is_empty() { "ok" } else { "VIOLATED" };
+    println!(
+        "seed {seed}: {verdict}: {} creates answered 201, {} faults, {:?} simulated",
+        report.creates(),
+        report.faults.len(),
+        report.simulated
+    );
+    for violation in &report.violations {
+        println!("  seed {seed}: {violation}");
+    }
+    println!("{TOTALS} {} {} {}", report.creates(), report.faults.len(), report.simulated.as_millis());
+    report.violations.is_empty()
+}
+
+/// The clients' events and the nemesis's faults, in time order.
+fn print_history(report: &Report) {
+    let mut faults = report.faults.iter().peekable();
+    for entry in &report.history {
+        let at = u128::try_from(entry.at_ms).unwrap_or(0);
+        while let Some((when, fault)) = faults.next_if(|(when, _)| when.as_millis() <= at) {
+            println!("{:>7} ms  nemesis: {fault:?}", when.as_millis());
+        }
+        println!("{:>7} ms  {:?}", entry.at_ms, entry.event);
+    }
+    for (when, fault) in faults {
+        println!("{:>7} ms  nemesis: {fault:?}", when.as_millis());
+    }
+}
+
+/// One seed in a child process: whether it held, and what it printed.
+fn child(seed: u64, history: bool) -> (bool, String) {
+    let mut command = Command::new(std::env::current_exe().expect("the running binary has a path"));
+    command.args(["--seed", &seed.to_string()]);
+    if history {
+        command.arg("--history");
+    }
+    match command.output() {
+        Ok(output) => (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned()),
+        Err(error) => (false, format!("seed {seed}: cannot start a run: {error}\n")),
+    }
+}
+
+fn replay(seed: u64) -> bool {
+    let ((held, first), (_, second)) = (child(seed, true), child(seed, true));
+    print!("{first}");
+    let same = first == second;
+    println!("replay of seed {seed}: {}", if same { "the same history" } else { "A DIFFERENT HISTORY" });
+    if let Some((a, b)) = first.lines().zip(second.lines()).find(|(a, b)| a != b) {
+        println!("  first difference:\n    {a}\n    {b}");
+    }
+    same && held
+}
+
+fn many(from: u64, count: u64, jobs: u64) -> bool {
+    let started = Instant::now();
+    let next = AtomicU64::new(from);
+    let (failed, creates, faults, simulated_ms) =
+        (AtomicUsize::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::SeqCst);
+                if seed >= from + count {
+                    return;
+                }
+                let (held, output) = child(seed, false);
+                if let Some([c, f, s]) = totals(&output) {
+                    creates.fetch_add(c, Ordering::SeqCst);
+                    faults.fetch_add(f, Ordering::SeqCst);
+                    simulated_ms.fetch_add(s, Ordering::SeqCst);
+                }
+                if !held {
+                    failed.fetch_add(1, Ordering::SeqCst);
+                    print!(
+                        "{}",
+                        output
+                            .lines()
+                            .filter(|line| !line.starts_with(TOTALS))
+                            .map(|l| format!("{l}\n"))
+                            .collect::<String>()
+                    );
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner();
+    println!(
+        "{count} seeds ({from}..{}): {failed} failing; {} creates answered 201, {} faults injected, {:?} simulated; {:.1} s wall with {jobs} jobs",
+        from + count,
+        creates.into_inner(),
+        faults.into_inner(),
+        Duration::from_millis(simulated_ms.into_inner()),
+        started.elapsed().as_secs_f64(),
+    );
+    failed == 0
+}
+
+fn totals(output: &str) -> Option<[u64; 3]> {
+    let line = output.lines().find_map(|line| line.strip_prefix(TOTALS))?;
+    let numbers: Vec<u64> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
+    numbers.try_into().ok()
+}

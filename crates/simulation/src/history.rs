@@ -1,0 +1,206 @@
+//! What the clients saw, in order, and the checker that judges it against
+//! the final state of K, P and the object store (Jepsen-style: the system
+//! is a black box; only requests, answers and the final state are read).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    sync::{Arc, Mutex},
+};
+
+use bytes::Bytes;
+
+/// The fields of a 201 that must never change for a key (`replayed` may).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer201 {
+    pub id: String,
+    pub url: String,
+    pub raw_url: String,
+    pub expires_at: String,
+    pub delete_token: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A client sends a create for its key (by index) to a gateway.
+    Invoke {
+        client: usize,
+        key: usize,
+        gateway: usize,
+    },
+    Created {
+        client: usize,
+        key: usize,
+        answer: Answer201,
+        replayed: bool,
+    },
+    /// An error status; whether the create happened is unknown to the client.
+    Failed {
+        client: usize,
+        key: usize,
+        code: tonic::Code,
+    },
+    /// No answer within the client's own timeout.
+    TimedOut {
+        client: usize,
+        key: usize,
+    },
+    /// A read of a created id right after its 201.
+    Read {
+        client: usize,
+        key: usize,
+        id: String,
+        outcome: ReadOutcome,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOutcome {
+    Content(Bytes),
+    NotFound,
+    /// The read could not be done (unavailable, timed out): says nothing.
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Simulated milliseconds since the start.
+    pub at_ms: i64,
+    pub event: Event,
+}
+
+/// The history all clients append to. The simulation runs on one thread,
+/// so the order is the order things happened in.
+#[derive(Debug, Clone, Default)]
+pub struct History(Arc<Mutex<Vec<Entry>>>);
+
+impl History {
+    pub fn record(&self, at_ms: i64, event: Event) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(Entry { at_ms, event });
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+}
+
+/// A key's row on K at the end.
+#[derive(Debug, Clone)]
+pub struct KeyRow {
+    pub state: String,
+    pub paste_id: String,
+    pub answer: Option<Answer201>,
+}
+
+/// Everything the checker reads after the run.
+#[derive(Debug, Default)]
+pub struct FinalState {
+    /// By idempotency key.
+    pub keys: BTreeMap<String, KeyRow>,
+    /// Paste id → `live` or `tombstoned`.
+    pub pastes: BTreeMap<String, String>,
+    /// Paste id → the object's bytes.
+    pub objects: BTreeMap<String, Bytes>,
+    /// Ids whose object was ever deleted.
+    pub deleted_objects: BTreeSet<String>,
+}
+
+/// One broken promise, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation(pub String);
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A key of the workload: its idempotency key and the content every
+/// attempt sends.
+#[derive(Debug, Clone)]
+pub struct KeySpec {
+    pub key: String,
+    pub content: String,
+}
+
+/// Checks the invariants of docs/design.md#invariants on one run.
+pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut found = |text: String| violations.push(Violation(text));
+    let answers = answers_by_key(history);
+    for (index, spec) in keys.iter().enumerate() {
+        let sent = answers.get(&index).map(Vec::as_slice).unwrap_or_default();
+        if let Some(first) = sent.first() {
+            if sent.iter().any(|answer| answer != first) {
+                found(format!("key {index}: two different 201 bodies ({} and another)", first.id));
+            }
+        }
+        let Some(row) = end.keys.get(&spec.key) else {
+            if !sent.is_empty() {
+                found(format!("key {index}: answered 201 but K has no record"));
+            }
+            continue;
+        };
+        match row.state.as_str() {
+            "pending" => found(format!("key {index}: still pending after healing and recovery")),
+            "done" => check_done(index, spec, row, sent, end, &mut found),
+            _ if !sent.is_empty() => found(format!("key {index}: answered 201 but ended {}", row.state)),
+            _ => {}
+        }
+    }
+    let done_ids: BTreeSet<&str> =
+        end.keys.values().filter(|row| row.state == "done").map(|row| row.paste_id.as_str()).collect();
+    for (id, state) in &end.pastes {
+        if state == "live" && !done_ids.contains(id.as_str()) {
+            found(format!("paste {id} is live but no done key names it (a second paste, or an abort under it)"));
+        }
+    }
+    for entry in history {
+        if let Event::Read { key, id, outcome: ReadOutcome::NotFound, .. } = &entry.event {
+            found(format!("key {key}: its 201 named {id}, which a read at {} ms did not find", entry.at_ms));
+        }
+        if let Event::Read { key, id, outcome: ReadOutcome::Content(content), .. } = &entry.event {
+            if content.as_ref() != keys[*key].content.as_bytes() {
+                found(format!("key {key}: a read of {id} returned other content"));
+            }
+        }
+    }
+    violations
+}
+
+fn check_done(
+    index: usize,
+    spec: &KeySpec,
+    row: &KeyRow,
+    sent: &[Answer201],
+    end: &FinalState,
+    found: &mut impl FnMut(String),
+) {
+    let id = &row.paste_id;
+    if let Some(first) = sent.first() {
+        if row.answer.as_ref() != Some(first) {
+            found(format!("key {index}: the stored 201 differs from the one answered"));
+        }
+    }
+    if end.pastes.get(id).map(String::as_str) != Some("live") {
+        found(format!("key {index}: done, but its paste {id} is not live"));
+    }
+    match end.objects.get(id) {
+        Some(content) if content.as_ref() == spec.content.as_bytes() => {}
+        Some(_) => found(format!("key {index}: the object of {id} holds other content")),
+        None => found(format!("key {index}: done, but the object of {id} is gone")),
+    }
+    if end.deleted_objects.contains(id) {
+        found(format!("key {index}: the object of its done paste {id} was deleted at some point"));
+    }
+}
+
+fn answers_by_key(history: &[Entry]) -> BTreeMap<usize, Vec<Answer201>> {
+    let mut answers: BTreeMap<usize, Vec<Answer201>> = BTreeMap::new();
+    for entry in history {
+        if let Event::Created { key, answer, .. } = &entry.event {
+            answers.entry(*key).or_default().push(answer.clone());
+        }
+    }
+    answers
+}

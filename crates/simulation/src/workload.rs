@@ -1,0 +1,116 @@
+//! The clients: each creates its keys through the public gRPC API, retrying
+//! with the same key on any uncertain answer (alternating gateways, with a
+//! timeout of its own that may be shorter than the gateway's budget, so
+//! attempts of one key overlap), then reads each created id once.
+
+use std::time::Duration;
+
+use pastebin_proto::api::v1::{self as pb, paste_api_client::PasteApiClient};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use tonic::{transport::Channel, Code};
+
+use crate::{
+    clock::SimTime,
+    history::{Answer201, Event, History, KeySpec, ReadOutcome},
+    topology::GATEWAYS,
+};
+
+/// Attempts per key before a client gives up (the sweeper then finishes
+/// or aborts whatever it left pending).
+const MAX_ATTEMPTS: usize = 6;
+
+/// What one client does: which keys (by index into the workload), in order.
+#[derive(Debug, Clone)]
+pub struct ClientPlan {
+    pub client: usize,
+    pub keys: Vec<usize>,
+}
+
+/// One client's run, as a turmoil client host.
+pub async fn run_client(
+    plan: ClientPlan,
+    keys: Vec<KeySpec>,
+    seed: u64,
+    time: SimTime,
+    history: History,
+) -> anyhow::Result<()> {
+    let gateways: Vec<PasteApiClient<Channel>> = (0..GATEWAYS)
+        .map(|gateway| Ok(PasteApiClient::new(crate::net::public_channel(&crate::topology::gateway(gateway))?)))
+        .collect::<anyhow::Result<_>>()?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let client = Client { me: plan.client, gateways, time, history };
+    for key in plan.keys {
+        client.create(key, &keys[key], &mut rng).await;
+        // Think time, so that the run spans many faults.
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..1_500))).await;
+    }
+    Ok(())
+}
+
+struct Client {
+    me: usize,
+    gateways: Vec<PasteApiClient<Channel>>,
+    time: SimTime,
+    history: History,
+}
+
+impl Client {
+    fn record(&self, event: Event) {
+        self.history.record(self.time.elapsed_ms(), event);
+    }
+
+    async fn create(&self, key: usize, spec: &KeySpec, rng: &mut StdRng) {
+        let me = self.me;
+        for attempt in 0..MAX_ATTEMPTS {
+            let gateway = (me + attempt) % GATEWAYS;
+            let patience = Duration::from_millis(rng.random_range(300..4_000));
+            self.record(Event::Invoke { client: me, key, gateway });
+            let request = pb::CreatePasteRequest {
+                request_id: spec.key.clone(),
+                content: spec.content.clone(),
+                ..Default::default()
+            };
+            let mut api = self.gateways[gateway].clone();
+            match tokio::time::timeout(patience, api.create_paste(request)).await {
+                Ok(Ok(response)) => {
+                    let response = response.into_inner();
+                    let answer = Answer201 {
+                        id: response.id.clone(),
+                        url: response.url,
+                        raw_url: response.raw_url,
+                        expires_at: response.expires_at,
+                        delete_token: response.delete_token,
+                    };
+                    self.record(Event::Created { client: me, key, answer, replayed: response.replayed });
+                    self.read(key, response.id, (gateway + 1) % GATEWAYS).await;
+                    return;
+                }
+                Ok(Err(status)) => {
+                    self.record(Event::Failed { client: me, key, code: status.code() });
+                    if !worth_retrying(status.code()) {
+                        return;
+                    }
+                }
+                Err(_) => self.record(Event::TimedOut { client: me, key }),
+            }
+            tokio::time::sleep(Duration::from_millis(rng.random_range(50..1_500))).await;
+        }
+    }
+
+    async fn read(&self, key: usize, id: String, gateway: usize) {
+        let mut api = self.gateways[gateway].clone();
+        let request = pb::GetPasteRequest { id: id.clone() };
+        let outcome = match tokio::time::timeout(Duration::from_secs(3), api.get_paste(request)).await {
+            Ok(Ok(paste)) => ReadOutcome::Content(paste.into_inner().content.into_bytes().into()),
+            Ok(Err(status)) if status.code() == Code::NotFound => ReadOutcome::NotFound,
+            _ => ReadOutcome::Unknown,
+        };
+        self.record(Event::Read { client: self.me, key, id, outcome });
+    }
+}
+
+/// What a client retries with the same key: anything that does not say the
+/// request itself was wrong.
+fn worth_retrying(code: Code) -> bool {
+    !matches!(code, Code::InvalidArgument | Code::AlreadyExists | Code::FailedPrecondition | Code::PermissionDenied)
+}

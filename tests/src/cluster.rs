@@ -369,6 +369,13 @@ impl Cluster {
         .await
     }
 
+    /// Another gateway that reaches the key shards at `key_addresses`
+    /// (e.g. through a proxy) and everything else as the cluster's does.
+    pub async fn gateway_with_key_shards(&self, key_addresses: &[String]) -> Process {
+        let tls = self.tls.as_ref().map(|tls| &tls.gateway);
+        start_gateway(key_addresses, &self.paste_addresses, &self.s3, tls, &[], "").await
+    }
+
     /// The gateway's admin listener (`/metrics`).
     pub fn gateway_admin(&self) -> String {
         format!("http://{}", self.gateway.address("admin"))

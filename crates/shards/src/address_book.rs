@@ -73,6 +73,11 @@ fn normalized_list(addresses: &[String]) -> Vec<String> {
     addresses.iter().filter(|a| !a.trim().is_empty()).map(|a| normalized(a)).collect()
 }
 
+/// How often a client pings each shard connection over HTTP/2, and how long
+/// it waits for the answer before it drops the connection.
+pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+pub const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A lazily connecting channel to a shard at `address`, over mutual TLS
 /// when `tls` is given: a shard that is down is an error per call, not a
 /// failure to build the channel. Every client of K and P is made here.
@@ -89,7 +94,15 @@ pub fn endpoint(address: &str, tls: Option<&MutualTls>) -> Result<tonic::transpo
     let endpoint = tonic::transport::Endpoint::from_shared(url)
         .map_err(|error| bad(error.to_string()))?
         .connect_timeout(std::time::Duration::from_secs(1))
-        .tcp_nodelay(true);
+        .tcp_nodelay(true)
+        // A connection whose peer vanished without a reset (a host gone, a
+        // partition that outlived the peer's connection state) would
+        // otherwise take every call until TCP gives up, many minutes later:
+        // HTTP/2 pings close it within PING_INTERVAL + PING_TIMEOUT, and the
+        // next call connects afresh (docs/design.md#shard-connections).
+        .http2_keep_alive_interval(PING_INTERVAL)
+        .keep_alive_timeout(PING_TIMEOUT)
+        .keep_alive_while_idle(true);
     let endpoint = match tls {
         Some(tls) => endpoint
             .tls_config(tls.client())

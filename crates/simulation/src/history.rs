@@ -204,3 +204,90 @@ fn answers_by_key(history: &[Entry]) -> BTreeMap<usize, Vec<Answer201>> {
     }
     answers
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(id: &str, token: &str) -> Answer201 {
+        Answer201 {
+            id: id.into(),
+            url: format!("https://paste.sim/{id}"),
+            raw_url: format!("https://paste.sim/raw/{id}"),
+            expires_at: "2027-01-01T00:00:00Z".into(),
+            delete_token: token.into(),
+        }
+    }
+
+    fn one_key() -> Vec<KeySpec> {
+        vec![KeySpec { key: "k".into(), content: "hello".into() }]
+    }
+
+    fn created(at_ms: i64, answer: Answer201) -> Entry {
+        Entry { at_ms, event: Event::Created { client: 0, key: 0, answer, replayed: false } }
+    }
+
+    /// K done with `id`, P live `id`, the object holding "hello".
+    fn settled(id: &str, token: &str) -> FinalState {
+        let mut end = FinalState::default();
+        let row = KeyRow { state: "done".into(), paste_id: id.into(), answer: Some(answer(id, token)) };
+        end.keys.insert("k".into(), row);
+        end.pastes.insert(id.into(), "live".into());
+        end.objects.insert(id.into(), Bytes::from_static(b"hello"));
+        end
+    }
+
+    #[test]
+    fn a_consistent_run_has_no_violation() {
+        let history = [created(10, answer("A", "t")), created(20, answer("A", "t"))];
+        assert_eq!(check(&one_key(), &history, &settled("A", "t")), Vec::new());
+    }
+
+    #[test]
+    fn two_bodies_for_one_key_are_a_violation() {
+        let history = [created(10, answer("A", "t")), created(20, answer("A", "other token"))];
+        let found = check(&one_key(), &history, &settled("A", "t"));
+        assert!(found.iter().any(|v| v.0.contains("two different 201 bodies")), "{found:?}");
+    }
+
+    #[test]
+    fn a_second_live_paste_is_a_violation() {
+        let mut end = settled("A", "t");
+        end.pastes.insert("B".into(), "live".into());
+        let found = check(&one_key(), &[created(10, answer("A", "t"))], &end);
+        assert!(found.iter().any(|v| v.0.contains("paste B is live but no done key names it")), "{found:?}");
+    }
+
+    #[test]
+    fn an_answered_key_that_ended_aborted_or_pending_is_a_violation() {
+        for state in ["aborted", "pending"] {
+            let mut end = settled("A", "t");
+            if let Some(row) = end.keys.get_mut("k") {
+                row.state = state.into();
+            }
+            end.pastes.insert("A".into(), "tombstoned".into());
+            let found = check(&one_key(), &[created(10, answer("A", "t"))], &end);
+            assert!(!found.is_empty(), "{state}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn a_lost_or_deleted_object_of_a_done_paste_is_a_violation() {
+        let mut end = settled("A", "t");
+        end.objects.clear();
+        assert!(!check(&one_key(), &[], &end).is_empty());
+        let mut end = settled("A", "t");
+        end.deleted_objects.insert("A".into());
+        assert!(!check(&one_key(), &[], &end).is_empty());
+    }
+
+    #[test]
+    fn a_read_that_misses_a_created_id_is_a_violation() {
+        let read = Entry {
+            at_ms: 30,
+            event: Event::Read { client: 0, key: 0, id: "A".into(), outcome: ReadOutcome::NotFound },
+        };
+        let found = check(&one_key(), &[created(10, answer("A", "t")), read], &settled("A", "t"));
+        assert!(found.iter().any(|v| v.0.contains("did not find")), "{found:?}");
+    }
+}

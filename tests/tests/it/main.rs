@@ -36,5 +36,6 @@ mod recovery_invariants;
 mod reflection;
 mod saga;
 mod shard_identity;
+mod silent_shard;
 mod sweeper;
 mod telemetry;

@@ -48,6 +48,14 @@ const TOTALS: &str = "totals:";
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    // The real code's logs, when asked for (`RUST_LOG=pastebin_sweeper=debug`), to
+    // see why a seed failed; their timestamps are wall-clock, not simulated.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let ok = match (args.seed, args.replay) {
         (Some(seed), true) => replay(seed),
         (Some(seed), false) => one(seed, args.history),

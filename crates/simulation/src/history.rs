@@ -23,35 +23,16 @@ pub struct Answer201 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A client sends a create for its key (by index) to a gateway.
-    Invoke {
-        client: usize,
-        key: usize,
-        gateway: usize,
-    },
-    Created {
-        client: usize,
-        key: usize,
-        answer: Answer201,
-        replayed: bool,
-    },
+    Invoke { client: usize, key: usize, gateway: usize },
+    /// `key_state` is the key's state on K when the answer arrived (an
+    /// oracle beyond the client's view: a 201 must follow K's done).
+    Created { client: usize, key: usize, answer: Answer201, replayed: bool, key_state: Option<String> },
     /// An error status; whether the create happened is unknown to the client.
-    Failed {
-        client: usize,
-        key: usize,
-        code: tonic::Code,
-    },
+    Failed { client: usize, key: usize, code: tonic::Code },
     /// No answer within the client's own timeout.
-    TimedOut {
-        client: usize,
-        key: usize,
-    },
+    TimedOut { client: usize, key: usize },
     /// A read of a created id right after its 201.
-    Read {
-        client: usize,
-        key: usize,
-        id: String,
-        outcome: ReadOutcome,
-    },
+    Read { client: usize, key: usize, id: String, outcome: ReadOutcome },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +137,11 @@ pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Viola
         }
     }
     for entry in history {
+        if let Event::Created { key, key_state, .. } = &entry.event {
+            if key_state.as_deref() != Some("done") {
+                found(format!("key {key}: answered 201 at {} ms while K had it {key_state:?}", entry.at_ms));
+            }
+        }
         if let Event::Read { key, id, outcome: ReadOutcome::NotFound, .. } = &entry.event {
             found(format!("key {key}: its 201 named {id}, which a read at {} ms did not find", entry.at_ms));
         }
@@ -224,7 +210,10 @@ mod tests {
     }
 
     fn created(at_ms: i64, answer: Answer201) -> Entry {
-        Entry { at_ms, event: Event::Created { client: 0, key: 0, answer, replayed: false } }
+        Entry {
+            at_ms,
+            event: Event::Created { client: 0, key: 0, answer, replayed: false, key_state: Some("done".into()) },
+        }
     }
 
     /// K done with `id`, P live `id`, the object holding "hello".
@@ -248,6 +237,16 @@ mod tests {
         let history = [created(10, answer("A", "t")), created(20, answer("A", "other token"))];
         let found = check(&one_key(), &history, &settled("A", "t"));
         assert!(found.iter().any(|v| v.0.contains("two different 201 bodies")), "{found:?}");
+    }
+
+    #[test]
+    fn a_201_before_done_is_a_violation() {
+        let mut early = created(10, answer("A", "t"));
+        if let Event::Created { key_state, .. } = &mut early.event {
+            *key_state = Some("pending".into());
+        }
+        let found = check(&one_key(), &[early], &settled("A", "t"));
+        assert!(found.iter().any(|v| v.0.contains("while K had it")), "{found:?}");
     }
 
     #[test]

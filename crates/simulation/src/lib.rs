@@ -150,9 +150,11 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     }
     let (keys, plans) = workload(seed);
     let history = History::default();
+    let key_state = key_state_oracle(&disk, &shards);
     for plan in plans {
         let (name, client_seed) = (topology::client(plan.client), seed ^ (plan.client as u64 + 101) << 40);
-        let client = workload::run_client(plan, keys.clone(), client_seed, time.clone(), history.clone());
+        let client =
+            workload::run_client(plan, keys.clone(), client_seed, time.clone(), history.clone(), key_state.clone());
         sim.client(name, host(client));
     }
 
@@ -211,6 +213,23 @@ fn scratch_dir() -> anyhow::Result<tempfile::TempDir> {
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() };
     dir.context("cannot make a directory for the simulated shards")
+}
+
+/// The state of a key on whichever K shard holds it, read at once.
+fn key_state_oracle(disk: &Disk, shards: &Shards) -> workload::KeyStateOracle {
+    let (disk, pools) = (disk.clone(), shards.keys.iter().map(|(_, db)| db.pool().clone()).collect::<Vec<_>>());
+    Arc::new(move |key: &str| {
+        let (pools, key) = (pools.clone(), key.to_owned());
+        disk.run(async move {
+            for pool in pools {
+                let query = sqlx::query("SELECT state FROM idempotency_keys WHERE key = $1").bind(key.clone());
+                if let Ok(Some(row)) = query.fetch_optional(&pool).await {
+                    return Some(row.get::<String, _>("state"));
+                }
+            }
+            None
+        })
+    })
 }
 
 fn pending_keys(disk: &Disk, shards: &Shards) -> usize {

@@ -3,7 +3,7 @@
 //! timeout of its own that may be shorter than the gateway's budget, so
 //! attempts of one key overlap), then reads each created id once.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use pastebin_proto::api::v1::{self as pb, paste_api_client::PasteApiClient};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -26,6 +26,9 @@ pub struct ClientPlan {
     pub keys: Vec<usize>,
 }
 
+/// Reads a key's state on K at this instant (`None`: no record).
+pub type KeyStateOracle = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// One client's run, as a turmoil client host.
 pub async fn run_client(
     plan: ClientPlan,
@@ -33,12 +36,13 @@ pub async fn run_client(
     seed: u64,
     time: SimTime,
     history: History,
+    key_state: KeyStateOracle,
 ) -> anyhow::Result<()> {
     let gateways: Vec<PasteApiClient<Channel>> = (0..GATEWAYS)
         .map(|gateway| Ok(PasteApiClient::new(crate::net::public_channel(&crate::topology::gateway(gateway))?)))
         .collect::<anyhow::Result<_>>()?;
     let mut rng = StdRng::seed_from_u64(seed);
-    let client = Client { me: plan.client, gateways, time, history };
+    let client = Client { me: plan.client, gateways, time, history, key_state };
     for key in plan.keys {
         client.create(key, &keys[key], &mut rng).await;
         // Think time, so that the run spans many faults.
@@ -52,6 +56,7 @@ struct Client {
     gateways: Vec<PasteApiClient<Channel>>,
     time: SimTime,
     history: History,
+    key_state: KeyStateOracle,
 }
 
 impl Client {
@@ -81,7 +86,8 @@ impl Client {
                         expires_at: response.expires_at,
                         delete_token: response.delete_token,
                     };
-                    self.record(Event::Created { client: me, key, answer, replayed: response.replayed });
+                    let key_state = (self.key_state)(&spec.key);
+                    self.record(Event::Created { client: me, key, answer, replayed: response.replayed, key_state });
                     self.read(key, response.id, (gateway + 1) % GATEWAYS).await;
                     return;
                 }

@@ -10,7 +10,10 @@ use pastebin_keys::{KeyClient, KeyServiceImpl, KeyStore};
 use pastebin_pastes::{PasteClient, PasteServiceImpl, PasteStore};
 use pastebin_shards::{Shard, SlotMap};
 use pastebin_sweeper::{Sweeper, SweeperSettings};
-use tonic::transport::{Channel, Server};
+use tonic::{
+    service::Routes,
+    transport::{Channel, Server},
+};
 
 use crate::{
     clock::HostClock,
@@ -65,24 +68,18 @@ fn shards<C>(list: &[(&str, u8, u8)], client: fn(Channel) -> C) -> anyhow::Resul
 }
 
 pub async fn serve_keys(store: KeyStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    let service = KeyServiceImpl::new(store, range(slots.0, slots.1)?).into_server();
-    let listener = net::listen().await?;
-    Server::builder()
-        .layer(OnDiskLayer(disk))
-        .add_service(service)
-        .serve_with_incoming(net::incoming(listener))
-        .await?;
-    Ok(())
+    serve_shard(Routes::new(KeyServiceImpl::new(store, range(slots.0, slots.1)?).into_server()), disk).await
 }
 
 pub async fn serve_pastes(store: PasteStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    let service = PasteServiceImpl::new(store, range(slots.0, slots.1)?).into_server();
+    serve_shard(Routes::new(PasteServiceImpl::new(store, range(slots.0, slots.1)?).into_server()), disk).await
+}
+
+/// A shard's service on the simulated network, each RPC one step on the disk.
+async fn serve_shard(routes: Routes, disk: Disk) -> anyhow::Result<()> {
     let listener = net::listen().await?;
-    Server::builder()
-        .layer(OnDiskLayer(disk))
-        .add_service(service)
-        .serve_with_incoming(net::incoming(listener))
-        .await?;
+    let server = Server::builder().layer(OnDiskLayer(disk)).add_routes(routes);
+    server.serve_with_incoming(net::incoming(listener)).await?;
     Ok(())
 }
 

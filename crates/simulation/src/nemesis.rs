@@ -1,5 +1,6 @@
 //! The faults of a run, drawn from its seed: partitions (both ways, or one
-//! way so requests arrive and replies are lost after the commit), process
+//! way so requests arrive and replies are lost after the commit), held links
+//! (messages arrive late, all at once, when released), process
 //! crashes and restarts, clock skew, slow links and object-store outages.
 //! Each fault is undone after a while; [`Nemesis::heal`] undoes them all.
 
@@ -21,6 +22,8 @@ pub enum Fault {
     Partition(String, String),
     /// Messages from the first host to the second are dropped.
     PartitionOneWay(String, String),
+    /// Messages between the two hosts wait, and arrive late when released.
+    Hold(String, String),
     Crash(String),
     Restart(String),
     Skew(String, i64),
@@ -75,7 +78,8 @@ impl Nemesis {
         let (a, b) = (pick(&mut self.rng), pick(&mut self.rng));
         match self.rng.random_range(0..100) {
             0..=24 if a != b => Fault::Partition(a, b),
-            25..=49 if a != b => Fault::PartitionOneWay(a, b),
+            25..=39 if a != b => Fault::PartitionOneWay(a, b),
+            40..=49 if a != b => Fault::Hold(a, b),
             50..=64 => Fault::Crash(a),
             65..=79 => Fault::Restart(a),
             80..=89 => {
@@ -92,6 +96,7 @@ impl Nemesis {
         match fault {
             Fault::Partition(a, b) => sim.partition(a.as_str(), b.as_str()),
             Fault::PartitionOneWay(a, b) => sim.partition_oneway(a.as_str(), b.as_str()),
+            Fault::Hold(a, b) => sim.hold(a.as_str(), b.as_str()),
             Fault::Crash(host) => sim.crash(host.as_str()),
             Fault::Restart(host) => sim.bounce(host.as_str()),
             Fault::Skew(host, by) => self.clock(host).skew(*by),
@@ -104,6 +109,7 @@ impl Nemesis {
         match fault {
             Fault::Partition(a, b) => sim.repair(a.as_str(), b.as_str()),
             Fault::PartitionOneWay(a, b) => sim.repair_oneway(a.as_str(), b.as_str()),
+            Fault::Hold(a, b) => sim.release(a.as_str(), b.as_str()),
             Fault::Crash(host) => sim.bounce(host.as_str()),
             Fault::Restart(_) => {}
             Fault::Skew(host, _) => self.clock(host).skew(0),

@@ -20,7 +20,7 @@ fn a_seed_with_crashes_and_partitions_replays_the_same_history() {
     let (held, output) = simulate(&["--seed", "3", "--replay"]);
     assert!(held, "{output}");
     assert!(output.contains("replay of seed 3: the same history"), "{output}");
-    for fault in ["Crash(", "Restart(", "PartitionOneWay(", "Skew("] {
+    for fault in ["Crash(", "Restart(", "PartitionOneWay(", "Hold(", "Skew("] {
         assert!(output.contains(fault), "seed 3 no longer has a {fault}..) fault; pick another seed:\n{output}");
     }
     assert!(output.contains("Created {"), "{output}");

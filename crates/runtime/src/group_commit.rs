@@ -19,7 +19,10 @@ use std::{future::Future, pin::Pin};
 use sqlx::{AnyConnection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::failpoints::{self, MID_GROUP_COMMIT};
+use crate::{
+    failpoints::{self, MID_GROUP_COMMIT},
+    metrics::GROUP_COMMIT_WRITES,
+};
 
 /// The most writes one transaction takes; the rest wait for the next group.
 const MAX_GROUP: usize = 256;
@@ -86,10 +89,11 @@ pub(crate) struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the writer on `conn`, a connection used for nothing else.
-    pub(crate) fn start(conn: AnyConnection) -> Self {
+    /// Starts the writer on `conn`, a connection used for nothing else;
+    /// `database` names it in the group-size metric.
+    pub(crate) fn start(conn: AnyConnection, database: String) -> Self {
         let (queue, waiting) = mpsc::channel(QUEUE);
-        tokio::spawn(write_groups(conn, waiting));
+        tokio::spawn(write_groups(conn, waiting, database));
         Self { queue }
     }
 
@@ -106,9 +110,11 @@ impl GroupCommit {
     }
 }
 
-async fn write_groups(mut conn: AnyConnection, mut waiting: mpsc::Receiver<Box<dyn GroupedWrite>>) {
+async fn write_groups(mut conn: AnyConnection, mut waiting: mpsc::Receiver<Box<dyn GroupedWrite>>, database: String) {
+    let group_sizes = metrics::histogram!(GROUP_COMMIT_WRITES, "database" => database);
     let mut group = Vec::with_capacity(MAX_GROUP);
     while waiting.recv_many(&mut group, MAX_GROUP).await > 0 {
+        group_sizes.record(group.len() as f64);
         let committed = commit_group(&mut conn, &mut group).await;
         if let Err(error) = &committed {
             tracing::error!(%error, writes = group.len(), "a SQLite group commit failed");

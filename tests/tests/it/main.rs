@@ -35,6 +35,7 @@ mod readiness;
 mod recovery_invariants;
 mod reflection;
 mod saga;
+mod shedding;
 mod shard_identity;
 mod sweeper;
 mod telemetry;

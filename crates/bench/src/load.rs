@@ -462,6 +462,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_ids_file_lists_one_id_a_line_and_an_empty_one_is_refused() {
+        let path = std::env::temp_dir().join(format!("pastebin-bench-ids-{}", std::process::id()));
+        std::fs::write(&path, "00000000000001\n\n00000000000002\n").unwrap();
+        assert_eq!(read_ids(&path).unwrap(), ["00000000000001", "00000000000002"]);
+        std::fs::write(&path, "\n").unwrap();
+        assert!(read_ids(&path).is_err());
+        std::fs::remove_file(&path).unwrap();
+        assert!(read_ids(&path).is_err(), "a missing file is an error, not zero ids");
+    }
+
+    #[test]
     fn nth_key_is_a_stable_distinct_uuid() {
         let seed = 42;
         let a = nth_key(seed, 0);

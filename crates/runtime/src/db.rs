@@ -84,7 +84,9 @@ impl Database {
         match &self.writer {
             Some(writer) => {
                 writer
-                    .write(move |conn| Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) }))
+                    .write_one_statement(move |conn| {
+                        Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) })
+                    })
                     .await
             }
             None => Ok(statement.execute(&self.pool).await?.rows_affected()),

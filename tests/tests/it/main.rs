@@ -35,7 +35,7 @@ mod readiness;
 mod recovery_invariants;
 mod reflection;
 mod saga;
-mod shedding;
 mod shard_identity;
+mod shedding;
 mod sweeper;
 mod telemetry;

@@ -92,6 +92,26 @@ async fn a_crash_in_the_middle_of_a_group_commit_never_loses_an_answered_create(
     }
 }
 
+/// `pastebin up`'s admin listener shows how many writes each SQLite COMMIT
+/// took, per database: every create is three writes (two on K, one on P).
+#[tokio::test]
+async fn sqlite_group_sizes_are_on_the_admin_listener() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let up = Process::start(up_args(dir.path()), Vec::new(), &["gateway-http", "admin"]).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+    for i in 0..5 {
+        let answer = create(&http, Some(&new_key()), &format!("paste {i}")).await.expect("the gateway answers");
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    }
+    let metrics = reqwest::get(format!("http://{}/metrics", up.address("admin"))).await.unwrap().text().await.unwrap();
+    for (database, at_least) in [("keys.db", 10.0), ("pastes.db", 5.0)] {
+        let sum = format!("pastebin_group_commit_writes_sum{{database=\"{database}\"}} ");
+        let line = metrics.lines().find(|l| l.starts_with(&sum)).unwrap_or_else(|| panic!("no {sum}in:\n{metrics}"));
+        let writes: f64 = line[sum.len()..].parse().expect("a number");
+        assert!(writes >= at_least, "{database}: {writes} writes grouped, want at least {at_least}");
+    }
+}
+
 pastebin_tests::both_backends! {
     /// Writes submitted together land in the same groups; a write whose
     /// second statement fails leaves no trace of its first, fails alone, and

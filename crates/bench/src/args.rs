@@ -110,6 +110,10 @@ pub struct GetArgs {
     /// Pastes of --size bytes created first (unmeasured) and then read at random.
     #[arg(long, default_value_t = 1000)]
     pub pastes: usize,
+    /// Read the ids in this file (one per line, e.g. rows seeded by SQL)
+    /// uniformly at random instead of creating --pastes first.
+    #[arg(long, conflicts_with = "pastes")]
+    pub ids_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]

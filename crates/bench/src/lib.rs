@@ -32,7 +32,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             let workload = load::Workload::RetryStorm { repeat: a.repeat.max(1), prime_keys: a.prime_keys };
             load::run(workload, a.load).await
         }
-        BenchCommand::Get(a) => load::run(load::Workload::Get { pastes: a.pastes.max(1) }, a.load).await,
+        BenchCommand::Get(a) => {
+            load::run(load::Workload::Get { pastes: a.pastes.max(1), ids_file: a.ids_file }, a.load).await
+        }
         BenchCommand::Mixed(a) => {
             let workload =
                 load::Workload::Mixed { pastes: a.pastes.max(1), create_ratio: a.create_ratio.clamp(0.0, 1.0) };

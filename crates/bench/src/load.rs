@@ -31,9 +31,19 @@ use crate::{
 #[derive(Debug, Clone)]
 pub enum Workload {
     Create,
-    RetryStorm { repeat: u64, prime_keys: usize },
-    Get { pastes: usize },
-    Mixed { pastes: usize, create_ratio: f64 },
+    RetryStorm {
+        repeat: u64,
+        prime_keys: usize,
+    },
+    /// Reads of `pastes` created first, or of the ids listed in `ids_file`.
+    Get {
+        pastes: usize,
+        ids_file: Option<std::path::PathBuf>,
+    },
+    Mixed {
+        pastes: usize,
+        create_ratio: f64,
+    },
 }
 
 impl Workload {
@@ -345,7 +355,8 @@ async fn prime(
     quiet: bool,
 ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     let (count, keep_ids) = match workload {
-        Workload::Get { pastes } | Workload::Mixed { pastes, .. } => (*pastes, true),
+        Workload::Get { ids_file: Some(path), .. } => return Ok((read_ids(path)?, Vec::new())),
+        Workload::Get { pastes, .. } | Workload::Mixed { pastes, .. } => (*pastes, true),
         Workload::RetryStorm { prime_keys, .. } => (*prime_keys, false),
         Workload::Create => (0, false),
     };
@@ -375,6 +386,14 @@ async fn prime(
         anyhow::bail!("priming: {} of {count} answers had no id", count - ids.len());
     }
     Ok((ids, if keep_ids { Vec::new() } else { keys }))
+}
+
+/// The ids listed in `path`, one per line (blank lines skipped).
+fn read_ids(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let ids: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+    anyhow::ensure!(!ids.is_empty(), "{} lists no ids", path.display());
+    Ok(ids)
 }
 
 async fn closed_loop(run: &Arc<Run>, connections: usize) {
@@ -441,6 +460,17 @@ async fn progress_line(run: Arc<Run>, started: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ids_file_lists_one_id_a_line_and_an_empty_one_is_refused() {
+        let path = std::env::temp_dir().join(format!("pastebin-bench-ids-{}", std::process::id()));
+        std::fs::write(&path, "00000000000001\n\n00000000000002\n").unwrap();
+        assert_eq!(read_ids(&path).unwrap(), ["00000000000001", "00000000000002"]);
+        std::fs::write(&path, "\n").unwrap();
+        assert!(read_ids(&path).is_err());
+        std::fs::remove_file(&path).unwrap();
+        assert!(read_ids(&path).is_err(), "a missing file is an error, not zero ids");
+    }
 
     #[test]
     fn nth_key_is_a_stable_distinct_uuid() {

@@ -74,6 +74,8 @@ pub struct LatencySummary {
 pub struct Recorder {
     pub classes: BTreeMap<&'static str, Latencies>,
     pub statuses: BTreeMap<String, u64>,
+    /// Latencies per status: a fast 503 and a slow 201 must not blur into one tail.
+    pub by_status: BTreeMap<String, Latencies>,
 }
 
 impl Recorder {
@@ -81,6 +83,7 @@ impl Recorder {
         self.classes.entry(class).or_default().record(latency);
         self.classes.entry("all").or_default().record(latency);
         *self.statuses.entry(status.to_owned()).or_default() += 1;
+        self.by_status.entry(status.to_owned()).or_default().record(latency);
     }
 
     /// A sample for `class` alone: the per-step harness, where an `all` line would mean nothing.
@@ -98,6 +101,9 @@ impl Recorder {
         }
         for (status, count) in &other.statuses {
             *self.statuses.entry(status.clone()).or_default() += count;
+        }
+        for (status, latencies) in &other.by_status {
+            self.by_status.entry(status.clone()).or_default().merge(latencies);
         }
     }
 
@@ -140,7 +146,7 @@ impl Machine {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ReplaySummary {
     /// Keys answered 201 at least once.
     pub keys: u64,
@@ -162,6 +168,8 @@ pub struct Report {
     /// Answers that were 2xx (gRPC OK), per second.
     pub ok_rps: f64,
     pub latency: BTreeMap<String, LatencySummary>,
+    /// The same latencies split by answer (`201`, `503`, ...).
+    pub latency_by_status: BTreeMap<String, LatencySummary>,
     pub statuses: BTreeMap<String, u64>,
     pub replay_check: ReplaySummary,
     pub machine: Machine,
@@ -188,6 +196,7 @@ impl Report {
             throughput_rps: requests as f64 / secs,
             ok_rps: ok as f64 / secs,
             latency: recorder.classes.iter().map(|(c, l)| ((*c).to_owned(), l.summary())).collect(),
+            latency_by_status: recorder.by_status.iter().map(|(s, l)| (s.clone(), l.summary())).collect(),
             statuses: recorder.statuses.clone(),
             replay_check,
             machine: Machine::now(),
@@ -216,7 +225,8 @@ impl Report {
             "{:<10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
             "class", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"
         );
-        for (class, l) in &self.latency {
+        let by_status = self.latency_by_status.iter().map(|(status, l)| (format!("= {status}"), l));
+        for (class, l) in self.latency.iter().map(|(c, l)| (c.clone(), l)).chain(by_status) {
             let _ = writeln!(
                 out,
                 "{:<10} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
@@ -293,6 +303,24 @@ mod tests {
         assert_eq!(a.statuses["201"], 2);
         assert_eq!(a.statuses["404"], 1);
         assert!((a.classes["all"].summary().max_ms - 5.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn each_status_keeps_its_own_latencies() {
+        let mut a = Recorder::default();
+        let mut b = Recorder::default();
+        for _ in 0..99 {
+            a.record("create", "503", ms(1));
+        }
+        b.record("create", "201", ms(40));
+        a.merge(&b);
+        let report = Report::new("create", "http", "open".into(), ms(1000), &a, ReplaySummary::default());
+        assert_eq!(report.latency_by_status["503"].count, 99);
+        assert!((report.latency_by_status["503"].max_ms - 1.0).abs() < 0.01);
+        assert!((report.latency_by_status["201"].p50_ms - 40.0).abs() < 0.05);
+        // Blurred together, the one slow 201 hides below the p99.
+        assert!(report.latency["all"].p99_ms < 2.0);
+        assert!(report.table().contains("= 503"), "{}", report.table());
     }
 
     #[test]

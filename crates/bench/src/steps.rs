@@ -28,10 +28,17 @@ use crate::{
 
 /// The benchmark's object store; an S3 bucket is created if it does not exist yet.
 pub(crate) async fn open_objects(flags: &ObjectStoreArgs) -> anyhow::Result<Arc<dyn ObjectStore>> {
-    if let Some(ObjectStoreConfig::S3(settings)) = flags.config() {
-        S3Store::connect(settings).await?.ensure_bucket().await?;
+    let created = match flags.config() {
+        Some(ObjectStoreConfig::S3(settings)) => S3Store::connect(settings).await?.ensure_bucket().await,
+        _ => Ok(()),
+    };
+    let objects = flags.open().await?;
+    if let Err(error) = created {
+        // Some servers (s3s-fs) answer BucketAlreadyExists for a bucket these
+        // credentials own; a bucket they can list is one the harness can use.
+        objects.list(None, 1).await.map_err(|_| error)?;
     }
-    flags.open().await
+    Ok(objects)
 }
 
 struct Harness {

@@ -84,7 +84,9 @@ impl Database {
         match &self.writer {
             Some(writer) => {
                 writer
-                    .write(move |conn| Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) }))
+                    .write_one_statement(move |conn| {
+                        Box::pin(async move { Ok(statement.execute(conn).await?.rows_affected()) })
+                    })
                     .await
             }
             None => Ok(statement.execute(&self.pool).await?.rows_affected()),
@@ -129,7 +131,7 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         Backend::Sqlite => {
             let mut conn = AnyConnection::connect(&url).await.context("cannot open the SQLite writer")?;
             conn.execute(SQLITE_SETTINGS).await.context("cannot set up the SQLite writer")?;
-            Some(GroupCommit::start(conn))
+            Some(GroupCommit::start(conn, sqlite_file_name(&url)))
         }
         Backend::Postgres => None,
     };
@@ -141,8 +143,7 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
 /// and `-shm` files. SQLite gives new `-wal` and `-shm` files the mode of
 /// the database file, so they are 0600 too.
 fn make_sqlite_files_private(url: &str) -> anyhow::Result<()> {
-    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
-    let path = path.split('?').next().unwrap_or_default();
+    let path = sqlite_path(url);
     if path.is_empty() || path == ":memory:" {
         return Ok(());
     }
@@ -157,6 +158,19 @@ fn make_sqlite_files_private(url: &str) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The file path in a SQLite URL (empty or `:memory:` for none).
+fn sqlite_path(url: &str) -> &str {
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    path.split('?').next().unwrap_or_default()
+}
+
+/// Names a SQLite database in metrics by its file name (e.g. `keys.db`):
+/// the directory can name a user, the file name names only the shard's role.
+fn sqlite_file_name(url: &str) -> String {
+    let path = std::path::Path::new(sqlite_path(url));
+    path.file_name().map_or_else(|| "memory".to_owned(), |name| name.to_string_lossy().into_owned())
 }
 
 /// Whether the database answers a trivial query now. The error says only

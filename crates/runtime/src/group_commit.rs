@@ -7,7 +7,12 @@
 //!
 //! Every write keeps the guarantees of a statement run on its own:
 //! - it runs inside its own savepoint, so a failed statement rolls back only
-//!   itself and fails only its own request;
+//!   itself and fails only its own request. A write of one statement needs
+//!   no savepoint: SQLite undoes a statement that broke a constraint by
+//!   itself and keeps the transaction. Any other failure of it may have
+//!   ended the transaction, so it fails the whole group (nobody has been
+//!   told anything yet). Each savepoint costs two trips to SQLite's thread,
+//!   and the saga's writes are all single statements;
 //! - its caller hears the outcome only after the group's `COMMIT` returned:
 //!   a crash before that loses the whole group, and no caller was told
 //!   anything (the failpoint [`MID_GROUP_COMMIT`] tests exactly this);
@@ -19,7 +24,10 @@ use std::{future::Future, pin::Pin};
 use sqlx::{AnyConnection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::failpoints::{self, MID_GROUP_COMMIT};
+use crate::{
+    failpoints::{self, MID_GROUP_COMMIT},
+    metrics::GROUP_COMMIT_WRITES,
+};
 
 /// The most writes one transaction takes; the rest wait for the next group.
 const MAX_GROUP: usize = 256;
@@ -30,16 +38,29 @@ const QUEUE: usize = 4096;
 /// transaction. It must not commit or roll back itself.
 pub type Statement<'c, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
 
+/// What running one write's statements left in the group's transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    Succeeded,
+    /// Failed on a constraint: SQLite undid the statement, the transaction stands.
+    BrokeAConstraint,
+    /// Failed otherwise: the transaction may be gone.
+    Failed,
+}
+
 /// One queued write, its result type erased so a group can hold any mix.
 trait GroupedWrite: Send {
-    /// Runs the statements; false when they failed (their savepoint is rolled back).
-    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> Pin<Box<dyn Future<Output = bool> + Send + 'c>>;
+    /// Runs the statements; the caller rolls back a failed one's savepoint.
+    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> Pin<Box<dyn Future<Output = Ran> + Send + 'c>>;
+    /// One SQL statement: atomic by itself, so it runs without a savepoint.
+    fn is_one_statement(&self) -> bool;
     /// Tells the caller, once the group's fate is known.
     fn answer(self: Box<Self>, group: Result<(), &sqlx::Error>);
 }
 
 struct Write<T, F> {
     statement: Option<F>,
+    one_statement: bool,
     outcome: Option<Result<T, sqlx::Error>>,
     reply: oneshot::Sender<Result<T, sqlx::Error>>,
 }
@@ -49,14 +70,24 @@ where
     T: Send,
     F: for<'c> FnOnce(&'c mut AnyConnection) -> Statement<'c, T> + Send,
 {
-    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> Pin<Box<dyn Future<Output = bool> + Send + 'c>> {
+    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> Pin<Box<dyn Future<Output = Ran> + Send + 'c>> {
         Box::pin(async move {
-            let Some(statement) = self.statement.take() else { return false };
+            let Some(statement) = self.statement.take() else { return Ran::Failed };
             let outcome = statement(conn).await;
-            let succeeded = outcome.is_ok();
+            let ran = match &outcome {
+                Ok(_) => Ran::Succeeded,
+                Err(sqlx::Error::Database(error)) if error.kind() != sqlx::error::ErrorKind::Other => {
+                    Ran::BrokeAConstraint
+                }
+                Err(_) => Ran::Failed,
+            };
             self.outcome = Some(outcome);
-            succeeded
+            ran
         })
+    }
+
+    fn is_one_statement(&self) -> bool {
+        self.one_statement
     }
 
     fn answer(self: Box<Self>, group: Result<(), &sqlx::Error>) {
@@ -86,10 +117,11 @@ pub(crate) struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the writer on `conn`, a connection used for nothing else.
-    pub(crate) fn start(conn: AnyConnection) -> Self {
+    /// Starts the writer on `conn`, a connection used for nothing else;
+    /// `database` names it in the group-size metric.
+    pub(crate) fn start(conn: AnyConnection, database: String) -> Self {
         let (queue, waiting) = mpsc::channel(QUEUE);
-        tokio::spawn(write_groups(conn, waiting));
+        tokio::spawn(write_groups(conn, waiting, database));
         Self { queue }
     }
 
@@ -99,16 +131,35 @@ impl GroupCommit {
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut AnyConnection) -> Statement<'c, T> + Send + 'static,
     {
+        self.submit(statement, false).await
+    }
+
+    /// Like [`GroupCommit::write`], for a `statement` that runs exactly one SQL statement.
+    pub(crate) async fn write_one_statement<T, F>(&self, statement: F) -> Result<T, sqlx::Error>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut AnyConnection) -> Statement<'c, T> + Send + 'static,
+    {
+        self.submit(statement, true).await
+    }
+
+    async fn submit<T, F>(&self, statement: F, one_statement: bool) -> Result<T, sqlx::Error>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut AnyConnection) -> Statement<'c, T> + Send + 'static,
+    {
         let (reply, answered) = oneshot::channel();
-        let write = Box::new(Write { statement: Some(statement), outcome: None, reply });
+        let write = Box::new(Write { statement: Some(statement), one_statement, outcome: None, reply });
         self.queue.send(write).await.map_err(|_| sqlx::Error::PoolClosed)?;
         answered.await.map_err(|_| sqlx::Error::PoolClosed)?
     }
 }
 
-async fn write_groups(mut conn: AnyConnection, mut waiting: mpsc::Receiver<Box<dyn GroupedWrite>>) {
+async fn write_groups(mut conn: AnyConnection, mut waiting: mpsc::Receiver<Box<dyn GroupedWrite>>, database: String) {
+    let group_sizes = metrics::histogram!(GROUP_COMMIT_WRITES, "database" => database);
     let mut group = Vec::with_capacity(MAX_GROUP);
     while waiting.recv_many(&mut group, MAX_GROUP).await > 0 {
+        group_sizes.record(group.len() as f64);
         let committed = commit_group(&mut conn, &mut group).await;
         if let Err(error) = &committed {
             tracing::error!(%error, writes = group.len(), "a SQLite group commit failed");
@@ -141,8 +192,14 @@ async fn commit_group(conn: &mut AnyConnection, group: &mut [Box<dyn GroupedWrit
 
 async fn run_each(conn: &mut AnyConnection, group: &mut [Box<dyn GroupedWrite>]) -> Result<(), sqlx::Error> {
     for write in group.iter_mut() {
+        if write.is_one_statement() {
+            if write.run(conn).await == Ran::Failed {
+                return Err(uncertain("a statement failed in a way that may have ended its group".into()));
+            }
+            continue;
+        }
         conn.execute("SAVEPOINT grouped_write").await?;
-        if !write.run(conn).await {
+        if write.run(conn).await != Ran::Succeeded {
             conn.execute("ROLLBACK TO grouped_write").await?;
         }
         conn.execute("RELEASE grouped_write").await?;

@@ -36,6 +36,9 @@ pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 /// Connections and requests the edge turned away, by `reason`:
 /// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
 pub const EDGE_REFUSALS: &str = "pastebin_edge_refusals_total";
+/// Writes per SQLite group commit (one transaction, one fsync), by
+/// `database` (the file name, e.g. `keys.db`): near 1 means no batching.
+pub const GROUP_COMMIT_WRITES: &str = "pastebin_group_commit_writes";
 
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
@@ -53,10 +56,13 @@ pub const ALL: &[&str] = &[
     PURGED_TOMBSTONES,
     PASTES_BURNED,
     EDGE_REFUSALS,
+    GROUP_COMMIT_WRITES,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.
 const STEP_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0];
+/// Group sizes up to the writer's largest group (256).
+const GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 
 /// Installs the process-wide recorder once and returns the handle that
 /// renders the text exposition (served on the admin listener's `/metrics`).
@@ -66,6 +72,8 @@ pub fn install() -> PrometheusHandle {
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(SAGA_STEP_SECONDS.to_owned()), STEP_BUCKETS)
+                .expect("the bucket list is not empty")
+                .set_buckets_for_metric(Matcher::Full(GROUP_COMMIT_WRITES.to_owned()), GROUP_BUCKETS)
                 .expect("the bucket list is not empty");
             let recorder = builder.build_recorder();
             let handle = recorder.handle();

@@ -92,6 +92,26 @@ async fn a_crash_in_the_middle_of_a_group_commit_never_loses_an_answered_create(
     }
 }
 
+/// `pastebin up`'s admin listener shows how many writes each SQLite COMMIT
+/// took, per database: every create is three writes (two on K, one on P).
+#[tokio::test]
+async fn sqlite_group_sizes_are_on_the_admin_listener() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let up = Process::start(up_args(dir.path()), Vec::new(), &["gateway-http", "admin"]).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+    for i in 0..5 {
+        let answer = create(&http, Some(&new_key()), &format!("paste {i}")).await.expect("the gateway answers");
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    }
+    let metrics = reqwest::get(format!("http://{}/metrics", up.address("admin"))).await.unwrap().text().await.unwrap();
+    for (database, at_least) in [("keys.db", 10.0), ("pastes.db", 5.0)] {
+        let sum = format!("pastebin_group_commit_writes_sum{{database=\"{database}\"}} ");
+        let line = metrics.lines().find(|l| l.starts_with(&sum)).unwrap_or_else(|| panic!("no {sum}in:\n{metrics}"));
+        let writes: f64 = line[sum.len()..].parse().expect("a number");
+        assert!(writes >= at_least, "{database}: {writes} writes grouped, want at least {at_least}");
+    }
+}
+
 pastebin_tests::both_backends! {
     /// Writes submitted together land in the same groups; a write whose
     /// second statement fails leaves no trace of its first, fails alone, and
@@ -138,4 +158,71 @@ pastebin_tests::both_backends! {
         expected.sort();
         assert_eq!(keys, expected);
     }
+
+    /// Single-statement writes run without a savepoint: one that breaks a
+    /// constraint fails alone, the writes grouped with it commit.
+    async fn a_single_statement_breaking_a_constraint_fails_alone(backend: Backend) {
+        let database = db::connect(&fresh_url(backend).await, 5, &pastebin_keys::MIGRATIONS).await.expect("database");
+        database.execute(insert_key("taken")).await.expect("the first insert of a key");
+        let writes = (0..64).map(|i| {
+            let database = database.clone();
+            async move { database.execute(insert_key(&if i % 4 == 0 { "taken".to_owned() } else { format!("key-{i}") })).await }
+        });
+        let outcomes = futures::future::join_all(writes).await;
+        for (i, outcome) in outcomes.iter().enumerate() {
+            match outcome {
+                Ok(rows) => assert!(i % 4 != 0 && *rows == 1, "write {i}: {outcome:?}"),
+                Err(sqlx::Error::Database(error)) => {
+                    assert!(i % 4 == 0 && error.kind() == sqlx::error::ErrorKind::UniqueViolation, "write {i}: {error}")
+                }
+                Err(error) => panic!("write {i}: {error}"),
+            }
+        }
+        let mut expected: Vec<String> = (0..64).filter(|i| i % 4 != 0).map(|i| format!("key-{i}")).collect();
+        expected.push("taken".to_owned());
+        expected.sort();
+        assert_eq!(stored_keys(&database).await, expected);
+    }
+
+    /// A single statement failing other than on a constraint (here: a table
+    /// that does not exist) may end its group on SQLite. Whatever was grouped
+    /// with it, every caller's answer is true: an Ok write is stored, a
+    /// failed one is not.
+    async fn every_answer_is_true_when_a_single_statement_fails_its_group(backend: Backend) {
+        let database = db::connect(&fresh_url(backend).await, 5, &pastebin_keys::MIGRATIONS).await.expect("database");
+        let writes = (0..64).map(|i| {
+            let database = database.clone();
+            async move {
+                let statement = if i == 20 {
+                    sqlx::query("INSERT INTO no_such_table (key) VALUES ($1)").bind("never")
+                } else {
+                    insert_key(&format!("key-{i}"))
+                };
+                (i, database.execute(statement).await)
+            }
+        });
+        let outcomes = futures::future::join_all(writes).await;
+        assert!(outcomes[20].1.is_err(), "the statement on a missing table fails");
+        let mut answered_ok: Vec<String> =
+            outcomes.iter().filter(|(_, outcome)| outcome.is_ok()).map(|(i, _)| format!("key-{i}")).collect();
+        answered_ok.sort();
+        assert_eq!(stored_keys(&database).await, answered_ok);
+        database.execute(insert_key("after")).await.expect("the writer goes on after a failed group");
+    }
+}
+
+/// A plain insert of a pending key row (no ON CONFLICT: a repeated key is a unique violation).
+fn insert_key(key: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    sqlx::query(
+        "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
+         VALUES ($1, 'h', 'p', 'pending', 'b', 0, 0)",
+    )
+    .bind(key.to_owned())
+}
+
+async fn stored_keys(database: &db::Database) -> Vec<String> {
+    let rows = sqlx::query("SELECT key FROM idempotency_keys").fetch_all(database.pool()).await.expect("read");
+    let mut keys: Vec<String> = rows.iter().map(|row| row.get::<String, _>("key")).collect();
+    keys.sort();
+    keys
 }

@@ -36,6 +36,7 @@ mod recovery_invariants;
 mod reflection;
 mod saga;
 mod shard_identity;
+mod shedding;
 mod silent_shard;
 mod sweeper;
 mod telemetry;

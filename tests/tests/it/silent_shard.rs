@@ -20,7 +20,7 @@ async fn a_gateway_recovers_from_a_key_shard_that_went_silent() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let target = cluster.key_addresses[0].trim_start_matches("http://").to_owned();
     let proxy = FreezingProxy::start(&target).await;
-    let gateway = cluster.gateway_with_key_shards(&[proxy.address.clone()]).await;
+    let gateway = cluster.gateway_with_key_shards(std::slice::from_ref(&proxy.address)).await;
     let http = format!("http://{}", gateway.address("gateway-http"));
     let before = api::create(&http, Some(&api::new_key()), "before the silence").await.unwrap();
     assert_eq!(before.status, 201, "{}", before.body);

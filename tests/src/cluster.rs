@@ -516,3 +516,13 @@ pub async fn execute(url: &str, sql: &str, bind: &str) -> u64 {
         .expect("statement")
         .rows_affected()
 }
+
+/// A gateway's command line over `keys` and `pastes` (each a list of
+/// addresses), objects in the directory `objects`, listeners on port 0.
+pub fn gateway_args(keys: &[String], pastes: &[String], objects: &std::path::Path) -> Vec<String> {
+    let objects = objects.to_str().expect("a UTF-8 temp path");
+    let (keys, pastes) = (keys.join(","), pastes.join(","));
+    let args = ["gateway", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--key-shards", &keys];
+    let args = args.into_iter().chain(["--paste-shards", &pastes, "--objects-dir", objects]);
+    args.map(str::to_owned).collect()
+}

@@ -51,3 +51,24 @@ impl Clock for HostClock {
         DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::MIN_UTC)
     }
 }
+
+/// Every host's clock, by host name.
+#[derive(Debug, Clone)]
+pub struct Clocks(Vec<(String, HostClock)>);
+
+impl Clocks {
+    /// One unskewed clock for each of `hosts`.
+    pub fn new(time: &SimTime, hosts: impl IntoIterator<Item = String>) -> Self {
+        Self(hosts.into_iter().map(|host| (host, time.host_clock())).collect())
+    }
+
+    /// The clock of `host`, which must be one of the hosts this was made for.
+    pub fn of(&self, host: &str) -> HostClock {
+        let found = self.0.iter().find(|(name, _)| name == host);
+        found.map(|(_, clock)| clock.clone()).expect("every simulated host has a clock")
+    }
+
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(host, _)| host.as_str())
+    }
+}

@@ -29,7 +29,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use sqlx::Row;
 
 use crate::{
-    clock::{HostClock, SimTime},
+    clock::{Clocks, SimTime},
     disk::Disk,
     history::{Entry, FinalState, History, KeyRow, KeySpec, Violation},
     nemesis::Nemesis,
@@ -87,14 +87,12 @@ struct Shards {
     pastes: Vec<(PasteStore, Database)>,
 }
 
-fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &[(String, HostClock)]) -> anyhow::Result<Shards> {
+fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks) -> anyhow::Result<Shards> {
     let open = |name: &str, migrations: &'static sqlx::migrate::Migrator| {
         let url = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
         disk.run(async move { pastebin_runtime::db::connect(&url, 4, migrations).await })
     };
-    let clock = |name: &str| {
-        Arc::new(clocks.iter().find(|(host, _)| host == name).map(|(_, c)| c.clone()).expect("every host has a clock"))
-    };
+    let clock = |name: &str| Arc::new(clocks.of(name));
     let keys = topology::KEY_SHARDS
         .iter()
         .map(|(name, ..)| open(name, &pastebin_keys::MIGRATIONS).map(|db| (KeyStore::new(db.clone(), clock(name)), db)))
@@ -113,13 +111,9 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     let dir = scratch_dir()?;
     let disk = Disk::new()?;
     let time = SimTime::default();
-    let clocks: Vec<(String, HostClock)> =
-        topology::servers().into_iter().chain(["objects".to_owned()]).map(|host| (host, time.host_clock())).collect();
+    let clocks = Clocks::new(&time, topology::servers().into_iter().chain(["objects".to_owned()]));
     let shards = open_shards(&disk, dir.path(), &clocks)?;
-    let clock_of = |name: &str| {
-        clocks.iter().find(|(host, _)| host == name).map(|(_, c)| c.clone()).expect("every host has a clock")
-    };
-    let objects = SimObjects::new(seed ^ 0x6f62_6a73, clock_of("objects"));
+    let objects = SimObjects::new(seed ^ 0x6f62_6a73, clocks.of("objects"));
 
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
@@ -138,14 +132,14 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     }
     for index in 0..topology::GATEWAYS {
         let name = topology::gateway(index);
-        let (objects, clock) = (objects.clone(), clock_of(&name));
+        let (objects, clock) = (objects.clone(), clocks.of(&name));
         // Outside the host: a restarted gateway must not mint the ids it minted before.
         let minter: Arc<dyn Minter> = Arc::new(SeededMinter::new(seed ^ (index as u64 + 1) << 32));
         sim.host(name, move || host(topology::serve_gateway(objects.clone(), clock.clone(), minter.clone())));
     }
     for index in 0..topology::SWEEPERS {
         let name = topology::sweeper(index);
-        let (objects, clock) = (objects.clone(), clock_of(&name));
+        let (objects, clock) = (objects.clone(), clocks.of(&name));
         sim.host(name, move || host(topology::run_sweeper(objects.clone(), clock.clone())));
     }
     let (keys, plans) = workload(seed);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::{rngs::StdRng, seq::IndexedRandom, Rng, SeedableRng};
 use turmoil::Sim;
 
-use crate::{clock::HostClock, objects::SimObjects, topology};
+use crate::{clock::Clocks, objects::SimObjects, topology};
 
 /// One fault every this many milliseconds of simulated time, on average.
 const MEAN_GAP_MS: u64 = 400;
@@ -36,14 +36,14 @@ pub struct Nemesis {
     next_at: Duration,
     /// Faults to undo, with when.
     pending: Vec<(Duration, Fault)>,
-    clocks: Vec<(String, HostClock)>,
+    clocks: Clocks,
     objects: SimObjects,
     /// Everything done, for the report.
     pub log: Vec<(Duration, Fault)>,
 }
 
 impl Nemesis {
-    pub fn new(seed: u64, clocks: Vec<(String, HostClock)>, objects: SimObjects) -> Self {
+    pub fn new(seed: u64, clocks: Clocks, objects: SimObjects) -> Self {
         Self {
             rng: StdRng::seed_from_u64(seed),
             next_at: Duration::ZERO,
@@ -84,7 +84,8 @@ impl Nemesis {
             65..=79 => Fault::Restart(a),
             80..=89 => {
                 let skew = self.rng.random_range(-MAX_SKEW_MS..=MAX_SKEW_MS);
-                Fault::Skew(self.clocks.choose(&mut self.rng).map(|(host, _)| host.clone()).unwrap_or_default(), skew)
+                let hosts: Vec<&str> = self.clocks.hosts().collect();
+                Fault::Skew(hosts.choose(&mut self.rng).map(|host| (*host).to_owned()).unwrap_or_default(), skew)
             }
             90..=94 => Fault::SlowLinks(Duration::from_millis(self.rng.random_range(50..1_500))),
             95..=99 => Fault::ObjectOutage,
@@ -99,7 +100,7 @@ impl Nemesis {
             Fault::Hold(a, b) => sim.hold(a.as_str(), b.as_str()),
             Fault::Crash(host) => sim.crash(host.as_str()),
             Fault::Restart(host) => sim.bounce(host.as_str()),
-            Fault::Skew(host, by) => self.clock(host).skew(*by),
+            Fault::Skew(host, by) => self.clocks.of(host).skew(*by),
             Fault::SlowLinks(latency) => sim.set_max_message_latency(*latency),
             Fault::ObjectOutage => self.objects.set_outage(true),
         }
@@ -112,15 +113,10 @@ impl Nemesis {
             Fault::Hold(a, b) => sim.release(a.as_str(), b.as_str()),
             Fault::Crash(host) => sim.bounce(host.as_str()),
             Fault::Restart(_) => {}
-            Fault::Skew(host, _) => self.clock(host).skew(0),
+            Fault::Skew(host, _) => self.clocks.of(host).skew(0),
             Fault::SlowLinks(_) => sim.set_max_message_latency(crate::MAX_LATENCY),
             Fault::ObjectOutage => self.objects.set_outage(false),
         }
-    }
-
-    fn clock(&self, host: &str) -> &HostClock {
-        let found = self.clocks.iter().find(|(name, _)| name == host);
-        &found.unwrap_or(&self.clocks[0]).1
     }
 
     /// Ends every fault at once: the network whole, every process up, every

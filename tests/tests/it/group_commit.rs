@@ -124,22 +124,10 @@ pastebin_tests::both_backends! {
                 database
                     .write(move |conn| {
                         Box::pin(async move {
-                            sqlx::query(
-                                "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
-                                 VALUES ($1, 'h', 'p', 'pending', 'b', 0, 0)",
-                            )
-                            .bind(format!("key-{i}"))
-                            .execute(&mut *conn)
-                            .await?;
+                            insert_key(&format!("key-{i}")).execute(&mut *conn).await?;
                             if i % 4 == 0 {
                                 // The same key again: a unique violation.
-                                sqlx::query(
-                                    "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
-                                     VALUES ($1, 'h', 'p', 'pending', 'b', 0, 0)",
-                                )
-                                .bind(format!("key-{i}"))
-                                .execute(&mut *conn)
-                                .await?;
+                                insert_key(&format!("key-{i}")).execute(&mut *conn).await?;
                             }
                             Ok(i)
                         })

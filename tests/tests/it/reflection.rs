@@ -8,7 +8,7 @@ use std::path::Path;
 
 use futures::StreamExt;
 use pastebin_shards::channel;
-use pastebin_tests::cluster::Process;
+use pastebin_tests::cluster::{gateway_args, Process};
 use tonic::{transport::Channel, Code, Status};
 use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
 use tonic_reflection::pb::{v1, v1alpha};
@@ -120,20 +120,8 @@ async fn the_gateway_reflects_only_the_public_api_over_v1_and_v1alpha() {
     let (_keys, _, key_address) = shard("key-service", temp.path(), &[]).await;
     let (_pastes, _, paste_address) = shard("paste-service", temp.path(), &[]).await;
     let objects = temp.path().join("objects");
-    let args = [
-        "gateway",
-        "--http",
-        "127.0.0.1:0",
-        "--grpc",
-        "127.0.0.1:0",
-        "--key-shards",
-        &key_address,
-        "--paste-shards",
-        &paste_address,
-        "--objects-dir",
-        objects.to_str().unwrap(),
-    ];
-    let gateway = Process::start(args.map(String::from).to_vec(), vec![], &["gateway-grpc"]).await;
+    let args = gateway_args(&[key_address], &[paste_address], &objects);
+    let gateway = Process::start(args, vec![], &["gateway-grpc"]).await;
     let channel = channel(gateway.address("gateway-grpc"), None).unwrap();
 
     let expected = ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "pastebin.v1.PasteApi"];

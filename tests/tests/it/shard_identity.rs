@@ -16,7 +16,7 @@ use pastebin_runtime::shard_slots::{self, Resharding, SlotClaimError};
 use pastebin_shards::{Shard, SlotMap};
 use pastebin_tests::{
     api::{create, get, new_key},
-    cluster::{start_shard, testbed_binary, Process},
+    cluster::{gateway_args, start_shard, testbed_binary, Process},
     shards::{
         fresh_pool, fresh_url, key_store, new_paste, paste_store, random_hash, spawn_key_service_owning,
         spawn_paste_service_owning, Backend,
@@ -320,26 +320,6 @@ async fn shards(kind: &str, ranges: &[&str]) -> (Vec<Process>, Vec<String>) {
         addresses.push(address);
     }
     (processes, addresses)
-}
-
-fn gateway_args(keys: &[String], pastes: &[String], objects: &std::path::Path) -> Vec<String> {
-    let objects = objects.to_str().unwrap();
-    [
-        "gateway",
-        "--http",
-        "127.0.0.1:0",
-        "--grpc",
-        "127.0.0.1:0",
-        "--key-shards",
-        &keys.join(","),
-        "--paste-shards",
-        &pastes.join(","),
-        "--objects-dir",
-        objects,
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect()
 }
 
 #[tokio::test]

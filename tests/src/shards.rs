@@ -5,7 +5,9 @@
 //!   process-wide temporary directory.
 //! * [`spawn_key_service`] / [`spawn_paste_service`] serve a store over real gRPC (with
 //!   health, and reflection or TLS as the options say) on `127.0.0.1:0` in the current tokio runtime and hand back
-//!   its address and a typed client. The server lives until the test's runtime is dropped.
+//!   its address and a typed client. The `_over` variants hand back a channel over a
+//!   [`Transport`] instead: the network, or in process as `pastebin up` calls its shards. The `_over` variants hand back a channel over a
+//!   [`Transport`] instead: the network, or in process as `pastebin up` calls its shards. The server lives until the test's runtime is dropped.
 //!   The `_owning` variants serve a shard that owns only some slots; [`even_split`] is
 //!   the range of one of N shards.
 //! * [`both_backends!`](crate::both_backends) runs one async test body as two
@@ -29,7 +31,7 @@ use pastebin_keys::{KeyClient, KeyStore, NewKey};
 use pastebin_pastes::{NewPaste, PasteClient, PasteStore};
 use pastebin_runtime::{
     db::{self, Database},
-    grpc::ServerOptions,
+    grpc::{GrpcServer, ServerOptions, ShardChannel},
 };
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
@@ -115,8 +117,39 @@ async fn local_listener() -> (TcpListener, String) {
     (listener, address)
 }
 
+/// How a test reaches a shard service it spawned: over real gRPC on its
+/// port, or in process, as `pastebin up`'s gateway and sweeper do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Network,
+    InProcess,
+}
+
+impl Transport {
+    pub const BOTH: [Transport; 2] = [Transport::Network, Transport::InProcess];
+}
+
+/// Serves `server` on a free port until the runtime ends (health follows
+/// readiness while it does), and hands back its address and a channel to it
+/// over `transport`. The listener is bound before this returns, so the
+/// channel can be used at once.
+async fn spawn_server(server: GrpcServer, transport: Transport, what: &'static str) -> (String, ShardChannel) {
+    let (listener, address) = local_listener().await;
+    let in_process = server.in_process();
+    tokio::spawn(async move {
+        if let Err(e) = server.serve(listener, pending()).await {
+            panic!("{what} stopped: {e:#}");
+        }
+    });
+    let channel = match transport {
+        Transport::Network => pastebin_shards::channel(&address, None).expect("channel to the service").into(),
+        Transport::InProcess => in_process,
+    };
+    (address, channel)
+}
+
 /// Serves `store` as a key service owning every slot on a free port until the runtime
-/// ends. The listener is bound before this returns, so the client can be used at once.
+/// ends, with a client over the network.
 pub async fn spawn_key_service(store: KeyStore, options: ServerOptions) -> (String, KeyClient) {
     spawn_key_service_owning(store, SlotRange::ALL, options).await
 }
@@ -127,17 +160,23 @@ pub async fn spawn_key_service_owning(
     slots: SlotRange,
     options: ServerOptions,
 ) -> (String, KeyClient) {
-    let (listener, address) = local_listener().await;
-    tokio::spawn(async move {
-        if let Err(e) = pastebin_keys::serve(listener, store, slots, options, pending()).await {
-            panic!("key service stopped: {e:#}");
-        }
-    });
-    let channel = pastebin_shards::channel(&address, None).expect("channel to the key service");
+    let (address, channel) = spawn_key_service_over(store, slots, options, Transport::Network).await;
     (address, KeyClient::new(channel))
 }
 
-/// Serves `store` as a paste service owning every slot on a free port until the runtime ends.
+/// A key service owning `slots`, reached over `transport`.
+pub async fn spawn_key_service_over(
+    store: KeyStore,
+    slots: SlotRange,
+    options: ServerOptions,
+    transport: Transport,
+) -> (String, ShardChannel) {
+    spawn_server(pastebin_keys::server(store, slots, options).await.expect("key service"), transport, "key service")
+        .await
+}
+
+/// Serves `store` as a paste service owning every slot on a free port until the runtime
+/// ends, with a client over the network.
 pub async fn spawn_paste_service(store: PasteStore, options: ServerOptions) -> (String, PasteClient) {
     spawn_paste_service_owning(store, SlotRange::ALL, options).await
 }
@@ -148,14 +187,19 @@ pub async fn spawn_paste_service_owning(
     slots: SlotRange,
     options: ServerOptions,
 ) -> (String, PasteClient) {
-    let (listener, address) = local_listener().await;
-    tokio::spawn(async move {
-        if let Err(e) = pastebin_pastes::serve(listener, store, slots, options, pending()).await {
-            panic!("paste service stopped: {e:#}");
-        }
-    });
-    let channel = pastebin_shards::channel(&address, None).expect("channel to the paste service");
+    let (address, channel) = spawn_paste_service_over(store, slots, options, Transport::Network).await;
     (address, PasteClient::new(channel))
+}
+
+/// A paste service owning `slots`, reached over `transport`.
+pub async fn spawn_paste_service_over(
+    store: PasteStore,
+    slots: SlotRange,
+    options: ServerOptions,
+    transport: Transport,
+) -> (String, ShardChannel) {
+    let server = pastebin_pastes::server(store, slots, options).await.expect("paste service");
+    spawn_server(server, transport, "paste service").await
 }
 
 /// The range of shard `index` of `count` when the 256 slots are split evenly in

@@ -32,7 +32,7 @@ pub struct GatewayArgs {
     #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub read_cache_bytes: u64,
     /// Creates in flight at once per key shard; past it creates get 503 + Retry-After at once.
-    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD", default_value_t = 64)]
+    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD", default_value_t = pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD)]
     pub creates_in_flight_per_shard: usize,
     /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
     #[arg(long, env = "PASTEBIN_CREATE_RATE_LIMIT")]

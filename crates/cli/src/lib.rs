@@ -16,7 +16,7 @@ use pastebin_admin::AdminState;
 use pastebin_core::{Clock, SlotRange, SystemClock};
 use pastebin_runtime::{
     db,
-    grpc::{GrpcLimits, ServerOptions},
+    grpc::{GrpcLimits, GrpcServer, ServerOptions},
     readiness,
     shard_slots::{self, Resharding},
     shutdown_signal, telemetry,
@@ -189,11 +189,11 @@ pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpL
 /// claim its slot range there, listen, and serve with the admin listener
 /// beside it. With TLS files the shard serves mutual TLS only: every client
 /// must present a certificate signed by --tls-ca (docs/design.md#mtls).
-async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
+async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    serve: impl FnOnce(db::Database, SlotRange, TcpListener, ServerOptions) -> F,
+    server: impl FnOnce(db::Database, SlotRange, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
     let options = ServerOptions {
@@ -216,22 +216,23 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<()>>>(
     if options.tls.is_some() {
         tracing::info!(%what, "serving mutual TLS only: clients need a certificate signed by --tls-ca");
     }
-    tokio::try_join!(serve(pool, slots, listener, options), args.admin.serve(AdminState::metrics_only()))?;
+    let server = server(pool, slots, options).await?;
+    tokio::try_join!(server.serve(listener, shutdown_signal()), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", |pool, slots, listener, options| {
+    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", |pool, slots, options| {
         let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
-        pastebin_keys::serve(listener, store, slots, options, shutdown_signal())
+        pastebin_keys::server(store, slots, options)
     })
     .await
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", |pool, slots, listener, options| {
+    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", |pool, slots, options| {
         let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
-        pastebin_pastes::serve(listener, store, slots, options, shutdown_signal())
+        pastebin_pastes::server(store, slots, options)
     })
     .await
 }

@@ -1,8 +1,10 @@
 //! `pastebin up`: the embedded default. Every part in one process, state in
 //! one directory, nothing to install: K and P on SQLite files, objects in a
-//! directory, the gateway in front, the sweeper behind. K and P still run behind their gRPC
-//! servers on loopback, so the process exercises the same saga as a
-//! deployment of separate services.
+//! directory, the gateway in front, the sweeper behind. The gateway and the
+//! sweeper call K and P through the shards' own gRPC services, in process
+//! (docs/design.md#in-process-shards): the same requests and handlers as a
+//! deployment of separate services, without a socket. K and P also listen on
+//! loopback, for the operator tools that `endpoints.json` points at.
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
@@ -18,7 +20,7 @@ use pastebin_runtime::{
     shard_slots::{self, Resharding},
     shutdown_signal,
 };
-use pastebin_shards::{channel, Endpoints, Shard, SlotMap, SlotMapCell};
+use pastebin_shards::{Endpoints, Shard, SlotMap, SlotMapCell};
 
 use crate::{
     bind,
@@ -67,17 +69,25 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let key_address = format!("http://{}", key_listener.local_addr()?);
     let paste_address = format!("http://{}", paste_listener.local_addr()?);
 
+    // K and P listen on loopback only, without reflection; the public gRPC
+    // API answers reflection for its own API. All within the limits given.
+    let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
+    let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
+    let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
+    let key_server =
+        pastebin_keys::server(KeyStore::new(key_pool, clock.clone()), SlotRange::ALL, internal.clone()).await?;
+    let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), SlotRange::ALL, internal).await?;
     // The shards are this process's own, so their ranges are known without asking.
     let slots = SlotMap::new(
         vec![Shard {
             address: key_address.clone(),
             slots: Some(SlotRange::ALL),
-            client: KeyClient::new(channel(&key_address, None)?),
+            client: KeyClient::new(key_server.in_process()),
         }],
         vec![Shard {
             address: paste_address.clone(),
             slots: Some(SlotRange::ALL),
-            client: PasteClient::new(channel(&paste_address, None)?),
+            client: PasteClient::new(paste_server.in_process()),
         }],
     )?;
     let http = bind(args.gateway.http, "gateway-http").await?;
@@ -106,26 +116,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         dir.display()
     );
 
-    // K and P listen on loopback only, without reflection; the public gRPC
-    // API answers reflection for its own API. All within the limits given.
-    let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
-    let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
-    let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
     tokio::try_join!(
-        pastebin_keys::serve(
-            key_listener,
-            KeyStore::new(key_pool, clock.clone()),
-            SlotRange::ALL,
-            internal.clone(),
-            shutdown_signal()
-        ),
-        pastebin_pastes::serve(
-            paste_listener,
-            PasteStore::new(paste_pool, clock),
-            SlotRange::ALL,
-            internal,
-            shutdown_signal()
-        ),
+        key_server.serve(key_listener, shutdown_signal()),
+        paste_server.serve(paste_listener, shutdown_signal()),
         pastebin_gateway::serve_http(http, gateway.clone(), http_limits.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
         async {

@@ -38,7 +38,7 @@ mod step;
 pub use admission::CreateRateLimit;
 pub use created::Created;
 pub use error::ApiError;
-pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste};
+pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste, CREATES_IN_FLIGHT_PER_SHARD};
 pub use grpc::PasteApiService;
 pub use pastebin_shards::{SlotMap, SlotMapCell};
 
@@ -70,5 +70,5 @@ pub async fn serve_grpc(
         services: &[grpc::SERVICE_NAME],
         descriptors: pastebin_proto::api::v1::FILE_DESCRIPTOR_SET,
     };
-    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
+    pastebin_runtime::grpc::GrpcServer::new(routes, described, options).await?.serve(listener, shutdown).await
 }

@@ -6,11 +6,10 @@ use pastebin_proto::{
     shard::v1 as shard_pb,
 };
 use pastebin_runtime::{
-    grpc::{CallError, Deadline, Malformed},
+    grpc::{CallError, Deadline, Malformed, ShardChannel},
     shard_slots,
 };
 use tokio::time::Instant;
-use tonic::transport::Channel;
 
 use crate::{convert, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 
@@ -18,9 +17,9 @@ use crate::{convert, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 /// in, domain types out, every failure classified as refused or uncertain.
 #[derive(Clone)]
 pub struct KeyClient {
-    inner: KeyServiceClient<Channel>,
+    inner: KeyServiceClient<ShardChannel>,
     /// Kept for the shard's `grpc.health.v1`, which is beside the service.
-    channel: Channel,
+    channel: ShardChannel,
     deadline: Deadline,
 }
 
@@ -29,7 +28,10 @@ fn bad_reply(malformed: Malformed) -> CallError {
 }
 
 impl KeyClient {
-    pub fn new(channel: Channel) -> Self {
+    /// A client over `channel`: a tonic channel to a shard elsewhere, or
+    /// [`GrpcServer::in_process`](pastebin_runtime::grpc::GrpcServer::in_process) for one in this process.
+    pub fn new(channel: impl Into<ShardChannel>) -> Self {
+        let channel = channel.into();
         Self { inner: KeyServiceClient::new(channel.clone()), channel, deadline: Deadline::default() }
     }
 

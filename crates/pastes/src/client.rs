@@ -4,11 +4,10 @@ use pastebin_proto::{
     shard::v1 as shard_pb,
 };
 use pastebin_runtime::{
-    grpc::{CallError, Deadline, Malformed},
+    grpc::{CallError, Deadline, Malformed, ShardChannel},
     shard_slots,
 };
 use tokio::time::Instant;
-use tonic::transport::Channel;
 
 use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
@@ -16,9 +15,9 @@ use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, 
 /// classified as refused (it did not act) or uncertain (it may have).
 #[derive(Clone)]
 pub struct PasteClient {
-    inner: PasteServiceClient<Channel>,
+    inner: PasteServiceClient<ShardChannel>,
     /// Kept for the shard's `grpc.health.v1`, which is beside the service.
-    channel: Channel,
+    channel: ShardChannel,
     deadline: Deadline,
 }
 
@@ -32,7 +31,10 @@ fn fate(raw: i32) -> Result<IdFate, CallError> {
 }
 
 impl PasteClient {
-    pub fn new(channel: Channel) -> Self {
+    /// A client over `channel`: a tonic channel to a shard elsewhere, or
+    /// [`GrpcServer::in_process`](pastebin_runtime::grpc::GrpcServer::in_process) for one in this process.
+    pub fn new(channel: impl Into<ShardChannel>) -> Self {
+        let channel = channel.into();
         Self { inner: PasteServiceClient::new(channel.clone()), channel, deadline: Deadline::default() }
     }
 

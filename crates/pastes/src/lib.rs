@@ -24,19 +24,18 @@ pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";
 
-/// Serves `store` as the P shard owning `slots` over gRPC on `listener`
-/// (with health, and TLS and reflection as `options` say) until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
+/// `store` as the P shard owning `slots`, behind gRPC (with health, and
+/// TLS and reflection as `options` say): to serve on a listener, to call in
+/// process, or both.
+pub async fn server(
     store: PasteStore,
     slots: pastebin_core::SlotRange,
     options: pastebin_runtime::grpc::ServerOptions,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<pastebin_runtime::grpc::GrpcServer> {
     let routes = tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server());
     let described = pastebin_runtime::grpc::Described {
         services: &[SERVICE_NAME],
         descriptors: pastebin_proto::pastes::v1::FILE_DESCRIPTOR_SET,
     };
-    pastebin_runtime::grpc::serve(listener, routes, described, options, shutdown).await
+    pastebin_runtime::grpc::GrpcServer::new(routes, described, options).await
 }

@@ -50,57 +50,147 @@ pub struct ServerOptions {
     pub limits: GrpcLimits,
 }
 
-/// Serves `routes` on `listener` with `grpc.health.v1` and, if asked,
+/// A gRPC server's services with `grpc.health.v1` and, if asked,
 /// reflection over both `grpc.reflection.v1` and `v1alpha` (grpcio's and
-/// several GUI clients speak only v1alpha), within the options' limits, until
-/// `shutdown` resolves; in-flight calls are allowed to finish. Health reports
-/// the described services and the server as a whole as serving while the
-/// process is ready ([`crate::readiness`]), and not serving while it is not.
-pub async fn serve(
-    listener: TcpListener,
+/// several GUI clients speak only v1alpha), before it listens. Health
+/// reports the described services and the server as a whole as serving
+/// while the process is ready ([`crate::readiness`]), and not serving while
+/// it is not.
+pub struct GrpcServer {
     routes: Routes,
-    described: Described<'_>,
+    health: tonic_health::server::HealthReporter,
+    services: Vec<String>,
     options: ServerOptions,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let (reporter, health) = tonic_health::server::health_reporter();
-    let services: Vec<String> =
-        std::iter::once("").chain(described.services.iter().copied()).map(str::to_owned).collect();
-    let mut routes = routes.add_service(health);
-    if options.reflection {
-        let reflection = || {
-            tonic_reflection::server::Builder::configure()
-                .register_encoded_file_descriptor_set(described.descriptors)
-                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        };
-        routes = routes.add_service(reflection().build_v1()?).add_service(reflection().build_v1alpha()?);
+}
+
+impl GrpcServer {
+    /// Health already answers for every described service when this
+    /// returns: an in-process caller may ask before [`Self::serve`] runs.
+    pub async fn new(routes: Routes, described: Described<'_>, options: ServerOptions) -> anyhow::Result<Self> {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        let services: Vec<String> =
+            std::iter::once("").chain(described.services.iter().copied()).map(str::to_owned).collect();
+        report_health(
+            &health,
+            &services,
+            crate::readiness::all_pass(&crate::readiness::process().subscribe().borrow()),
+        )
+        .await;
+        let mut routes = routes.add_service(health_service);
+        if options.reflection {
+            let reflection = || {
+                tonic_reflection::server::Builder::configure()
+                    .register_encoded_file_descriptor_set(described.descriptors)
+                    .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            };
+            routes = routes.add_service(reflection().build_v1()?).add_service(reflection().build_v1alpha()?);
+        }
+        Ok(Self { routes, health, services, options })
     }
-    let limits = options.limits;
-    let mut server = tonic::transport::Server::builder()
-        .max_concurrent_streams(limits.max_concurrent_streams.max(1))
-        .concurrency_limit_per_connection(limits.max_calls_per_connection.max(1))
-        .http2_keepalive_interval(Some(limits.keepalive_interval))
-        .http2_keepalive_timeout(Some(limits.keepalive_interval))
-        .timeout(limits.call_timeout);
-    if let Some(tls) = options.tls {
-        server = server
-            .tls_config(tls)
-            .context("cannot serve TLS with --tls-cert and --tls-key (is the key the certificate's?)")?;
+
+    /// The same services, called from inside this process without a socket:
+    /// a call is the same request through the same handlers, run on the
+    /// caller's task, with no connection, no HTTP/2 framing and no thread
+    /// hand-off (docs/design.md#in-process-shards). The server's own call
+    /// timeout does not apply: every in-process caller bounds its calls by
+    /// its own deadline. Health answers follow readiness while [`Self::serve`] runs.
+    pub fn in_process(&self) -> ShardChannel {
+        let routes = self.routes.clone();
+        ShardChannel::new(tower::service_fn(move |request: http::Request<tonic::body::Body>| {
+            let span = request_span(&request);
+            let call = tower::ServiceExt::oneshot(routes.clone(), request);
+            tracing::Instrument::instrument(
+                async move {
+                    let response = call.await.unwrap_or_else(|never: Infallible| match never {});
+                    Ok::<_, Infallible>(client_errors_named_by_the_contract(response))
+                },
+                span,
+            )
+        }))
     }
-    let server = server
-        .trace_fn(request_span)
-        .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown);
-    tokio::select! {
-        served = server => Ok(served?),
-        never = follow_readiness(reporter, services) => match never {},
+
+    /// Serves on `listener` within the options' limits until `shutdown`
+    /// resolves; in-flight calls are allowed to finish.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let limits = self.options.limits;
+        let mut server = tonic::transport::Server::builder()
+            .max_concurrent_streams(limits.max_concurrent_streams.max(1))
+            .concurrency_limit_per_connection(limits.max_calls_per_connection.max(1))
+            .http2_keepalive_interval(Some(limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(limits.keepalive_interval))
+            .timeout(limits.call_timeout);
+        if let Some(tls) = self.options.tls {
+            server = server
+                .tls_config(tls)
+                .context("cannot serve TLS with --tls-cert and --tls-key (is the key the certificate's?)")?;
+        }
+        let server = server
+            .trace_fn(request_span)
+            .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
+            .add_routes(self.routes)
+            .serve_with_incoming_shutdown(incoming(listener), shutdown);
+        tokio::select! {
+            served = server => Ok(served?),
+            never = follow_readiness(self.health, self.services) => match never {},
+        }
+    }
+}
+
+/// How a client reaches a K or P shard: over the network (a tonic
+/// [`Channel`](tonic::transport::Channel)) or, for the shards of the same
+/// process, in process ([`GrpcServer::in_process`]). Clients are written once
+/// against this and cannot tell the two apart.
+#[derive(Clone)]
+pub struct ShardChannel(
+    tower::util::BoxCloneSyncService<
+        http::Request<tonic::body::Body>,
+        http::Response<tonic::body::Body>,
+        tower::BoxError,
+    >,
+);
+
+impl ShardChannel {
+    fn new<S>(service: S) -> Self
+    where
+        S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Error: Into<tower::BoxError>,
+        S::Future: Send + 'static,
+    {
+        Self(tower::util::BoxCloneSyncService::new(tower::ServiceExt::map_err(service, Into::into)))
+    }
+}
+
+impl From<tonic::transport::Channel> for ShardChannel {
+    fn from(channel: tonic::transport::Channel) -> Self {
+        Self::new(channel)
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for ShardChannel {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = tower::BoxError;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        self.0.call(request)
     }
 }
 
 /// The span a call runs in, a child of the caller's trace. Health checks
 /// (every second, from each gateway) get none: they are not work to trace.
-fn request_span(request: &http::Request<()>) -> tracing::Span {
+fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
     let method = request.uri().path();
     if method.starts_with("/grpc.health.v1.Health/") {
         return tracing::Span::none();
@@ -112,14 +202,8 @@ fn request_span(request: &http::Request<()>) -> tracing::Span {
 async fn follow_readiness(reporter: tonic_health::server::HealthReporter, services: Vec<String>) -> Infallible {
     let mut checks = crate::readiness::process().subscribe();
     loop {
-        let status = if crate::readiness::all_pass(&checks.borrow_and_update()) {
-            ServingStatus::Serving
-        } else {
-            ServingStatus::NotServing
-        };
-        for service in &services {
-            reporter.set_service_status(service, status).await;
-        }
+        let ready = crate::readiness::all_pass(&checks.borrow_and_update());
+        report_health(&reporter, &services, ready).await;
         if checks.changed().await.is_err() {
             // The readiness lives in a static and is never dropped.
             return std::future::pending().await;
@@ -127,9 +211,17 @@ async fn follow_readiness(reporter: tonic_health::server::HealthReporter, servic
     }
 }
 
+/// Sets the health of every one of `services` to serving or not.
+async fn report_health(reporter: &tonic_health::server::HealthReporter, services: &[String], ready: bool) {
+    let status = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
+    for service in services {
+        reporter.set_service_status(service, status).await;
+    }
+}
+
 /// Whether the server behind `channel` says, through `grpc.health.v1`, that
 /// it serves: a shard whose database is down answers NOT_SERVING.
-pub async fn check_serving(channel: tonic::transport::Channel) -> Result<(), String> {
+pub async fn check_serving(channel: ShardChannel) -> Result<(), String> {
     use tonic_health::pb::{health_check_response::ServingStatus as Answer, health_client::HealthClient};
     let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
     match HealthClient::new(channel).check(request).await {

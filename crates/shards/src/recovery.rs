@@ -107,40 +107,52 @@ pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[Pend
             return vec![Decision::LeftPending(reason); batch.len()];
         }
     };
-    // One guarded statement on K per verdict kind (docs/performance.md,
+    // One guarded statement on K per verdict kind, both at once (docs/performance.md,
     // "Recovery in batches"): each row still changes only if it is pending
     // with that paste id, as `settle` would decide it alone.
-    let mut decisions = Vec::with_capacity(batch.len());
-    for (fate, to, decided) in [
+    let verdict_kinds = [
         (IdFate::Live, KeyState::Done, Decision::MarkedDone),
         (IdFate::Tombstoned, KeyState::Aborted, Decision::Aborted),
-    ] {
+    ]
+    .map(|(fate, to, decided)| {
         let verdicts: Vec<(IdempotencyKey, PasteId)> = batch
             .iter()
             .filter(|pending| fates.get(&pending.paste_id) == Some(&fate))
             .map(|pending| (pending.key, pending.paste_id.clone()))
             .collect();
-        if verdicts.is_empty() {
-            continue;
-        }
-        match keys.apply_verdicts(to, &verdicts).await {
-            Ok(changed) => {
-                decisions.extend(std::iter::repeat_n(decided, changed.len()));
-                decisions.extend(std::iter::repeat_n(Decision::AlreadyResolved, verdicts.len() - changed.len()));
-            }
-            Err(error) => {
-                tracing::warn!(%error, keys = verdicts.len(), "key shard refused the verdicts; next round");
-                decisions
-                    .extend(std::iter::repeat_n(Decision::LeftPending(format!("key shard: {error}")), verdicts.len()));
-            }
-        }
-    }
+        apply_verdicts(keys, to, verdicts, decided)
+    });
+    let mut decisions: Vec<Decision> = futures::future::join_all(verdict_kinds).await.into_iter().flatten().collect();
     let unanswered = batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).count();
     decisions.extend(std::iter::repeat_n(
         Decision::LeftPending("the paste shard did not answer for this id".into()),
         unanswered,
     ));
     decisions
+}
+
+/// One verdict kind applied to K as one guarded statement: `decided` for
+/// each key it changed, "already resolved" for the others.
+async fn apply_verdicts(
+    keys: &KeyClient,
+    to: KeyState,
+    verdicts: Vec<(IdempotencyKey, PasteId)>,
+    decided: Decision,
+) -> Vec<Decision> {
+    if verdicts.is_empty() {
+        return Vec::new();
+    }
+    match keys.apply_verdicts(to, &verdicts).await {
+        Ok(changed) => {
+            let mut decisions = vec![decided; changed.len()];
+            decisions.resize(verdicts.len(), Decision::AlreadyResolved);
+            decisions
+        }
+        Err(error) => {
+            tracing::warn!(%error, keys = verdicts.len(), "key shard refused the verdicts; next round");
+            vec![Decision::LeftPending(format!("key shard: {error}")); verdicts.len()]
+        }
+    }
 }
 
 /// Recovers one key now, by the same rules, whatever its age (the

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use pastebin_core::IdempotencyKey;
 use pastebin_keys::{KeyClient, PendingKey};
+use pastebin_runtime::grpc::CallError;
 use pastebin_shards::Decision;
 use tracing::Instrument;
 
@@ -52,13 +53,12 @@ impl Sweeper {
     }
 
     async fn recover_shard(&self, keys: &KeyClient, report: &mut RecoveryReport) {
-        // K judges "older than the threshold" on its own clock, the one that
-        // stamped the keys: this host's clock never decides (docs/design.md#clock).
-        let threshold = self.settings.recovery_threshold;
-        let mut cursor: Option<PendingKey> = None;
+        // Pages follow a cursor, so they never overlap: the next page is
+        // listed (a read on K) while this one is recovered (P, then K's
+        // guarded writes), which takes the listing off the critical path.
+        let mut listing = self.list_page(keys, None).await;
         loop {
-            let keys = keys.with_deadline(self.deadline());
-            let page = match keys.list_pending(threshold, cursor.as_ref(), self.settings.batch_size).await {
+            let page = match listing {
                 Ok(page) => page,
                 Err(error) => {
                     tracing::warn!(%error, "cannot list pending keys on a key shard; next round");
@@ -67,25 +67,41 @@ impl Sweeper {
                 }
             };
             report.examined += page.len() as u64;
-            let full_page = page.len() == self.settings.batch_size as usize;
-            cursor = page.last().cloned();
-            let mut by_paste_shard: BTreeMap<usize, Vec<PendingKey>> = BTreeMap::new();
-            for pending in page {
-                by_paste_shard.entry(self.slots.paste_shard_index(pending.paste_id.slot())).or_default().push(pending);
-            }
-            for (shard, batch) in by_paste_shard {
-                let pastes = self.slots.paste_shards()[shard].with_deadline(self.deadline());
-                let decisions = pastebin_shards::recover_batch(&keys, &pastes, &batch)
-                    .instrument(tracing::info_span!("recover", paste_shard = shard))
-                    .await;
-                for decision in decisions {
-                    report.count(&decision);
-                }
-            }
-            if !full_page {
+            let cursor = page.last().cloned().filter(|_| page.len() == self.settings.batch_size as usize);
+            let Some(cursor) = cursor else {
+                self.recover_page(keys, page).await.iter().for_each(|decision| report.count(decision));
                 return;
-            }
+            };
+            let (decisions, next) = tokio::join!(self.recover_page(keys, page), self.list_page(keys, Some(&cursor)));
+            decisions.iter().for_each(|decision| report.count(decision));
+            listing = next;
         }
+    }
+
+    /// Up to a batch of stale pendings after `cursor`. K judges "older than
+    /// the threshold" on its own clock, the one that stamped the keys: this
+    /// host's clock never decides (docs/design.md#clock).
+    async fn list_page(&self, keys: &KeyClient, cursor: Option<&PendingKey>) -> Result<Vec<PendingKey>, CallError> {
+        let keys = keys.with_deadline(self.deadline());
+        keys.list_pending(self.settings.recovery_threshold, cursor, self.settings.batch_size).await
+    }
+
+    /// One page's keys, through the fence of each key's P shard, all P shards at once.
+    async fn recover_page(&self, keys: &KeyClient, page: Vec<PendingKey>) -> Vec<Decision> {
+        let mut by_paste_shard: BTreeMap<usize, Vec<PendingKey>> = BTreeMap::new();
+        for pending in page {
+            by_paste_shard.entry(self.slots.paste_shard_index(pending.paste_id.slot())).or_default().push(pending);
+        }
+        let keys = keys.with_deadline(self.deadline());
+        let batches = by_paste_shard.into_iter().map(|(shard, batch)| {
+            let (keys, pastes) = (keys.clone(), self.slots.paste_shards()[shard].with_deadline(self.deadline()));
+            async move {
+                pastebin_shards::recover_batch(&keys, &pastes, &batch)
+                    .instrument(tracing::info_span!("recover", paste_shard = shard))
+                    .await
+            }
+        });
+        futures::future::join_all(batches).await.into_iter().flatten().collect()
     }
 
     /// Recovers one key now, with the same rules (the operator's `recover`).

@@ -42,7 +42,7 @@ async fn alive(admin: &str) {
 }
 
 async fn grpc_health(address: &str) -> Result<(), String> {
-    check_serving(channel(&format!("http://{address}"), None).unwrap()).await
+    check_serving(channel(&format!("http://{address}"), None).unwrap().into()).await
 }
 
 async fn shard_follows_its_database(kind: &str) {

@@ -31,9 +31,10 @@ pub struct GatewayArgs {
     /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
     #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub read_cache_bytes: u64,
-    /// Creates in flight at once per key shard; past it creates get 503 + Retry-After at once.
-    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD", default_value_t = pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD)]
-    pub creates_in_flight_per_shard: usize,
+    /// Creates in flight at once per key shard; past it creates get 503 + Retry-After at once
+    /// [default: 64; 32 in `pastebin up`].
+    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD")]
+    pub creates_in_flight_per_shard: Option<usize>,
     /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
     #[arg(long, env = "PASTEBIN_CREATE_RATE_LIMIT")]
     pub create_rate_limit: Option<CreateRateLimit>,
@@ -51,13 +52,21 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
-    pub fn gateway(&self, slots: SlotMapCell, objects: Arc<dyn ObjectStore>, http: SocketAddr) -> Gateway {
+    /// The gateway these flags describe; `creates_in_flight_per_shard` is the
+    /// shedding limit when the flag is not given.
+    pub fn gateway(
+        &self,
+        slots: SlotMapCell,
+        objects: Arc<dyn ObjectStore>,
+        http: SocketAddr,
+        creates_in_flight_per_shard: usize,
+    ) -> Gateway {
         let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
         settings.highlight_budget = std::time::Duration::from_millis(self.highlight_budget_ms);
         settings.read_cache_bytes = self.read_cache_bytes;
-        settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard;
+        settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
         settings.create_rate_limit = self.create_rate_limit;
         settings.trusted_proxies = self.trusted_proxy.clone();
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);

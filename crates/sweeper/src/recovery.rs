@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use futures::future::OptionFuture;
 use pastebin_core::IdempotencyKey;
 use pastebin_keys::{KeyClient, PendingKey};
 use pastebin_runtime::grpc::CallError;
@@ -47,7 +48,7 @@ impl Sweeper {
     pub async fn recover_stale(&self) -> RecoveryReport {
         let mut report = RecoveryReport::default();
         for keys in self.slots.key_shards() {
-            self.recover_shard(&keys.with_deadline(self.deadline()), &mut report).await;
+            self.recover_shard(keys, &mut report).await;
         }
         report
     }
@@ -67,14 +68,15 @@ impl Sweeper {
                 }
             };
             report.examined += page.len() as u64;
+            // A short page is the last one: nothing to list after it.
             let cursor = page.last().cloned().filter(|_| page.len() == self.settings.batch_size as usize);
-            let Some(cursor) = cursor else {
-                self.recover_page(keys, page).await.iter().for_each(|decision| report.count(decision));
-                return;
-            };
-            let (decisions, next) = tokio::join!(self.recover_page(keys, page), self.list_page(keys, Some(&cursor)));
+            let next = OptionFuture::from(cursor.as_ref().map(|cursor| self.list_page(keys, Some(cursor))));
+            let (decisions, next) = tokio::join!(self.recover_page(keys, page), next);
             decisions.iter().for_each(|decision| report.count(decision));
-            listing = next;
+            match next {
+                Some(next) => listing = next,
+                None => return,
+            }
         }
     }
 
@@ -92,11 +94,11 @@ impl Sweeper {
         for pending in page {
             by_paste_shard.entry(self.slots.paste_shard_index(pending.paste_id.slot())).or_default().push(pending);
         }
-        let keys = keys.with_deadline(self.deadline());
+        let keys = &keys.with_deadline(self.deadline());
         let batches = by_paste_shard.into_iter().map(|(shard, batch)| {
-            let (keys, pastes) = (keys.clone(), self.slots.paste_shards()[shard].with_deadline(self.deadline()));
+            let pastes = self.slots.paste_shards()[shard].with_deadline(self.deadline());
             async move {
-                pastebin_shards::recover_batch(&keys, &pastes, &batch)
+                pastebin_shards::recover_batch(keys, &pastes, &batch)
                     .instrument(tracing::info_span!("recover", paste_shard = shard))
                     .await
             }

@@ -307,7 +307,7 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     use pastebin_runtime::metrics as m;
     // The create counters, step histogram and burn counter are recorded by the gateway
     // process; they show on its admin listener, not this one. Edge refusals
-    // appear once something is refused (tests/tests/edge.rs checks them).
+    // appear once something is refused (tests/tests/it/edge.rs checks them).
     // Group sizes are recorded by SQLite shards' writers only
     // (group_commit::sqlite_group_sizes_are_on_the_admin_listener checks them).
     let gateway_owned = [m::CREATES, m::SAGA_STEP_SECONDS, m::PASTES_BURNED, m::EDGE_REFUSALS, m::GROUP_COMMIT_WRITES];

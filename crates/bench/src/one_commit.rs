@@ -27,8 +27,8 @@ use sqlx::{AnyPool, Row};
 
 use crate::args::OneCommitArgs;
 
-const KEYS_SCHEMA: &str = include_str!("../../keys/migrations/20261129000001_idempotency_keys.sql");
-const PASTES_SCHEMA: &str = include_str!("../../pastes/migrations/20261129000001_pastes.sql");
+const KEYS_SCHEMA: &str = include_str!("../../../migrations/keys/20261129000001_idempotency_keys.sql");
+const PASTES_SCHEMA: &str = include_str!("../../../migrations/pastes/20261129000001_pastes.sql");
 const RETENTION_MS: i64 = 25 * 3600 * 1000;
 const MAX_CONTENT_BYTES: usize = 1024 * 1024;
 

@@ -19,7 +19,7 @@ pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
 
 /// Shard K's schema, run by [`pastebin_runtime::db::connect`] at start-up.
-pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/keys");
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.keys.v1.KeyService";

@@ -19,7 +19,7 @@ pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 
 /// Shard P's schema, run by [`pastebin_runtime::db::connect`] at start-up.
-pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/pastes");
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";

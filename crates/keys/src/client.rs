@@ -11,7 +11,7 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+use crate::{convert, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 
 /// A K shard as the gateway, the sweeper and operators see it: domain types
 /// in, domain types out, every failure classified as refused or uncertain.
@@ -71,12 +71,13 @@ impl KeyClient {
         Ok(self.inner.clone().abort(self.deadline.request(update)).await?.into_inner().changed)
     }
 
-    /// [`crate::KeyStore::apply_verdicts`] over gRPC: the keys that changed.
+    /// [`crate::KeyStore::apply_verdicts`] over gRPC, for the keys the shard
+    /// owns: the keys that changed, and those it does not own (untouched).
     pub async fn apply_verdicts(
         &self,
         to: pastebin_core::KeyState,
         keys: &[(IdempotencyKey, PasteId)],
-    ) -> Result<Vec<IdempotencyKey>, CallError> {
+    ) -> Result<AppliedVerdicts, CallError> {
         let request = pb::ApplyVerdictsRequest {
             to: convert::state_to_pb(to).into(),
             keys: keys
@@ -85,7 +86,10 @@ impl KeyClient {
                 .collect(),
         };
         let reply = self.inner.clone().apply_verdicts(self.deadline.request(request)).await?.into_inner();
-        reply.changed.iter().map(|key| convert::key(key).map_err(bad_reply)).collect()
+        let keys = |raw: &[String]| -> Result<Vec<IdempotencyKey>, CallError> {
+            raw.iter().map(|key| convert::key(key).map_err(bad_reply)).collect()
+        };
+        Ok(AppliedVerdicts { changed: keys(&reply.changed)?, not_owned: keys(&reply.not_owned)? })
     }
 
     pub async fn restart(

@@ -38,6 +38,15 @@ pub struct PendingKey {
     pub created_at: DateTime<Utc>,
 }
 
+/// What `ApplyVerdicts` did with a batch: the keys it changed, and the keys
+/// it left alone because another shard owns their slot. Every other key of
+/// the batch was already resolved (or gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppliedVerdicts {
+    pub changed: Vec<IdempotencyKey>,
+    pub not_owned: Vec<IdempotencyKey>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingStats {
     pub pending: u64,

@@ -120,14 +120,21 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         if request.keys.len() > MAX_PAGE as usize {
             return Err(Status::invalid_argument("at most 10000 keys per call"));
         }
-        let keys = request
+        let verdicts = request
             .keys
             .iter()
-            .map(|update| Ok((self.owned_key(&update.key)?, convert::paste_id(&update.paste_id)?)))
+            .map(|update| Ok((key(&update.key)?, convert::paste_id(&update.paste_id)?)))
             .collect::<Result<Vec<_>, Status>>()?;
-        let changed = self.store.apply_verdicts(to, &keys).await?;
+        // A foreign key is reported, not refused: in a resharding window this
+        // shard still lists stale copies of moved slots, and refusing the whole
+        // batch for one of them would leave its own keys pending forever
+        // (docs/design.md#sweeper).
+        let (owned, not_owned): (Vec<_>, Vec<_>) =
+            verdicts.into_iter().partition(|(key, _)| self.slots.contains(key.slot()));
+        let changed = self.store.apply_verdicts(to, &owned).await?;
         Ok(Response::new(pb::ApplyVerdictsResponse {
             changed: changed.iter().map(IdempotencyKey::canonical).collect(),
+            not_owned: not_owned.iter().map(|(key, _)| key.canonical()).collect(),
         }))
     }
 

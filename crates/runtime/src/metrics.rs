@@ -16,7 +16,8 @@ pub const PENDING_KEYS: &str = "pastebin_pending_keys";
 pub const OLDEST_PENDING_AGE_SECONDS: &str = "pastebin_oldest_pending_age_seconds";
 /// Pending keys older than 2 s (`older_than="2s"`) and 60 s (`older_than="60s"`), per K shard.
 pub const PENDING_KEYS_OLDER_THAN: &str = "pastebin_pending_keys_older_than";
-/// Recovery decisions: `done`, `aborted`, `already_resolved`, `skipped_unreachable`.
+/// Recovery decisions: `done`, `aborted`, `already_resolved`, `skipped_unreachable`,
+/// `not_owned` (listed copies of slots another K shard owns, left alone).
 pub const SWEEPER_DECISIONS: &str = "pastebin_sweeper_decisions_total";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";

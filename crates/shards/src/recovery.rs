@@ -132,7 +132,8 @@ pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[Pend
 }
 
 /// One verdict kind applied to K as one guarded statement: `decided` for
-/// each key it changed, "already resolved" for the others.
+/// each key it changed, "left pending" for a key the shard says it does not
+/// own (its owner's sweep decides it), "already resolved" for the others.
 async fn apply_verdicts(
     keys: &KeyClient,
     to: KeyState,
@@ -143,8 +144,12 @@ async fn apply_verdicts(
         return Vec::new();
     }
     match keys.apply_verdicts(to, &verdicts).await {
-        Ok(changed) => {
-            let mut decisions = vec![decided; changed.len()];
+        Ok(applied) => {
+            let mut decisions = vec![decided; applied.changed.len()];
+            decisions.extend(std::iter::repeat_n(
+                Decision::LeftPending("the key shard does not own this key's slot".into()),
+                applied.not_owned.len(),
+            ));
             decisions.resize(verdicts.len(), Decision::AlreadyResolved);
             decisions
         }

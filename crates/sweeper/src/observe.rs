@@ -69,6 +69,7 @@ pub(crate) fn record(job: &'static str, report: &RoundReport) {
         ("aborted", recovery.aborted),
         ("already_resolved", recovery.already_resolved),
         ("skipped_unreachable", recovery.skipped_unreachable),
+        ("not_owned", recovery.not_owned),
     ] {
         metrics::counter!(names::SWEEPER_DECISIONS, "decision" => decision).increment(count);
     }

@@ -30,6 +30,10 @@ pub struct RecoveryReport {
     pub skipped_unreachable: u64,
     /// K shards that could not be listed this round.
     pub key_shards_unreachable: u64,
+    /// Listed keys of slots another K shard owns (the stale copies a shard
+    /// keeps in a resharding window): never fenced, never updated here; their
+    /// owner's pass decides them.
+    pub not_owned: u64,
 }
 
 impl RecoveryReport {
@@ -47,13 +51,13 @@ impl Sweeper {
     /// One pass over every K shard's stale pendings, oldest first.
     pub async fn recover_stale(&self) -> RecoveryReport {
         let mut report = RecoveryReport::default();
-        for keys in self.slots.key_shards() {
-            self.recover_shard(keys, &mut report).await;
+        for (shard, keys) in self.slots.key_shards().iter().enumerate() {
+            self.recover_shard(shard, keys, &mut report).await;
         }
         report
     }
 
-    async fn recover_shard(&self, keys: &KeyClient, report: &mut RecoveryReport) {
+    async fn recover_shard(&self, shard: usize, keys: &KeyClient, report: &mut RecoveryReport) {
         // Pages follow a cursor, so they never overlap: the next page is
         // listed (a read on K) while this one is recovered (P, then K's
         // guarded writes), which takes the listing off the critical path.
@@ -71,13 +75,25 @@ impl Sweeper {
             // A short page is the last one: nothing to list after it.
             let cursor = page.last().cloned().filter(|_| page.len() == self.settings.batch_size as usize);
             let next = OptionFuture::from(cursor.as_ref().map(|cursor| self.list_page(keys, Some(cursor))));
-            let (decisions, next) = tokio::join!(self.recover_page(keys, page), next);
+            let owned = self.owned_by(shard, page, report);
+            let (decisions, next) = tokio::join!(self.recover_page(keys, owned), next);
             decisions.iter().for_each(|decision| report.count(decision));
             match next {
                 Some(next) => listing = next,
                 None => return,
             }
         }
+    }
+
+    /// The keys of `page` whose slot `shard` owns in the slot map. The others
+    /// are stale copies of moved slots (docs/operations.md, "Changing the slot
+    /// map"): fencing them would tombstone ids on another shard's behalf, and
+    /// one of them in a batch used to make K refuse the shard's own verdicts.
+    fn owned_by(&self, shard: usize, page: Vec<PendingKey>, report: &mut RecoveryReport) -> Vec<PendingKey> {
+        let (owned, foreign): (Vec<_>, Vec<_>) =
+            page.into_iter().partition(|pending| self.slots.key_shard_index(pending.key.slot()) == shard);
+        report.not_owned += foreign.len() as u64;
+        owned
     }
 
     /// Up to a batch of stale pendings after `cursor`. K judges "older than

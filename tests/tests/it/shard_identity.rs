@@ -277,6 +277,81 @@ async fn a_sweeper_with_a_wrong_slot_map_is_refused_and_leaves_everything_alone(
     assert_eq!(high_store.peek_fate(&orphan.paste_id).await.unwrap(), None);
 }
 
+/// In a resharding window the old K shard still holds copies of the moved
+/// slots' pending keys, oldest first, mixed into its pages. Recovery leaves
+/// those copies alone (never fenced on the other shard's behalf) and still
+/// recovers the shard's own stale pendings; `ApplyVerdicts` applies the keys
+/// a shard owns and reports the foreign ones instead of refusing the batch.
+#[tokio::test]
+async fn foreign_copies_on_a_key_shard_never_block_its_own_stale_pendings() {
+    let k_clock = ManualClock::starting_at(Utc::now());
+    let old_store = key_store(Backend::Sqlite, Arc::new(k_clock.clone())).await;
+    let new_store = key_store(Backend::Sqlite, Arc::new(k_clock.clone())).await;
+    let (old_address, old) = spawn_key_service_owning(old_store.clone(), range(LOW), Default::default()).await;
+    let (new_address, new) = spawn_key_service_owning(new_store.clone(), range(HIGH), Default::default()).await;
+    let paste_store = paste_store(Backend::Sqlite, Arc::new(pastebin_core::SystemClock)).await;
+    let (paste_address, pastes) = spawn_paste_service_owning(paste_store.clone(), SlotRange::ALL, Default::default()).await;
+
+    // The moved slots' pendings, copied to the new owner and still on the old
+    // shard; older than the old shard's own, so they lead its first page.
+    let moved: Vec<NewKey> = (0..4).map(|_| new_key_in(range(HIGH))).collect();
+    for new_key in &moved {
+        old_store.begin(new_key).await.unwrap();
+        new_store.begin(new_key).await.unwrap();
+    }
+    k_clock.advance(Duration::from_secs(1));
+    let own: Vec<NewKey> = (0..4).map(|_| new_key_in(range(LOW))).collect();
+    for new_key in &own {
+        old.begin(new_key).await.unwrap();
+    }
+    // Half of each kind has its paste: both verdict kinds meet a foreign key.
+    for new_key in moved.iter().step_by(2).chain(own.iter().step_by(2)) {
+        let (mut paste, _token) = new_paste(Utc::now(), chrono::Duration::days(1));
+        paste.id = new_key.paste_id.clone();
+        pastes.insert(&paste).await.unwrap();
+    }
+    k_clock.advance(Duration::from_secs(120));
+
+    let map = SlotMap::new(
+        vec![
+            Shard { address: old_address, slots: Some(range(LOW)), client: old.clone() },
+            Shard { address: new_address, slots: Some(range(HIGH)), client: new.clone() },
+        ],
+        vec![Shard { address: paste_address, slots: Some(SlotRange::ALL), client: pastes }],
+    )
+    .unwrap();
+    let objects_dir = tempfile::tempdir().unwrap();
+    let objects = Arc::new(LocalDirStore::open(objects_dir.path()).unwrap());
+    let sweeper = pastebin_sweeper::Sweeper::new(
+        map,
+        objects,
+        Arc::new(pastebin_core::SystemClock),
+        pastebin_sweeper::SweeperSettings::default(),
+    );
+    let report = sweeper.recover_stale().await;
+    assert_eq!(report.not_owned, 4, "the old shard's copies are set aside: {report:?}");
+    assert_eq!((report.marked_done, report.aborted, report.skipped_unreachable), (4, 4, 0), "{report:?}");
+    for (i, new_key) in own.iter().enumerate() {
+        let expected = if i % 2 == 0 { KeyState::Done } else { KeyState::Aborted };
+        assert_eq!(old_store.get(&new_key.key).await.unwrap().unwrap().state, expected, "own key {i}");
+    }
+    for (i, new_key) in moved.iter().enumerate() {
+        let expected = if i % 2 == 0 { KeyState::Done } else { KeyState::Aborted };
+        assert_eq!(new_store.get(&new_key.key).await.unwrap().unwrap().state, expected, "its owner decided it");
+        assert_eq!(old_store.get(&new_key.key).await.unwrap().unwrap().state, KeyState::Pending, "a copy was changed");
+    }
+
+    // ApplyVerdicts itself: the owned key changes, the foreign copy is
+    // reported and untouched.
+    let (foreign, mine) = (new_key_in(range(HIGH)), new_key_in(range(LOW)));
+    old_store.begin(&foreign).await.unwrap();
+    old.begin(&mine).await.unwrap();
+    let verdicts = [(foreign.key, foreign.paste_id.clone()), (mine.key, mine.paste_id.clone())];
+    let applied = old.apply_verdicts(KeyState::Done, &verdicts).await.unwrap();
+    assert_eq!((applied.changed, applied.not_owned), (vec![mine.key], vec![foreign.key]));
+    assert_eq!(old_store.get(&foreign.key).await.unwrap().unwrap().state, KeyState::Pending);
+}
+
 /// Runs the testbed with `args` until it exits by itself.
 async fn run_to_exit(args: &[&str]) -> Output {
     let command =

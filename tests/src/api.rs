@@ -28,10 +28,16 @@ impl Answer {
 
 /// `POST /api/v1/pastes` with a JSON body and, if given, an idempotency key.
 pub async fn create(http: &str, key: Option<&str>, content: &str) -> reqwest::Result<Answer> {
+    create_within(http, key, content, Duration::from_secs(10)).await
+}
+
+/// [`create`], given up after `timeout`: a test whose gateway has a longer
+/// request budget waits as long (its own deadline, not the machine's speed).
+pub async fn create_within(http: &str, key: Option<&str>, content: &str, timeout: Duration) -> reqwest::Result<Answer> {
     let mut request = Client::new()
         .post(format!("{http}/api/v1/pastes"))
         .json(&serde_json::json!({ "content": content }))
-        .timeout(Duration::from_secs(10));
+        .timeout(timeout);
     if let Some(key) = key {
         request = request.header("Idempotency-Key", key);
     }

@@ -28,6 +28,11 @@ pub struct GatewayArgs {
     /// page shows plain text instead (docs/reader-features.md#highlighting).
     #[arg(long, env = "PASTEBIN_HIGHLIGHT_BUDGET_MS", default_value_t = 2_000)]
     pub highlight_budget_ms: u64,
+    /// The budget of one create, read or delete, in milliseconds: every call
+    /// inside it carries what is left (docs/design.md#saga). Past it the
+    /// answer is 503 and a create's retry rolls the same key forward.
+    #[arg(long, env = "PASTEBIN_REQUEST_BUDGET_MS", default_value_t = pastebin_core::CREATE_BUDGET.as_millis() as u64)]
+    pub request_budget_ms: u64,
     /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
     #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub read_cache_bytes: u64,
@@ -66,6 +71,7 @@ impl GatewayArgs {
         settings.max_content_bytes = self.max_content_bytes;
         settings.highlight_budget = std::time::Duration::from_millis(self.highlight_budget_ms);
         settings.read_cache_bytes = self.read_cache_bytes;
+        settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
         settings.create_rate_limit = self.create_rate_limit;
         settings.trusted_proxies = self.trusted_proxy.clone();

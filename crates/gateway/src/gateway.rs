@@ -362,18 +362,18 @@ impl Gateway {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
         let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
-        let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token)))
-            .await
-            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
-        if outcome != DeleteOutcome::WrongToken {
-            // Before answering: the delete takes effect at once here.
+        let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token))).await;
+        if !matches!(outcome, Ok(DeleteOutcome::WrongToken)) {
+            // Before answering, on every outcome but a refused token: an
+            // uncertain delete may have tombstoned the row, and this gateway
+            // must not serve what a retried DELETE would call gone.
             self.inner.reads.forget(&id);
+            self.inner.rendered.forget(id.as_str());
         }
-        match outcome {
+        match outcome.map_err(|_| ApiError::Unavailable("the paste service is unavailable"))? {
             DeleteOutcome::NotFound => Err(ApiError::NotFound),
             DeleteOutcome::WrongToken => Err(ApiError::WrongToken),
             DeleteOutcome::Deleted => {
-                self.inner.rendered.forget(id.as_str());
                 if let Err(error) = within(deadline, self.inner.objects.delete(id.as_str())).await {
                     tracing::warn!(paste_id = %id, %error, "object delete failed; the reaper will remove it");
                 }

@@ -1,6 +1,7 @@
 use pastebin_core::{to_millis, DeleteToken, PasteId, SlotRange};
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
+    failpoints::{self, AFTER_P_DELETE},
     grpc::{store_status, StoreFailure},
     shard_slots,
 };
@@ -118,7 +119,10 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let request = request.into_inner();
         let id = self.owned(id_lookup(&request.id)?)?;
         match self.store.delete(&id, &DeleteToken::presented(&request.delete_token)).await? {
-            DeleteOutcome::Deleted => Ok(Response::new(pb::DeleteResponse {})),
+            DeleteOutcome::Deleted => {
+                failpoints::hit(AFTER_P_DELETE).await;
+                Ok(Response::new(pb::DeleteResponse {}))
+            }
             DeleteOutcome::NotFound => Err(not_found()),
             DeleteOutcome::WrongToken => Err(Status::permission_denied("wrong delete token")),
         }

@@ -1,5 +1,6 @@
 //! Named crash points for crash tests: the saga's step boundaries (named in
-//! the gateway) and the middle of a database group commit ([`MID_GROUP_COMMIT`]).
+//! the gateway), the middle of a database group commit ([`MID_GROUP_COMMIT`])
+//! and P's answer to a delete that took effect ([`AFTER_P_DELETE`]).
 //!
 //! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
 //! through `RUSTFLAGS`); in every other build [`hit`] is an empty inline
@@ -13,6 +14,10 @@
 
 /// A SQLite group has run every statement but has not committed yet.
 pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
+
+/// P has tombstoned a paste and not yet answered the delete: the caller's
+/// answer is lost after the fact, the uncertain delete.
+pub const AFTER_P_DELETE: &str = "after_p_delete";
 
 #[cfg(pastebin_failpoints)]
 mod armed {

@@ -100,3 +100,25 @@ async fn a_burn_paste_is_never_cached_and_never_answered_304() {
         assert_eq!(status(url).await, StatusCode::NOT_FOUND, "burned: nothing kept to serve");
     }
 }
+
+/// An uncertain delete (P tombstoned the row, then its answer was lost) is
+/// answered 503, and the gateway forgets its copy all the same: it never
+/// serves a paste that a retried DELETE calls gone.
+#[tokio::test]
+async fn an_uncertain_delete_forgets_the_cached_copy() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).await;
+    let created = create(&cluster.http, Some(&new_key()), "deleted, answer lost").await.unwrap().json();
+    let (id, token) = (created["id"].as_str().unwrap(), created["delete_token"].as_str().unwrap());
+    // P now dies right after it commits a tombstone, before it answers.
+    cluster.pastes[0].restart(&[("PASTEBIN_FAILPOINTS", "after_p_delete")], &["paste-service"]).await;
+    for _ in 0..3 {
+        assert_eq!(get(&cluster.http, id).await.status, StatusCode::OK, "cached and confirmed live");
+    }
+    assert_eq!(delete(&cluster.http, id, token).await, StatusCode::SERVICE_UNAVAILABLE, "the answer was lost");
+    assert_ne!(get(&cluster.http, id).await.status, StatusCode::OK, "JSON: the cached copy is forgotten");
+    assert_ne!(status(format!("{}/raw/{id}", cluster.http)).await, StatusCode::OK, "raw: forgotten too");
+
+    cluster.pastes[0].restart(&[("PASTEBIN_FAILPOINTS", "")], &["paste-service"]).await;
+    assert_eq!(delete(&cluster.http, id, token).await, StatusCode::NOT_FOUND, "the delete had taken effect");
+    assert_eq!(get(&cluster.http, id).await.status, StatusCode::NOT_FOUND);
+}

@@ -120,6 +120,11 @@ impl Process {
         &self.addresses[what]
     }
 
+    /// The process id, to look at what it holds open in `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("a running process has an id")
+    }
+
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().clone()
     }

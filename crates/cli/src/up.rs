@@ -4,7 +4,8 @@
 //! sweeper call K and P through the shards' own gRPC services, in process
 //! (docs/design.md#in-process-shards): the same requests and handlers as a
 //! deployment of separate services, without a socket. K and P also listen on
-//! loopback, for the operator tools that `endpoints.json` points at.
+//! Unix sockets in the data directory, for the operator tools that
+//! `endpoints.json` points at; no TCP port of `up` reaches them.
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
@@ -16,7 +17,8 @@ use pastebin_objects::LocalDirStore;
 use pastebin_pastes::{PasteClient, PasteStore};
 use pastebin_runtime::{
     db,
-    grpc::ServerOptions,
+    files::private_socket,
+    grpc::{unix_address, ServerOptions},
     shard_slots::{self, Resharding},
     shutdown_signal,
 };
@@ -47,6 +49,14 @@ pub struct UpArgs {
 /// deployment default of 64 let it grow to 4.2× (BENCHMARKS.md, summary).
 const CREATES_IN_FLIGHT_PER_SHARD: usize = 32;
 
+/// A private Unix socket at `path`, announced like a TCP listener.
+fn listen_private(path: &std::path::Path, what: &str) -> anyhow::Result<tokio::net::UnixListener> {
+    let listener = private_socket(path)?;
+    // Tests and scripts read this line to find a part's address.
+    tracing::info!(%what, address = %unix_address(path), "listening");
+    Ok(listener)
+}
+
 fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
     let path = dir.join(file);
     let path = path.to_str().context("the data directory path must be UTF-8")?;
@@ -69,13 +79,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
 
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let key_listener = bind(loopback, "key-service").await?;
-    let paste_listener = bind(loopback, "paste-service").await?;
-    let key_address = format!("http://{}", key_listener.local_addr()?);
-    let paste_address = format!("http://{}", paste_listener.local_addr()?);
+    // K and P listen only on Unix sockets inside the 0700 data directory:
+    // they hand out stored delete tokens to any caller, so no other local
+    // account may reach them (docs/security.md#local-sockets).
+    let key_socket = std::path::absolute(dir.join("keys.sock")).context("cannot resolve the data directory")?;
+    let paste_socket = key_socket.with_file_name("pastes.sock");
+    let key_listener = listen_private(&key_socket, "key-service")?;
+    let paste_listener = listen_private(&paste_socket, "paste-service")?;
+    let key_address = unix_address(&key_socket);
+    let paste_address = unix_address(&paste_socket);
 
-    // K and P listen on loopback only, without reflection; the public gRPC
+    // K and P answer without reflection; the public gRPC
     // API answers reflection for its own API. All within the limits given.
     let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
     let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
@@ -124,8 +138,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
 
     tokio::try_join!(
-        key_server.serve(key_listener, shutdown_signal()),
-        paste_server.serve(paste_listener, shutdown_signal()),
+        key_server.serve_unix(key_listener, shutdown_signal()),
+        paste_server.serve_unix(paste_listener, shutdown_signal()),
         pastebin_gateway::serve_http(http, gateway.clone(), http_limits.clone(), shutdown_signal()),
         pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
         async {

@@ -30,6 +30,44 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.sync_all()
 }
 
+/// Why a private socket could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("{path} is {len} bytes long, over the {max}-byte limit of a Unix socket path: choose a shorter --data-dir")]
+    PathTooLong { path: String, len: usize, max: usize },
+    #[error("{path} answers: another process serves this data directory; stop it or choose another --data-dir")]
+    InUse { path: String },
+    #[error("cannot listen on {path}: {error} (is the directory writable?)")]
+    Bind { path: String, error: io::Error },
+}
+
+/// The longest path `sun_path` holds, without its terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Listens on a Unix socket at `path`, 0600 whatever the umask: the
+/// socket's mode and the 0700 directory around it are the credential, so
+/// only this account can connect (docs/security.md#local-sockets). A
+/// socket file left by a process that is gone is replaced; one that still
+/// answers is not taken over.
+pub fn private_socket(path: &Path) -> Result<tokio::net::UnixListener, SocketError> {
+    let shown = path.display().to_string();
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(SocketError::PathTooLong { path: shown, len, max: MAX_SOCKET_PATH });
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(SocketError::InUse { path: shown });
+    }
+    let bind_error = |error| SocketError::Bind { path: shown.clone(), error };
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(bind_error(error)),
+        _ => {}
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(bind_error)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
+    Ok(listener)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +95,19 @@ mod tests {
         let written = dir.join("endpoints.json");
         write_private(&written, b"{}").unwrap();
         assert_eq!(mode(&written), 0o600);
+    }
+
+    #[tokio::test]
+    async fn a_socket_is_private_replaces_a_stale_one_and_never_a_live_one() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("keys.sock");
+        let first = private_socket(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert!(matches!(private_socket(&path), Err(SocketError::InUse { .. })), "a live socket is kept");
+        drop(first);
+        let _second = private_socket(&path).expect("the file of a closed socket is replaced");
+        let long = root.path().join("x".repeat(MAX_SOCKET_PATH));
+        let error = private_socket(&long).unwrap_err().to_string();
+        assert!(error.contains("choose a shorter --data-dir"), "{error}");
     }
 }

@@ -1,7 +1,7 @@
 use std::{convert::Infallible, future::Future, time::Duration};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
 
@@ -116,6 +116,33 @@ impl GrpcServer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        self.serve_connections(incoming(listener), shutdown).await
+    }
+
+    /// Like [`Self::serve`], on a Unix socket: `pastebin up`'s K and P, which
+    /// only processes of the same account may reach (docs/security.md#local-sockets).
+    pub async fn serve_unix(
+        self,
+        listener: UnixListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        self.serve_connections(tokio_stream::wrappers::UnixListenerStream::new(listener), shutdown).await
+    }
+
+    async fn serve_connections<Connection, AcceptError>(
+        self,
+        incoming: impl tokio_stream::Stream<Item = Result<Connection, AcceptError>>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()>
+    where
+        Connection: tokio::io::AsyncRead
+            + tokio::io::AsyncWrite
+            + tonic::transport::server::Connected
+            + Unpin
+            + Send
+            + 'static,
+        AcceptError: Into<tower::BoxError>,
+    {
         let limits = self.options.limits;
         let mut server = tonic::transport::Server::builder()
             .max_concurrent_streams(limits.max_concurrent_streams.max(1))
@@ -132,7 +159,7 @@ impl GrpcServer {
             .trace_fn(request_span)
             .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
             .add_routes(self.routes)
-            .serve_with_incoming_shutdown(incoming(listener), shutdown);
+            .serve_with_incoming_shutdown(incoming, shutdown);
         tokio::select! {
             served = server => Ok(served?),
             never = follow_readiness(self.health, self.services) => match never {},
@@ -259,6 +286,14 @@ fn client_errors_named_by_the_contract(
     response
 }
 
+/// The prefix of a Unix socket address, as tonic's endpoints read it.
+pub const UNIX_SCHEME: &str = "unix:";
+
+/// The address a client dials for the Unix socket at `path`.
+pub fn unix_address(path: &std::path::Path) -> String {
+    format!("{UNIX_SCHEME}{}", path.display())
+}
+
 /// How a failed call to another service is to be read by a saga: the callee
 /// definitely did not act, or we cannot know whether it did.
 #[derive(Debug, thiserror::Error)]
@@ -297,8 +332,14 @@ impl CallError {
 /// taken as written, and a bare `host:port` means TLS exactly when this
 /// client has TLS files. An address that contradicts the TLS setting is an
 /// error, so a configured client never falls back to plaintext by accident.
+/// `unix:PATH` is a Unix socket of `pastebin up`, reached without TLS: its
+/// file mode is the credential (docs/security.md#local-sockets).
 pub fn shard_url(address: &str, tls: bool) -> anyhow::Result<String> {
     let address = address.trim();
+    if address.starts_with(UNIX_SCHEME) {
+        anyhow::ensure!(!tls, "{address}: a Unix socket is reached without TLS; drop --tls-cert for it");
+        return Ok(address.to_owned());
+    }
     match (address.split_once("://"), tls) {
         (None, false) => Ok(format!("http://{address}")),
         (None, true) => Ok(format!("https://{address}")),
@@ -387,6 +428,8 @@ mod tests {
         assert_eq!(shard_url(" k1.internal:50061 ", true).unwrap(), "https://k1.internal:50061");
         assert_eq!(shard_url("https://k1:1", true).unwrap(), "https://k1:1");
         assert_eq!(shard_url("http://k1:1", false).unwrap(), "http://k1:1");
+        assert_eq!(shard_url("unix:/data/keys.sock", false).unwrap(), "unix:/data/keys.sock");
+        assert!(shard_url("unix:/data/keys.sock", true).is_err(), "a socket is never dialled with TLS");
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod group_commit;
 mod grpc_services;
 mod harness;
 mod key_store;
+mod local_up;
 mod mtls;
 mod objects;
 mod openapi;

@@ -1,0 +1,94 @@
+//! `pastebin up`'s local attack surface (docs/security.md#local-sockets):
+//! K and P hand out stored delete tokens to any caller, so they listen only
+//! on private Unix sockets in the 0700 data directory, never on TCP; the
+//! operator tools reach them there through `endpoints.json`.
+
+use std::{collections::BTreeSet, os::unix::fs::FileTypeExt, os::unix::fs::PermissionsExt, path::Path};
+
+use pastebin_shards::Endpoints;
+use pastebin_tests::{api::new_key, cluster::Process};
+use reqwest::StatusCode;
+
+fn up_args(data: &Path) -> Vec<String> {
+    let mut args: Vec<String> = ["up", "--data-dir", data.to_str().expect("UTF-8 temp dir")].map(String::from).to_vec();
+    for flag in ["--http", "--grpc", "--admin"] {
+        args.extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
+    }
+    args
+}
+
+/// The ports `pid` listens on over TCP (IPv4 and IPv6), from `/proc`: the
+/// socket inodes among its open files, matched against the kernel's tables.
+fn tcp_listening_ports(pid: u32) -> BTreeSet<u16> {
+    let inodes: BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the process's open files are readable")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut ports = BTreeSet::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (fields.get(1), fields.get(3), fields.get(9)) else {
+                continue;
+            };
+            const LISTEN: &str = "0A";
+            if *state == LISTEN && inodes.contains(*inode) {
+                let port = local.rsplit(':').next().expect("address:port");
+                ports.insert(u16::from_str_radix(port, 16).expect("a hex port"));
+            }
+        }
+    }
+    ports
+}
+
+fn port_of(address: &str) -> u16 {
+    address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {address}"))
+}
+
+#[tokio::test]
+async fn up_serves_k_and_p_only_on_private_sockets_that_ctl_reaches() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let parts = ["key-service", "paste-service", "gateway-http", "gateway-grpc", "admin"];
+    let up = Process::start(up_args(data.path()), vec![], &parts).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+    let created = pastebin_tests::api::create(&http, Some(&new_key()), "local only").await.expect("answers");
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+
+    // Only the public listeners are on TCP: none of them reaches K or P.
+    let public: BTreeSet<u16> = ["gateway-http", "gateway-grpc", "admin"].map(|p| port_of(up.address(p))).into();
+    assert_eq!(tcp_listening_ports(up.pid()), public, "K and P have no TCP port");
+
+    // endpoints.json names the sockets, which are private files in the data directory.
+    let endpoints = Endpoints::read(data.path()).expect("up wrote endpoints.json");
+    for (address, logged) in
+        [(&endpoints.key_shards, up.address("key-service")), (&endpoints.paste_shards, up.address("paste-service"))]
+    {
+        assert_eq!(address.as_slice(), [logged.to_owned()]);
+        let path = Path::new(logged.strip_prefix("unix:").unwrap_or_else(|| panic!("{logged} is a Unix socket")));
+        assert!(path.starts_with(std::fs::canonicalize(data.path()).unwrap()) || path.starts_with(data.path()));
+        let meta = std::fs::metadata(path).expect("the socket exists");
+        assert!(meta.file_type().is_socket(), "{} is a socket", path.display());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{} is private", path.display());
+    }
+
+    // ctl finds K and P through the data directory and talks to them there.
+    let data_dir = data.path().to_str().unwrap();
+    let output = std::process::Command::new(pastebin_tests::cluster::testbed_binary())
+        .args(["ctl", "--data-dir", data_dir, "stats", "--json"])
+        .env_remove("PASTEBIN_CONFIG")
+        .output()
+        .expect("ctl runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "ctl stats: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("stats --json is JSON");
+    for kind in ["key_shards", "paste_shards"] {
+        let shard = &report[kind][0];
+        assert_eq!(shard["reachable"], true, "ctl reached the {kind} socket: {report}");
+        assert!(shard["address"].as_str().is_some_and(|a| a.starts_with("unix:")), "{report}");
+    }
+}

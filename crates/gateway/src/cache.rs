@@ -12,7 +12,7 @@
 //! Burn-after-reading pastes must never be kept (docs/design.md#burn-after-reading).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -32,8 +32,9 @@ pub const LIVE_FOR: Duration = Duration::from_millis(750);
 /// How long a delete through this gateway is remembered: longer than any
 /// read can be in flight (the 2 s budget).
 const REMEMBER_DELETES: Duration = Duration::from_secs(10);
-/// Deletes remembered before the old ones are pruned.
-const DELETES_BEFORE_PRUNING: usize = 1024;
+/// The most deletes remembered at once, whatever the traffic: past it the
+/// oldest is dropped and its time becomes the log's horizon.
+const MAX_REMEMBERED_DELETES: usize = 16 * 1024;
 /// Bytes an entry costs beyond its content (ids, times, the entry itself).
 const ENTRY_OVERHEAD: u64 = 256;
 /// A guess at the average entry, for the cache's sizing only.
@@ -67,8 +68,7 @@ impl Weighter<PasteId, Arc<CachedPaste>> for ByBytes {
 
 pub(crate) struct ReadCache {
     entries: Option<Cache<PasteId, Arc<CachedPaste>, ByBytes>>,
-    /// Ids deleted (or found gone) here, and when.
-    deletes: Mutex<HashMap<PasteId, Instant>>,
+    deletes: Mutex<DeleteLog>,
 }
 
 impl ReadCache {
@@ -107,22 +107,78 @@ impl ReadCache {
         }
         let (Some(entries), Ok(id)) = (&self.entries, PasteId::parse(&paste.view.id)) else { return };
         let deletes = self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if deletes.get(&id).is_some_and(|deleted| *deleted >= read_started) {
+        if deletes.gone_since(&id, read_started) {
             return;
         }
         entries.insert(id, Arc::new(CachedPaste { paste, expires_at, confirmed_at: read_started }));
     }
 
-    /// The id is gone (deleted here, or P no longer has it live): drop it
-    /// now, and refuse reads already in flight that would put it back.
+    /// P no longer has the id live (a 404, an expiry): drop the entry, and
+    /// if there was one, refuse reads already in flight that would put it
+    /// back. An id that was not cached is not remembered: a flood of 404s
+    /// for random ids costs nothing here, and a read in flight for it was
+    /// confirmed at its start, so it is served no longer than [`LIVE_FOR`],
+    /// the bound every other gateway keeps.
     pub(crate) fn forget(&self, id: &PasteId) {
         let Some(entries) = &self.entries else { return };
         let mut deletes = self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if deletes.len() >= DELETES_BEFORE_PRUNING {
-            deletes.retain(|_, at| at.elapsed() < REMEMBER_DELETES);
+        if entries.remove(id).is_some() {
+            deletes.record(id.clone(), Instant::now());
         }
-        deletes.insert(id.clone(), Instant::now());
+    }
+
+    /// This gateway deleted the id (or may have: an uncertain delete): drop
+    /// it and refuse every read in flight that would put it back, cached or
+    /// not, so the delete takes effect here at once.
+    pub(crate) fn forget_deleted(&self, id: &PasteId) {
+        let Some(entries) = &self.entries else { return };
+        let mut deletes = self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         entries.remove(id);
+        deletes.record(id.clone(), Instant::now());
+    }
+}
+
+/// Ids forgotten here and when, oldest first, each kept [`REMEMBER_DELETES`]:
+/// O(1) amortized per record (each entry is pruned once, from the front)
+/// and never more than [`MAX_REMEMBERED_DELETES`]. An entry dropped early
+/// moves the horizon: no read that started before it may keep anything, so
+/// a full log costs cache fills, never a stale answer.
+#[derive(Default)]
+struct DeleteLog {
+    at: HashMap<PasteId, Instant>,
+    order: VecDeque<(Instant, PasteId)>,
+    horizon: Option<Instant>,
+}
+
+impl DeleteLog {
+    fn record(&mut self, id: PasteId, now: Instant) {
+        while let Some((at, _)) = self.order.front() {
+            let expired = now.duration_since(*at) >= REMEMBER_DELETES;
+            if !expired && self.order.len() < MAX_REMEMBERED_DELETES {
+                break;
+            }
+            let Some((at, old)) = self.order.pop_front() else { break };
+            if !expired {
+                self.horizon = Some(self.horizon.map_or(at, |horizon| horizon.max(at)));
+            }
+            // A later record of the same id has its own entry further back.
+            if self.at.get(&old) == Some(&at) {
+                self.at.remove(&old);
+            }
+        }
+        self.at.insert(id.clone(), now);
+        self.order.push_back((now, id));
+    }
+
+    /// Whether a read that started at `read_started` may have missed a
+    /// forget of `id`.
+    fn gone_since(&self, id: &PasteId, read_started: Instant) -> bool {
+        self.horizon.is_some_and(|horizon| read_started <= horizon)
+            || self.at.get(id).is_some_and(|forgotten| *forgotten >= read_started)
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
     }
 }
 
@@ -149,5 +205,59 @@ mod tests {
         assert!(matches!(cache.lookup(&burn, now), Lookup::Miss));
         cache.keep(read(plain.as_str(), false), later, Instant::now());
         assert!(matches!(cache.lookup(&plain, now), Lookup::Fresh(_)));
+    }
+
+    fn cache_with(id: &PasteId) -> ReadCache {
+        let cache = ReadCache::new(1024 * 1024);
+        cache.keep(read(id.as_str(), false), Utc::now() + chrono::Duration::hours(1), Instant::now());
+        cache
+    }
+
+    fn remembered(cache: &ReadCache) -> usize {
+        cache.deletes.lock().unwrap().len()
+    }
+
+    #[test]
+    fn a_404_for_an_id_that_was_not_cached_is_not_remembered() {
+        let cache = cache_with(&PasteId::mint(pastebin_core::Slot(1)));
+        for _ in 0..10_000 {
+            cache.forget(&PasteId::mint(pastebin_core::Slot(2)));
+        }
+        assert_eq!(remembered(&cache), 0);
+    }
+
+    #[test]
+    fn a_forget_of_a_cached_id_refuses_the_read_in_flight() {
+        let id = PasteId::mint(pastebin_core::Slot(1));
+        let cache = cache_with(&id);
+        let in_flight = Instant::now();
+        cache.forget(&id);
+        assert_eq!(remembered(&cache), 1);
+        cache.keep(read(id.as_str(), false), Utc::now() + chrono::Duration::hours(1), in_flight);
+        assert!(matches!(cache.lookup(&id, Utc::now()), Lookup::Miss), "not put back");
+    }
+
+    #[test]
+    fn a_delete_here_refuses_the_read_in_flight_even_uncached() {
+        let cache = ReadCache::new(1024 * 1024);
+        let id = PasteId::mint(pastebin_core::Slot(1));
+        let in_flight = Instant::now();
+        cache.forget_deleted(&id);
+        cache.keep(read(id.as_str(), false), Utc::now() + chrono::Duration::hours(1), in_flight);
+        assert!(matches!(cache.lookup(&id, Utc::now()), Lookup::Miss));
+    }
+
+    #[test]
+    fn a_full_delete_log_stays_bounded_and_never_lets_a_stale_read_back() {
+        let cache = ReadCache::new(1024 * 1024);
+        let first = PasteId::mint(pastebin_core::Slot(1));
+        let in_flight = Instant::now();
+        cache.forget_deleted(&first);
+        for _ in 0..MAX_REMEMBERED_DELETES + 100 {
+            cache.forget_deleted(&PasteId::mint(pastebin_core::Slot(3)));
+        }
+        assert_eq!(remembered(&cache), MAX_REMEMBERED_DELETES);
+        cache.keep(read(first.as_str(), false), Utc::now() + chrono::Duration::hours(1), in_flight);
+        assert!(matches!(cache.lookup(&first, Utc::now()), Lookup::Miss), "the horizon refuses it");
     }
 }

@@ -367,7 +367,7 @@ impl Gateway {
             // Before answering, on every outcome but a refused token: an
             // uncertain delete may have tombstoned the row, and this gateway
             // must not serve what a retried DELETE would call gone.
-            self.inner.reads.forget(&id);
+            self.inner.reads.forget_deleted(&id);
             self.inner.rendered.forget(id.as_str());
         }
         match outcome.map_err(|_| ApiError::Unavailable("the paste service is unavailable"))? {

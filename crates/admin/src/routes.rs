@@ -43,16 +43,23 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// 200 while every readiness check of the process passes, else 503; both
-/// name each check and why it fails (docs/deployment.md#readiness).
+/// 200 while every required readiness check of the process passes, else
+/// 503; both name each check and why it fails, and say `degraded` while an
+/// advisory one fails (docs/deployment.md#readiness).
 async fn readyz() -> Response {
-    let checks = pastebin_runtime::readiness::process().checks();
-    let ready = pastebin_runtime::readiness::all_pass(&checks);
+    use pastebin_runtime::readiness;
+    let checks = readiness::process().checks();
+    let ready = readiness::all_pass(&checks);
+    let status = match (ready, readiness::degraded(&checks)) {
+        (false, _) => "not ready",
+        (true, true) => "degraded",
+        (true, false) => "ready",
+    };
     let body = serde_json::json!({
-        "status": if ready { "ready" } else { "not ready" },
+        "status": status,
         "checks": checks
             .iter()
-            .map(|(name, outcome)| (name.to_string(), outcome.as_ref().err().map_or("ok", String::as_str).into()))
+            .map(|(name, check)| (name.to_string(), check.outcome.as_ref().err().map_or("ok", String::as_str).into()))
             .collect::<serde_json::Map<String, serde_json::Value>>(),
     });
     let code = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };

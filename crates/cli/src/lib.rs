@@ -207,7 +207,8 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     let slots = shard_slots::claim(pool.pool(), args.slots, resharding, now).await?;
     tracing::info!(%what, %slots, "owning slots");
     let database = pool.clone();
-    readiness::start_checking("database", move || {
+    // Required: a shard without its database can do nothing.
+    readiness::start_checking("database", readiness::Weight::Required, move || {
         let database = database.clone();
         async move { db::check_reachable(database.pool()).await }
     })
@@ -283,9 +284,15 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     // Before serving (connections wait in the listen queue meanwhile), so the
     // first health answer is already what the shards and the store said.
     let parts = gateway.clone();
-    readiness::start_checking("shards and object store", move || {
+    readiness::start_checking("slot map and object store", readiness::Weight::Required, move || {
         let parts = parts.clone();
         async move { parts.check_ready().await }
+    })
+    .await;
+    let shards = gateway.clone();
+    readiness::start_checking("shards", readiness::Weight::Advisory, move || {
+        let shards = shards.clone();
+        async move { shards.check_shards().await }
     })
     .await;
     tokio::try_join!(

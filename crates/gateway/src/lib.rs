@@ -14,8 +14,9 @@
 //! admission gate checks the caller's [`create_tokens`] and its address's
 //! [`CreateRateLimit`]; the public listener's limits and headers are set where
 //! the router is served (docs/design.md#edge).
-//! [`Gateway::check_ready`] says whether every slot's shards and the object
-//! store can work.
+//! [`Gateway::check_ready`] says whether the gateway can work at all (its
+//! slot map, the object store); [`Gateway::check_shards`] names the shards
+//! that cannot, without making the gateway not ready.
 
 mod admission;
 mod cache;

@@ -1,9 +1,16 @@
-//! Whether the gateway can serve every request: each slot's K shard and P
-//! shard serve, and the object store answers (docs/deployment.md#readiness).
-//! Every slot maps to exactly one shard of each kind, so one shard that
-//! cannot work leaves some slots unserved and the gateway not ready.
+//! Whether the gateway can work (docs/deployment.md#readiness). Two checks:
+//!
+//! - [`Gateway::check_ready`] (required): it has its slot map and the object
+//!   store answers. Without them no call can be served.
+//! - [`Gateway::check_shards`] (advisory): every K and P shard serves. One
+//!   shard down only leaves its slots unserved (those calls answer 503 +
+//!   `Retry-After`); reads of other shards and cached pastes still work, so
+//!   the gateway stays ready and names the shard instead. Taking every
+//!   gateway out of service for one shard's outage cut off all of them.
 
 use std::time::Duration;
+
+use pastebin_shards::SlotMap;
 
 use crate::Gateway;
 
@@ -14,31 +21,35 @@ const PROBE_OBJECT: &str = "readyzprobe";
 const PART_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Gateway {
-    /// `Err` names every part the gateway cannot work with right now, or
-    /// says it has no slot map yet (docs/design.md#shard-identity).
+    /// `Err` says the gateway has no slot map yet
+    /// (docs/design.md#shard-identity) or cannot reach the object store.
     pub async fn check_ready(&self) -> Result<(), String> {
-        let slots =
-            self.inner.slots.get().ok_or_else(|| "waiting for every shard to say which slots it owns".to_owned())?;
+        self.slot_map()?;
+        within_part(async { self.inner.objects.get(PROBE_OBJECT).await.map(drop).map_err(|_| "fails".to_owned()) })
+            .await
+            .map_err(|why| format!("object store {why}"))
+    }
+
+    /// `Err` names every K and P shard that does not serve right now.
+    pub async fn check_shards(&self) -> Result<(), String> {
+        let slots = self.slot_map()?;
         let keys = slots.key_shards().iter().enumerate().map(|(shard, client)| async move {
             within_part(client.check_serving()).await.map_err(|why| format!("key shard {shard} {why}"))
         });
         let pastes = slots.paste_shards().iter().enumerate().map(|(shard, client)| async move {
             within_part(client.check_serving()).await.map_err(|why| format!("paste shard {shard} {why}"))
         });
-        let objects = async {
-            within_part(async { self.inner.objects.get(PROBE_OBJECT).await.map(drop).map_err(|_| "fails".to_owned()) })
-                .await
-                .map_err(|why| format!("object store {why}"))
-        };
-        let (keys, pastes, objects) =
-            tokio::join!(futures::future::join_all(keys), futures::future::join_all(pastes), objects);
-        let failures: Vec<String> =
-            keys.into_iter().chain(pastes).chain(std::iter::once(objects)).filter_map(Result::err).collect();
+        let (keys, pastes) = tokio::join!(futures::future::join_all(keys), futures::future::join_all(pastes));
+        let failures: Vec<String> = keys.into_iter().chain(pastes).filter_map(Result::err).collect();
         if failures.is_empty() {
             Ok(())
         } else {
             Err(failures.join("; "))
         }
+    }
+
+    fn slot_map(&self) -> Result<&SlotMap, String> {
+        self.inner.slots.get().ok_or_else(|| "waiting for every shard to say which slots it owns".to_owned())
     }
 }
 

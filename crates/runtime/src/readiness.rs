@@ -7,14 +7,42 @@
 //!
 //! Readiness belongs to the process, like its metrics recorder: an
 //! orchestrator probes a process, and `pastebin up` runs several parts in one.
+//!
+//! A check is *required* (failing, the process is not ready) or *advisory*
+//! (failing, the process is still ready and `/readyz` says what is
+//! degraded). A gateway's shards are advisory: one shard's outage must not
+//! take every gateway out of service while the calls that need other shards
+//! still work (docs/deployment.md#readiness).
 
 use std::{collections::BTreeMap, future::Future, sync::OnceLock, time::Duration};
 
 use tokio::sync::watch;
 
-/// Each check's last outcome: `Err` holds why the part cannot work, in words
+/// Whether a failing check makes the process not ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weight {
+    /// The process cannot do its work without it.
+    Required,
+    /// Only some calls need it: shown, never a reason to be not ready.
+    Advisory,
+}
+
+/// A check's last outcome: `Err` holds why the part cannot work, in words
 /// safe to show anyone (never a URL, a key or a token).
-pub type Checks = BTreeMap<&'static str, Result<(), String>>;
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub outcome: Result<(), String>,
+    pub weight: Weight,
+}
+
+impl Check {
+    /// A failing required check.
+    fn blocks(&self) -> bool {
+        self.weight == Weight::Required && self.outcome.is_err()
+    }
+}
+
+pub type Checks = BTreeMap<&'static str, Check>;
 
 /// The process's checks. A process that never reports any is ready.
 pub struct Readiness {
@@ -27,22 +55,32 @@ pub fn process() -> &'static Readiness {
     READINESS.get_or_init(|| Readiness { checks: watch::Sender::new(Checks::new()) })
 }
 
-/// Ready when no check failed.
+/// Ready when no required check failed.
 pub fn all_pass(checks: &Checks) -> bool {
-    checks.values().all(Result::is_ok)
+    !checks.values().any(Check::blocks)
+}
+
+/// Ready, but some advisory check fails: some calls answer 503.
+pub fn degraded(checks: &Checks) -> bool {
+    all_pass(checks) && checks.values().any(|check| check.outcome.is_err())
 }
 
 impl Readiness {
-    /// Records the outcome of `check`, logging when it flips.
+    /// Records the outcome of the required `check`, logging when it flips.
     pub fn report(&self, check: &'static str, outcome: Result<(), String>) {
+        self.record(check, Check { outcome, weight: Weight::Required });
+    }
+
+    fn record(&self, name: &'static str, check: Check) {
         self.checks.send_if_modified(|checks| {
-            let previous = checks.insert(check, outcome.clone());
-            if previous.as_ref() == Some(&outcome) {
+            let previous = checks.insert(name, check.clone());
+            if previous.as_ref() == Some(&check) {
                 return false;
             }
-            match &outcome {
-                Ok(()) => tracing::info!(check, "ready"),
-                Err(reason) => tracing::warn!(check, %reason, "not ready"),
+            match (&check.outcome, check.weight) {
+                (Ok(()), _) => tracing::info!(check = name, "ready"),
+                (Err(reason), Weight::Required) => tracing::warn!(check = name, %reason, "not ready"),
+                (Err(reason), Weight::Advisory) => tracing::warn!(check = name, %reason, "degraded, still ready"),
             }
             true
         });
@@ -73,19 +111,20 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 /// it every [`CHECK_INTERVAL`], forever. Call it before the part starts
 /// listening: its first health answer is then already the truth, never a
 /// "serving" that nothing has shown yet.
-pub async fn start_checking<F, Fut>(name: &'static str, mut check: F)
+pub async fn start_checking<F, Fut>(name: &'static str, weight: Weight, mut check: F)
 where
     F: FnMut() -> Fut + Send + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
-    process().report(name, within_timeout(check()).await);
+    let run = move |outcome| process().record(name, Check { outcome, weight });
+    run(within_timeout(check()).await);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(CHECK_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            process().report(name, within_timeout(check()).await);
+            run(within_timeout(check()).await);
         }
     });
 }
@@ -109,6 +148,18 @@ mod tests {
         assert!(!readiness.is_ready());
         readiness.report("objects", Ok(()));
         assert!(readiness.is_ready());
+    }
+
+    #[test]
+    fn a_failing_advisory_check_leaves_the_process_ready_but_degraded() {
+        let readiness = Readiness { checks: watch::Sender::new(Checks::new()) };
+        readiness.report("slot map", Ok(()));
+        readiness.record("shards", Check { outcome: Err("key shard 1 does not answer".into()), weight: Weight::Advisory });
+        assert!(readiness.is_ready());
+        assert!(degraded(&readiness.checks()));
+        readiness.report("slot map", Err("no slot map yet".into()));
+        assert!(!readiness.is_ready());
+        assert!(!degraded(&readiness.checks()), "not ready is not degraded");
     }
 
     #[test]

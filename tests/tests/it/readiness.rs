@@ -1,14 +1,16 @@
 //! Readiness against real outages (docs/deployment.md#readiness): a shard
-//! whose PostgreSQL is stopped, a gateway one of whose shard processes is
-//! killed or whose object store is gone, a sweeper whose round cannot reach
-//! K. Each reports not ready on `/readyz` and in gRPC health while
-//! `/healthz` stays 200, and is ready again once the outage ends.
+//! whose PostgreSQL is stopped, a gateway whose object store is gone, a
+//! sweeper whose round cannot reach K. Each reports not ready on `/readyz`
+//! and in gRPC health while `/healthz` stays 200, and is ready again once the
+//! outage ends. A gateway one of whose shard processes is killed stays ready
+//! (degraded) and names the shard.
 
 use std::time::Duration;
 
 use pastebin_runtime::grpc::check_serving;
 use pastebin_shards::channel;
 use pastebin_tests::{
+    api::{create, new_key},
     cluster::{Cluster, ClusterOptions, Process},
     postgres::OwnServer,
 };
@@ -84,31 +86,54 @@ async fn paste_service_is_not_ready_while_its_database_is_down() {
     shard_follows_its_database("paste-service").await;
 }
 
+/// A key whose slot the shard `index` of `count` owns (an even split).
+fn key_for_shard(index: usize, count: usize) -> String {
+    let slots = pastebin_tests::shards::even_split(index, count);
+    loop {
+        let key = new_key();
+        if slots.contains(pastebin_core::IdempotencyKey::parse(&key).unwrap().slot()) {
+            return key;
+        }
+    }
+}
+
+/// Round 3 reverses round 2's rule (docs/deployment.md#readiness): a gateway
+/// stays ready while a K or P shard is down, and `/readyz` names the shard;
+/// only the creates that need it answer 503 + `Retry-After`, and the other
+/// shards' creates and reads go on.
 #[tokio::test]
-async fn gateway_is_not_ready_while_a_shard_of_some_slot_is_down() {
+async fn gateway_stays_ready_while_a_shard_is_down_and_names_it() {
     let options = ClusterOptions { key_shards: 2, paste_shards: 2, ..ClusterOptions::default() };
     let mut cluster = Cluster::start(options).await;
     let admin = cluster.gateway.address("admin").to_owned();
     let grpc = cluster.gateway.address("gateway-grpc").to_owned();
-    readyz_becomes(&admin, 200).await;
-    assert_eq!(grpc_health(&grpc).await, Ok(()));
+    let body = readyz_becomes(&admin, 200).await;
+    assert!(body.contains(r#""status":"ready""#) && body.contains(r#""shards":"ok""#), "{body}");
+    let before = create(&cluster.http, Some(&key_for_shard(0, 2)), "written before").await.unwrap();
+    assert_eq!(before.status, 201, "{}", before.body);
+    let before_id = before.json()["id"].as_str().unwrap().to_owned();
 
     cluster.pastes[1].kill().await;
-    let body = readyz_becomes(&admin, 503).await;
-    assert!(body.contains("paste shard 1"), "{body}");
+    let body = readyz_says(&admin, 200, "paste shard 1").await;
+    assert!(body.contains(r#""status":"degraded""#), "{body}");
     assert!(!body.contains("paste shard 0"), "only the dead shard is named: {body}");
-    assert_eq!(grpc_health(&grpc).await, Err("reports NotServing".to_owned()));
+    assert_eq!(grpc_health(&grpc).await, Ok(()), "gRPC health follows readiness: still serving");
     alive(&admin).await;
+    let unserved = create(&cluster.http, Some(&key_for_shard(1, 2)), "needs the dead shard").await.unwrap();
+    assert_eq!(unserved.status, 503, "{}", unserved.body);
+    assert!(unserved.headers.contains_key("retry-after"), "{:?}", unserved.headers);
+    let served = create(&cluster.http, Some(&key_for_shard(0, 2)), "other slots go on").await.unwrap();
+    assert_eq!(served.status, 201, "{}", served.body);
+    assert_eq!(get(&format!("{}/raw/{before_id}", cluster.http)).await.0, 200);
 
     cluster.pastes[1].restart(&[], &["paste-service"]).await;
-    readyz_becomes(&admin, 200).await;
-    assert_eq!(grpc_health(&grpc).await, Ok(()));
+    readyz_says(&admin, 200, r#""status":"ready""#).await;
 
     cluster.keys[0].kill().await;
-    let body = readyz_becomes(&admin, 503).await;
-    assert!(body.contains("key shard 0"), "{body}");
+    let body = readyz_says(&admin, 200, "key shard 0").await;
+    assert!(body.contains(r#""status":"degraded""#), "{body}");
     cluster.keys[0].restart(&[], &["key-service"]).await;
-    readyz_becomes(&admin, 200).await;
+    readyz_says(&admin, 200, r#""status":"ready""#).await;
 }
 
 #[tokio::test]

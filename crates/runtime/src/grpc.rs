@@ -91,17 +91,24 @@ impl GrpcServer {
     /// The same services, called from inside this process without a socket:
     /// a call is the same request through the same handlers, run on the
     /// caller's task, with no connection, no HTTP/2 framing and no thread
-    /// hand-off (docs/design.md#in-process-shards). The server's own call
-    /// timeout does not apply: every in-process caller bounds its calls by
-    /// its own deadline. Health answers follow readiness while [`Self::serve`] runs.
+    /// hand-off (docs/design.md#in-process-shards). A call is bounded as
+    /// over the network: by the caller's `grpc-timeout`, at most the
+    /// server's call timeout, and ends as tonic's server ends it, so a
+    /// stalled shard fails a call instead of holding its caller forever.
+    /// Health answers follow readiness while [`Self::serve`] runs.
     pub fn in_process(&self) -> ShardChannel {
         let routes = self.routes.clone();
+        let call_timeout = self.options.limits.call_timeout;
         ShardChannel::new(tower::service_fn(move |request: http::Request<tonic::body::Body>| {
             let span = request_span(&request);
+            let timeout = caller_timeout(request.headers()).map_or(call_timeout, |asked| asked.min(call_timeout));
             let call = tower::ServiceExt::oneshot(routes.clone(), request);
             tracing::Instrument::instrument(
                 async move {
-                    let response = call.await.unwrap_or_else(|never: Infallible| match never {});
+                    let response = match tokio::time::timeout(timeout, call).await {
+                        Ok(answered) => answered.unwrap_or_else(|never: Infallible| match never {}),
+                        Err(_) => timed_out(),
+                    };
                     Ok::<_, Infallible>(client_errors_named_by_the_contract(response))
                 },
                 span,
@@ -223,6 +230,35 @@ fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
         return tracing::Span::none();
     }
     crate::telemetry::server_span(method, request.headers())
+}
+
+/// The time a caller gives its call, from the `grpc-timeout` header it
+/// sent (an integer of at most 8 digits and a unit, as gRPC over HTTP/2
+/// defines it); `None` when it gave none or wrote something else, which
+/// tonic's server also reads as no deadline of the caller's.
+fn caller_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (amount, unit) = value.split_at_checked(value.len().checked_sub(1)?)?;
+    if amount.is_empty() || amount.len() > 8 {
+        return None;
+    }
+    let amount: u64 = amount.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount * 3600),
+        "M" => Duration::from_secs(amount * 60),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+/// The answer tonic's server gives a call that outlived its timeout
+/// (CANCELLED, "Timeout expired"): in process as over the network, the
+/// caller reads it as uncertain.
+fn timed_out() -> http::Response<tonic::body::Body> {
+    tonic::Status::from_error(Box::new(tonic::TimeoutExpired(()))).into_http()
 }
 
 /// Keeps the health status of `services` equal to the process's readiness.
@@ -420,7 +456,24 @@ pub fn store_status(error: &impl StoreFailure) -> tonic::Status {
 
 #[cfg(test)]
 mod tests {
-    use super::shard_url;
+    use super::{caller_timeout, shard_url, Duration};
+
+    #[test]
+    fn a_caller_timeout_is_read_as_grpc_over_http2_writes_it() {
+        let read = |value: &str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("grpc-timeout", http::HeaderValue::from_str(value).unwrap());
+            caller_timeout(&headers)
+        };
+        assert_eq!(read("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(read("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(read("99999999m"), Some(Duration::from_millis(99_999_999)));
+        assert_eq!(read("250u"), Some(Duration::from_micros(250)));
+        for unreadable in ["", "S", "5", "5s", "123456789S", "-1S", "1.5S"] {
+            assert_eq!(read(unreadable), None, "{unreadable:?}");
+        }
+        assert_eq!(caller_timeout(&http::HeaderMap::new()), None);
+    }
 
     #[test]
     fn a_bare_address_means_tls_exactly_when_the_client_has_tls_files() {

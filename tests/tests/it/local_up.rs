@@ -1,11 +1,25 @@
 //! `pastebin up`'s local attack surface (docs/security.md#local-sockets):
 //! K and P hand out stored delete tokens to any caller, so they listen only
 //! on private Unix sockets in the 0700 data directory, never on TCP; the
-//! operator tools reach them there through `endpoints.json`.
+//! operator tools reach them there through `endpoints.json`. The gateway and
+//! the sweeper call them in process, where a call is bounded as over the
+//! network (docs/design.md#in-process-shards).
 
-use std::{collections::BTreeSet, os::unix::fs::FileTypeExt, os::unix::fs::PermissionsExt, path::Path};
+use std::{
+    collections::BTreeSet,
+    convert::Infallible,
+    os::unix::fs::{FileTypeExt, PermissionsExt},
+    path::Path,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
-use pastebin_shards::Endpoints;
+use pastebin_core::SlotRange;
+use pastebin_keys::KeyClient;
+use pastebin_pastes::PasteClient;
+use pastebin_runtime::grpc::{GrpcLimits, GrpcServer, ServerOptions};
+use pastebin_shards::{Endpoints, Shard, SlotMap};
 use pastebin_tests::{api::new_key, cluster::Process};
 use reqwest::StatusCode;
 
@@ -91,4 +105,97 @@ async fn up_serves_k_and_p_only_on_private_sockets_that_ctl_reaches() {
         assert_eq!(shard["reachable"], true, "ctl reached the {kind} socket: {report}");
         assert!(shard["address"].as_str().is_some_and(|a| a.starts_with("unix:")), "{report}");
     }
+}
+
+/// A K (`PASTES = false`) or P (`true`) that takes every call and never
+/// answers, as a shard whose group-commit writer is stuck would.
+#[derive(Clone, Copy)]
+struct Stalled<const PASTES: bool>;
+
+impl tonic::server::NamedService for Stalled<false> {
+    const NAME: &'static str = pastebin_keys::SERVICE_NAME;
+}
+
+impl tonic::server::NamedService for Stalled<true> {
+    const NAME: &'static str = pastebin_pastes::SERVICE_NAME;
+}
+
+impl<const PASTES: bool> tonic::codegen::Service<http::Request<tonic::body::Body>> for Stalled<PASTES> {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = std::future::Pending<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<tonic::body::Body>) -> Self::Future {
+        std::future::pending()
+    }
+}
+
+/// A server of `service` as `up` makes K and P, with `call_timeout`.
+async fn in_process<S>(service: S, name: &str, call_timeout: Duration) -> GrpcServer
+where
+    S: tonic::codegen::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let described = pastebin_runtime::grpc::Described { services: &[name], descriptors: &[] };
+    let options = ServerOptions { limits: GrpcLimits { call_timeout, ..GrpcLimits::default() }, ..Default::default() };
+    GrpcServer::new(tonic::service::Routes::new(service), described, options).await.expect("a server of the stub")
+}
+
+/// Far longer than the timeouts a call here should end at: a call still
+/// running then was not bounded by them.
+const HUNG: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn an_in_process_call_to_a_stalled_shard_ends_at_the_call_timeout() {
+    // A call that names no deadline of its own ends at the server's limit,
+    // as tonic's server ends it over the network: uncertain, not hung.
+    let keys = in_process(Stalled::<false>, pastebin_keys::SERVICE_NAME, Duration::from_secs(1)).await;
+    let stats = tokio::time::timeout(HUNG, KeyClient::new(keys.in_process()).pending_stats()).await;
+    let error = stats.expect("the call ended at the server's limit").expect_err("a stalled K answers nothing");
+    assert!(matches!(error, pastebin_runtime::grpc::CallError::Uncertain(_)), "{error:?}");
+    assert_eq!(error.status().code(), tonic::Code::Cancelled, "{error:?}");
+
+    // With a server limit past HUNG, only the caller's `grpc-timeout` can end a call in time.
+    let patient = Duration::from_secs(3600);
+    let keys = in_process(Stalled::<false>, pastebin_keys::SERVICE_NAME, patient).await;
+    let pastes = in_process(Stalled::<true>, pastebin_pastes::SERVICE_NAME, patient).await;
+    // A sweeper round gives each call its own deadline: the round fails
+    // after it instead of waiting on the stalled shards forever.
+    let slots = SlotMap::new(
+        vec![Shard {
+            address: "in process".into(),
+            slots: Some(SlotRange::ALL),
+            client: KeyClient::new(keys.in_process()),
+        }],
+        vec![Shard {
+            address: "in process".into(),
+            slots: Some(SlotRange::ALL),
+            client: PasteClient::new(pastes.in_process()),
+        }],
+    )
+    .expect("one shard of each kind owns every slot");
+    let objects = tempfile::tempdir().expect("temp dir");
+    let settings = pastebin_sweeper::SweeperSettings { call_timeout: Duration::from_secs(1), ..Default::default() };
+    let sweeper = pastebin_sweeper::Sweeper::new(
+        slots,
+        Arc::new(pastebin_objects::LocalDirStore::open(objects.path()).expect("objects directory")),
+        Arc::new(pastebin_core::ManualClock::starting_at(chrono::Utc::now())),
+        settings,
+    );
+    let report =
+        tokio::time::timeout(HUNG, sweeper.round(false)).await.expect("the round's calls ended at its call timeout");
+    assert_eq!(report.recovery.key_shards_unreachable, 1, "{report:?}");
+    assert!(report.failure().is_some_and(|why| why.contains("key shards unreachable")), "{report:?}");
 }

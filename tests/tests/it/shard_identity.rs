@@ -290,7 +290,8 @@ async fn foreign_copies_on_a_key_shard_never_block_its_own_stale_pendings() {
     let (old_address, old) = spawn_key_service_owning(old_store.clone(), range(LOW), Default::default()).await;
     let (new_address, new) = spawn_key_service_owning(new_store.clone(), range(HIGH), Default::default()).await;
     let paste_store = paste_store(Backend::Sqlite, Arc::new(pastebin_core::SystemClock)).await;
-    let (paste_address, pastes) = spawn_paste_service_owning(paste_store.clone(), SlotRange::ALL, Default::default()).await;
+    let (paste_address, pastes) =
+        spawn_paste_service_owning(paste_store.clone(), SlotRange::ALL, Default::default()).await;
 
     // The moved slots' pendings, copied to the new owner and still on the old
     // shard; older than the old shard's own, so they lead its first page.

@@ -168,7 +168,8 @@ async fn two_sweepers_over_two_thousand_stale_pendings_resolve_each_key_once() {
     // would count as unreachable, not as what this test is about.
     cluster.age_pending_keys(MINUTE_AND_A_BIT).await;
     let patient = || {
-        let settings = pastebin_sweeper::SweeperSettings { call_timeout: Duration::from_secs(120), ..Default::default() };
+        let settings =
+            pastebin_sweeper::SweeperSettings { call_timeout: Duration::from_secs(120), ..Default::default() };
         cluster.sweeper_with(clock_ahead(MINUTE_AND_A_BIT), settings)
     };
     let (one, two) = (patient().await, patient().await);

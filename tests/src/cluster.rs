@@ -37,6 +37,13 @@ pub fn testbed_binary() -> std::path::PathBuf {
     profile_dir.join("pastebin-testbed")
 }
 
+/// Runs the testbed with `args` until it exits by itself (at most a minute):
+/// a part that refuses to start.
+pub async fn run_to_exit(args: &[&str]) -> std::process::Output {
+    let command = Command::new(testbed_binary()).args(args).env("RUST_LOG", "info").kill_on_drop(true).output();
+    tokio::time::timeout(Duration::from_secs(60), command).await.expect("the process exits by itself").unwrap()
+}
+
 /// One running part, with everything it logged so far.
 pub struct Process {
     child: Child,
@@ -132,6 +139,26 @@ impl Process {
     /// SIGKILL: the process gets no chance to finish anything.
     pub async fn kill(&mut self) {
         let _ = self.child.kill().await;
+    }
+
+    /// Sends the signal `name` (`TERM`, `INT`) to the process, as an
+    /// orchestrator or a Ctrl-C would.
+    pub fn signal(&self, name: &str) {
+        let pid = self.pid().to_string();
+        let sent = std::process::Command::new("kill").args(["-s", name, &pid]).status().expect("kill runs");
+        assert!(sent.success(), "kill -s {name} {pid} failed");
+    }
+
+    /// Waits until the log has a line containing `needle`, at most `timeout`.
+    pub async fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if self.logs().contains(needle) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.logs().contains(needle)
     }
 
     /// Waits for the process to end by itself (a failpoint crash), at most `timeout`.
@@ -407,10 +434,16 @@ impl Cluster {
     /// A `pastebin sweeper` process over this cluster's shards and bucket
     /// (with the sweeper's TLS files when the cluster has them), plus `extra` flags.
     pub async fn start_sweeper(&self, extra: &[&str]) -> Process {
+        self.start_sweeper_with(extra, &[]).await
+    }
+
+    /// [`Self::start_sweeper`] with `env` added (e.g. `PASTEBIN_FAILPOINTS`).
+    pub async fn start_sweeper_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Process {
         let mut args = vec!["sweeper".to_string()];
         args.extend(backend_flags(&self.key_addresses, &self.paste_addresses, &self.s3));
         args.extend(extra.iter().map(|a| a.to_string()));
-        Process::start(with_tls(args, self.tls.as_ref().map(|tls| &tls.sweeper)), s3_credentials(), &["admin"]).await
+        let env = [s3_credentials(), env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()].concat();
+        Process::start(with_tls(args, self.tls.as_ref().map(|tls| &tls.sweeper)), env, &["admin"]).await
     }
 
     /// The cluster's slot map, as a gateway or sweeper would build it from the

@@ -7,6 +7,7 @@ use std::{net::SocketAddr, sync::Arc};
 mod config_file;
 mod flags;
 mod healthcheck;
+mod locks;
 mod secret;
 mod up;
 
@@ -21,6 +22,7 @@ use pastebin_runtime::{
     shard_slots::{self, Resharding},
     shutdown_signal, telemetry,
     tls::{ClientAuth, MutualTls, TlsArgs},
+    unless_stopped, with_drain_timeout,
 };
 use pastebin_shards::{Patience, SlotMap};
 use tokio::net::TcpListener;
@@ -32,6 +34,11 @@ pub struct Cli {
     /// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
     #[arg(long, global = true, env = "PASTEBIN_LOG_FORMAT", default_value = "text")]
     pub log_format: telemetry::LogFormat,
+    /// Seconds a serving part may take to drain after SIGTERM or SIGINT before it
+    /// stops with work in flight (docs/operations.md#stopping).
+    #[arg(long, global = true, env = "PASTEBIN_DRAIN_TIMEOUT_SECS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub drain_timeout_secs: u64,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -154,13 +161,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     let _telemetry = telemetry::init(service_name(&cli.command), cli.log_format);
     pastebin_runtime::metrics::install();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
-    runtime.block_on(async move {
+    let drain_timeout = std::time::Duration::from_secs(cli.drain_timeout_secs);
+    let ended = runtime.block_on(async move {
         match cli.command {
-            Command::KeyService(args) => run_key_service(args).await,
-            Command::PasteService(args) => run_paste_service(args).await,
-            Command::Gateway(args) => run_gateway(args).await,
-            Command::Sweeper(args) => run_sweeper(args).await,
-            Command::Up(args) => up::run(args).await,
+            Command::KeyService(args) => with_drain_timeout(run_key_service(args), drain_timeout).await,
+            Command::PasteService(args) => with_drain_timeout(run_paste_service(args), drain_timeout).await,
+            Command::Gateway(args) => with_drain_timeout(run_gateway(args), drain_timeout).await,
+            Command::Sweeper(args) => with_drain_timeout(run_sweeper(args), drain_timeout).await,
+            Command::Up(args) => with_drain_timeout(up::run(args), drain_timeout).await,
             Command::Bench(args) => pastebin_bench::run(args).await,
             Command::Ctl(args) => match pastebin_ctl::run(args).await? {
                 0 => Ok(()),
@@ -175,8 +183,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 code => std::process::exit(code),
             },
         }
-    })
+    });
+    // A blocking task stuck past the drain (a write to a frozen disk) must
+    // not hold the process: the runtime waits for it only briefly.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    ended
 }
+
+/// How long a stopping process waits for its blocking tasks.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     let listener = TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
@@ -201,7 +216,9 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
         reflection: args.reflection,
         limits: args.limits.grpc(),
     };
-    let pool = db::connect(args.database_url.expose(), args.db_connections, migrations).await?;
+    let _sqlite = locks::sqlite_file(args.database_url.expose(), &format!("pastebin {what}"))?;
+    let connect = db::connect(args.database_url.expose(), args.db_connections, migrations);
+    let Some(pool) = unless_stopped(connect).await.transpose()? else { return Ok(()) };
     let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
     let now = pastebin_core::to_millis(SystemClock.now());
     let slots = shard_slots::claim(pool.pool(), args.slots, resharding, now).await?;
@@ -273,6 +290,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
     let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth, args.gateway.limits.grpc())?;
     let objects = args.objects.open().await?;
+    let _objects = locks::deployment_objects(&args.objects, "pastebin gateway")?;
     let slots = pastebin_shards::SlotMapCell::default();
     if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
         slots.fill(map?);
@@ -298,7 +316,10 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     tokio::try_join!(
         async {
             if slots.get().is_none() {
-                slots.fill(slot_map(&args.shards, tls.as_ref()).await?);
+                // Stops at the signal with the servers: nothing to drain in a wait.
+                if let Some(map) = unless_stopped(slot_map(&args.shards, tls.as_ref())).await {
+                    slots.fill(map?);
+                }
             }
             anyhow::Ok(())
         },
@@ -311,8 +332,10 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
 
 async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
+    let _objects = locks::deployment_objects(&args.objects, "pastebin sweeper")?;
     let tls = args.tls.load()?;
-    let sweeper = args.sweeper.sweeper(slot_map(&args.shards, tls.as_ref()).await?, objects);
+    let Some(slots) = unless_stopped(slot_map(&args.shards, tls.as_ref())).await.transpose()? else { return Ok(()) };
+    let sweeper = args.sweeper.sweeper(slots, objects);
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
     let admin = AdminState::new(sweeper.clone());
     let rounds = admin.clone();

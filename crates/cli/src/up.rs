@@ -19,6 +19,7 @@ use pastebin_runtime::{
     db,
     files::private_socket,
     grpc::{unix_address, ServerOptions},
+    lock::{this_process, Sharing},
     shard_slots::{self, Resharding},
     shutdown_signal,
 };
@@ -27,7 +28,11 @@ use pastebin_shards::{Endpoints, Shard, SlotMap, SlotMapCell};
 use crate::{
     bind,
     flags::{GatewayArgs, SweeperArgs},
+    locks,
 };
+
+/// This part, as the lock files name it.
+const PART: &str = "pastebin up";
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
@@ -67,10 +72,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
     // The databases hold stored 201 bodies (delete tokens) for 25 h: private.
     pastebin_runtime::files::private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Before anything in the directory is touched: a second `up` here
+    // leaves the first one's files, and its endpoints.json, alone.
+    let mut lock = locks::data_dir(dir, PART)?;
     let clock = Arc::new(SystemClock);
 
-    let key_pool = db::connect(&sqlite_url(dir, "keys.db")?, 8, &pastebin_keys::MIGRATIONS).await?;
-    let paste_pool = db::connect(&sqlite_url(dir, "pastes.db")?, 8, &pastebin_pastes::MIGRATIONS).await?;
+    let (key_url, paste_url) = (sqlite_url(dir, "keys.db")?, sqlite_url(dir, "pastes.db")?);
+    let _databases = (locks::sqlite_file(&key_url, PART)?, locks::sqlite_file(&paste_url, PART)?);
+    let key_pool = db::connect(&key_url, 8, &pastebin_keys::MIGRATIONS).await?;
+    let paste_pool = db::connect(&paste_url, 8, &pastebin_pastes::MIGRATIONS).await?;
     // One shard of each kind, owning every slot, like any lone shard.
     let now = pastebin_core::to_millis(clock.now());
     for pool in [&key_pool, &paste_pool] {
@@ -78,6 +88,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
+    let _objects = locks::objects_dir(&objects_dir, Sharing::Exclusive, PART)?;
 
     // K and P listen only on Unix sockets inside the 0700 data directory:
     // they hand out stored delete tokens to any caller, so no other local
@@ -132,6 +143,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         objects_dir: Some(objects_dir),
     };
     endpoints.write(dir)?;
+    let holder = format!("{} at {http_url} (gRPC {grpc_url}, admin {admin_url})", this_process(PART));
+    lock.describe(&holder).context("cannot write the data directory's lock file")?;
     println!(
         "pastebin is up\n  web & HTTP API  {http_url}\n  gRPC API        {grpc_url}\n  dashboard       {admin_url}/dashboard\n  metrics         {admin_url}/metrics\n  data            {}\nCtrl-C to stop.",
         dir.display()

@@ -160,6 +160,14 @@ fn make_sqlite_files_private(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The database file a SQLite URL names; `None` for PostgreSQL and for an
+/// in-memory SQLite database.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let path = sqlite_path(url);
+    let named = Backend::of_url(url).is_ok_and(|backend| backend == Backend::Sqlite);
+    (named && !path.is_empty() && path != ":memory:").then(|| path.into())
+}
+
 /// The file path in a SQLite URL (empty or `:memory:` for none).
 fn sqlite_path(url: &str) -> &str {
     let path = url.trim_start_matches("sqlite:").trim_start_matches("//");

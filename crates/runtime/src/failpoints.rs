@@ -1,6 +1,7 @@
 //! Named crash points for crash tests: the saga's step boundaries (named in
-//! the gateway), the middle of a database group commit ([`MID_GROUP_COMMIT`])
-//! and P's answer to a delete that took effect ([`AFTER_P_DELETE`]).
+//! the gateway), the middle of a database group commit ([`MID_GROUP_COMMIT`]),
+//! P's answer to a delete that took effect ([`AFTER_P_DELETE`]) and the middle
+//! of a sweeper's recovery ([`MID_RECOVERY`]).
 //!
 //! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
 //! through `RUSTFLAGS`); in every other build [`hit`] is an empty inline
@@ -18,6 +19,9 @@ pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
 /// P has tombstoned a paste and not yet answered the delete: the caller's
 /// answer is lost after the fact, the uncertain delete.
 pub const AFTER_P_DELETE: &str = "after_p_delete";
+
+/// A sweeper holds a page of stale pending keys and has not read P yet.
+pub const MID_RECOVERY: &str = "mid_recovery";
 
 #[cfg(pastebin_failpoints)]
 mod armed {

@@ -5,12 +5,13 @@
 //! if asked) beside it, [`tls`] loads the mutual-TLS files every server and
 //! client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
-//! SIGINT and SIGTERM are turned into a drain, [`metrics`] names
+//! SIGINT and SIGTERM are turned into a drain ([`with_drain_timeout`] bounds it), [`metrics`] names
 //! every Prometheus metric the services export, [`shard_slots`] keeps a
 //! shard's slot range in its database and refuses calls outside it, and
 //! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
 //! [`readiness`] is what `/readyz` and gRPC health say about whether the
-//! process can work.
+//! process can work, and [`lock`] keeps two processes off one data directory,
+//! SQLite file or objects directory.
 
 pub mod db;
 pub mod failpoints;
@@ -18,6 +19,7 @@ pub mod files;
 mod group_commit;
 pub mod grpc;
 pub mod http;
+pub mod lock;
 pub mod metrics;
 pub mod readiness;
 pub mod shard_slots;
@@ -25,7 +27,7 @@ mod shutdown;
 pub mod telemetry;
 pub mod tls;
 
-pub use shutdown::shutdown_signal;
+pub use shutdown::{shutdown_signal, unless_stopped, with_drain_timeout, DrainTimedOut};
 
 /// Light or dark for every HTML page any part serves (the gateway's pages,
 /// the admin dashboard): the system's `prefers-color-scheme` unless the

@@ -106,6 +106,9 @@ impl Sweeper {
 
     /// One page's keys, through the fence of each key's P shard, all P shards at once.
     async fn recover_page(&self, keys: &KeyClient, page: Vec<PendingKey>) -> Vec<Decision> {
+        if !page.is_empty() {
+            pastebin_runtime::failpoints::hit(pastebin_runtime::failpoints::MID_RECOVERY).await;
+        }
         let mut by_paste_shard: BTreeMap<usize, Vec<PendingKey>> = BTreeMap::new();
         for pending in page {
             by_paste_shard.entry(self.slots.paste_shard_index(pending.paste_id.slot())).or_default().push(pending);

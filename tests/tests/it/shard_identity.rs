@@ -16,7 +16,7 @@ use pastebin_runtime::shard_slots::{self, Resharding, SlotClaimError};
 use pastebin_shards::{Shard, SlotMap};
 use pastebin_tests::{
     api::{create, get, new_key},
-    cluster::{gateway_args, start_shard, testbed_binary, Process},
+    cluster::{gateway_args, run_to_exit, start_shard, Process},
     shards::{
         fresh_pool, fresh_url, key_store, new_paste, paste_store, random_hash, spawn_key_service_owning,
         spawn_paste_service_owning, Backend,
@@ -354,12 +354,6 @@ async fn foreign_copies_on_a_key_shard_never_block_its_own_stale_pendings() {
 }
 
 /// Runs the testbed with `args` until it exits by itself.
-async fn run_to_exit(args: &[&str]) -> Output {
-    let command =
-        tokio::process::Command::new(testbed_binary()).args(args).env("RUST_LOG", "info").kill_on_drop(true).output();
-    tokio::time::timeout(Duration::from_secs(60), command).await.expect("the process exits by itself").unwrap()
-}
-
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }

@@ -4,9 +4,9 @@
 //! nothing, and a replay of a key answers only to a caller who passes them:
 //! a token check can never be used to fetch another user's stored 201.
 
-use std::{net::IpAddr, num::NonZeroU32, str::FromStr, time::Duration};
+use std::{convert::Infallible, net::IpAddr, num::NonZeroU32, str::FromStr, sync::Arc, time::Duration};
 
-use governor::{clock::Clock as _, DefaultKeyedRateLimiter, Quota};
+use governor::{clock::Clock as _, DefaultDirectRateLimiter, Quota};
 use ipnet::IpNet;
 
 use crate::{create_tokens::CreateTokens, ApiError};
@@ -37,9 +37,38 @@ impl FromStr for CreateRateLimit {
     }
 }
 
-/// How many client addresses the limiter remembers before it forgets the
-/// ones whose budget is full again (an address it forgot starts full anyway).
+/// How many client addresses the limiter remembers: a bounded table whose
+/// coldest entries are evicted in O(1), so an attacker with many addresses
+/// (one IPv6 /47 holds 131,072 /64s) costs neither memory nor a scan per
+/// create. An evicted address starts with a full budget, so past this many
+/// busy addresses the limit is looser, never stricter, for anyone.
 const REMEMBERED_CLIENTS: usize = 100_000;
+
+/// Each client address's create budget, in a bounded table.
+struct ClientBudgets {
+    quota: Quota,
+    budgets: quick_cache::sync::Cache<IpAddr, Arc<DefaultDirectRateLimiter>>,
+}
+
+impl ClientBudgets {
+    fn new(quota: Quota) -> Self {
+        Self { quota, budgets: quick_cache::sync::Cache::new(REMEMBERED_CLIENTS) }
+    }
+
+    /// Spends one create of `client`'s budget, or says how long until one is back.
+    fn spend(&self, client: IpAddr) -> Result<(), Duration> {
+        let budget = self.budgets.get_or_insert_with(&rate_key(client), || {
+            Ok::<_, Infallible>(Arc::new(governor::RateLimiter::direct(self.quota)))
+        });
+        let Ok(budget) = budget;
+        budget.check().map_err(|not_until| not_until.wait_time_from(governor::clock::DefaultClock::default().now()))
+    }
+
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.budgets.len()
+    }
+}
 
 /// The address a client is limited by: an IPv6 host usually owns a whole
 /// /64, so its /64 counts as one client.
@@ -83,7 +112,7 @@ pub(crate) fn bearer_token(authorization: &str) -> Option<&str> {
 
 /// The gate in front of every create.
 pub(crate) struct Admission {
-    rate: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    rate: Option<ClientBudgets>,
     tokens: Option<CreateTokens>,
 }
 
@@ -94,7 +123,7 @@ impl Admission {
             let refill = (limit.period / limit.creates.get()).max(Duration::from_nanos(1));
             let quota = Quota::with_period(refill).map(|q| q.allow_burst(limit.creates));
             // `refill` is at least 1 ns, so a quota always exists.
-            governor::RateLimiter::keyed(quota.unwrap_or_else(|| Quota::per_second(limit.creates)))
+            ClientBudgets::new(quota.unwrap_or_else(|| Quota::per_second(limit.creates)))
         });
         Self { rate, tokens: tokens_file.map(CreateTokens::new) }
     }
@@ -108,13 +137,8 @@ impl Admission {
                 return Err(ApiError::InvalidCreateToken);
             }
         }
-        if let (Some(limiter), Some(client)) = (&self.rate, client) {
-            if limiter.len() > REMEMBERED_CLIENTS {
-                limiter.retain_recent();
-                limiter.shrink_to_fit();
-            }
-            if let Err(not_until) = limiter.check_key(&rate_key(client)) {
-                let wait = not_until.wait_time_from(governor::clock::DefaultClock::default().now());
+        if let (Some(budgets), Some(client)) = (&self.rate, client) {
+            if let Err(wait) = budgets.spend(client) {
                 let retry_after_seconds = wait.as_secs().saturating_add(u64::from(wait.subsec_nanos() > 0)).max(1);
                 return Err(ApiError::RateLimited { retry_after_seconds });
             }
@@ -180,5 +204,16 @@ mod tests {
     fn an_ipv6_host_is_limited_by_its_64() {
         assert_eq!(rate_key(ip("2001:db8::1")), rate_key(ip("2001:db8::ffff:1")));
         assert_ne!(rate_key(ip("2001:db8::1")), rate_key(ip("2001:db8:0:1::1")));
+    }
+
+    #[test]
+    fn the_table_of_client_budgets_is_bounded() {
+        let admission = Admission::new(Some("1/hour".parse().unwrap()), None);
+        for n in 0..(REMEMBERED_CLIENTS as u128 + 20_000) {
+            let host = std::net::Ipv6Addr::from((0x2001_0db8_u128 << 96) | (n << 64));
+            assert!(admission.admit(Some(IpAddr::V6(host)), None).is_ok(), "each /64 has its own first create");
+        }
+        let remembered = admission.rate.as_ref().unwrap().remembered();
+        assert!(remembered <= REMEMBERED_CLIENTS + REMEMBERED_CLIENTS / 10, "{remembered} addresses remembered");
     }
 }

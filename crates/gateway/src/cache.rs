@@ -177,6 +177,7 @@ impl DeleteLog {
             || self.at.get(id).is_some_and(|forgotten| *forgotten >= read_started)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.order.len()
     }

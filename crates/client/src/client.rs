@@ -105,8 +105,9 @@ pub enum Notice {
     Retrying { key: String, attempt: u32, delay: Duration, reason: String },
     /// An earlier save of this subject with other content is still pending.
     OtherPending { subject: String, key: String, record: PathBuf },
-    /// A stale pending record was given up on because of `--new`.
-    Abandoned { key: String, record: PathBuf, created_at: DateTime<Utc> },
+    /// A save resent past the replay window was made afresh: its first
+    /// attempt may also have made a paste, which the server no longer names.
+    MaybeTwice { key: String, record: PathBuf, created_at: DateTime<Utc> },
 }
 
 impl fmt::Display for Notice {
@@ -125,10 +126,11 @@ impl fmt::Display for Notice {
                  `pastebin paste --resume` finishes it",
                 record.display()
             ),
-            Self::Abandoned { key, record, created_at } => write!(
+            Self::MaybeTwice { key, record, created_at } => write!(
                 f,
-                "gave up on the unconfirmed save from {created_at} (key {key}, {}): it may have made a paste \
-                 this client never learned of",
+                "the unconfirmed save from {created_at} (key {key}, {}) was older than the server's 25 h replay \
+                 window and the server made the paste afresh: if its first attempt made one too, look for it by \
+                 its content; this one is the paste to use",
                 record.display()
             ),
         }
@@ -162,15 +164,6 @@ pub enum PasteError {
     /// this attempt; the record is kept as it was.
     #[error("{reason} (record {} kept, key {key})", record.display())]
     Configuration { key: String, record: PathBuf, reason: String },
-    /// A pending record older than the server's replay window: its key can
-    /// no longer be adopted, and re-sending it would be a fresh paste.
-    #[error(
-        "an earlier save of {subject} (key {key}, started {created_at}, {}) was never confirmed and is older \
-         than the server's 25 h replay window: it may or may not have made a paste, and it can no longer be \
-         adopted. Paste with --new to save it again anyway",
-        record.display()
-    )]
-    Stale { subject: String, key: String, record: PathBuf, created_at: DateTime<Utc> },
     #[error("the intent journal: {0}")]
     Journal(#[from] io::Error),
     #[error("{0}")]
@@ -335,20 +328,11 @@ impl Client {
                 continue;
             }
             match &record.state {
-                IntentState::Pending { .. } if record.is_stale(now) => {
-                    if !save.force_new {
-                        return Err(PasteError::Stale {
-                            subject: record.subject,
-                            key: record.key,
-                            record: path,
-                            created_at: record.created_at,
-                        });
-                    }
-                    self.abandon(record, path)?;
-                }
                 IntentState::Pending { .. } => {
                     // Oldest first (the scan is sorted): one pending per
-                    // subject and request is the norm under the lock.
+                    // subject and request is the norm under the lock. At any
+                    // age: the server never retires a pending key, and a
+                    // retired one makes the paste afresh, as a new key would.
                     adopt.get_or_insert(record);
                 }
                 IntentState::Complete { answer, deleted_at: None } if !answer.expired_at(now) => {
@@ -390,9 +374,8 @@ impl Client {
         self.send_until_answered(&self.server, record).await
     }
 
-    /// Retries every pending record (each under its subject's lock, against
-    /// the server it was first sent to). Stale records are reported in
-    /// `failed`, not sent.
+    /// Retries every pending record, at any age (each under its subject's
+    /// lock, against the server it was first sent to).
     pub async fn resume(&self) -> Result<Resumed, PasteError> {
         let scan = self.scan()?;
         let mut resumed = Resumed::default();
@@ -409,15 +392,6 @@ impl Client {
                 }
             };
             let path = self.journal.path_of(&record.key);
-            if record.is_stale(self.clock.now()) {
-                resumed.failed.push(PasteError::Stale {
-                    subject: record.subject,
-                    key: record.key,
-                    record: path,
-                    created_at: record.created_at,
-                });
-                continue;
-            }
             let server = match self.server_for(&record.server) {
                 Ok(server) => server,
                 Err(e) => {
@@ -491,6 +465,10 @@ impl Client {
             record.updated_at = self.clock.now();
             match outcome {
                 Ok(created) => {
+                    if adopted && !created.replayed && record.may_be_forgotten(record.updated_at) {
+                        let (key, record, created_at) = (record.key.clone(), path.clone(), record.created_at);
+                        self.notice(Notice::MaybeTwice { key, record, created_at });
+                    }
                     let answer = created.answer;
                     record.state = IntentState::Complete { answer: answer.clone(), deleted_at: None };
                     self.journal.write(&record)?;
@@ -535,17 +513,6 @@ impl Client {
                 }
             }
         }
-    }
-
-    fn abandon(&self, mut record: IntentRecord, path: PathBuf) -> io::Result<()> {
-        let created_at = record.created_at;
-        record.state = IntentState::Abandoned {
-            reason: "pending past the server's replay window; superseded by a new save (--new)".into(),
-        };
-        record.updated_at = self.clock.now();
-        self.journal.write(&record)?;
-        self.notice(Notice::Abandoned { key: record.key, record: path, created_at });
-        Ok(())
     }
 
     /// The subject's lock, waiting (off the runtime) if another run holds it.
@@ -613,32 +580,70 @@ mod tests {
         assert_eq!(client.scan().unwrap().records.len(), 2);
     }
 
-    #[tokio::test]
-    async fn a_pending_save_past_the_replay_window_is_reported_not_retried() {
-        let state = tempfile::tempdir().unwrap();
-        let clock = ManualClock::starting_at(Utc::now());
-        let client = client(state.path(), &clock);
-        let key = left_pending(client.paste(save("hello", false)).await.unwrap_err());
-
-        clock.advance(pastebin_core::KEY_RETENTION);
-        match client.paste(save("hello", false)).await.unwrap_err() {
-            PasteError::Stale { key: stale, record, .. } => {
-                assert_eq!(stale, key);
-                assert_eq!(record, client.journal().path_of(&key));
+    /// A server that hangs up on the first request without an answer (an
+    /// uncertain send) and answers every later one 201, as a replay of the
+    /// key when `replays`. It hands back the `Idempotency-Key` of every request.
+    async fn silent_then_created(replays: bool) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sent = keys.clone();
+        tokio::spawn(async move {
+            for connection in 0.. {
+                let Ok((mut stream, _)) = listener.accept().await else { return };
+                let mut request = vec![0u8; 64 * 1024];
+                let read = stream.read(&mut request).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&request[..read]).to_lowercase();
+                let key = request.lines().find_map(|line| line.strip_prefix("idempotency-key: ")).unwrap_or("");
+                sent.lock().unwrap().push(key.trim().to_owned());
+                if connection > 0 {
+                    let body = r#"{"id":"abcdefghijklmn","url":"u","raw_url":"r","expires_at":"2099-01-01T00:00:00Z","delete_token":"t"}"#;
+                    let answer = format!(
+                        "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\nidempotent-replayed: {replays}\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                }
             }
-            other => panic!("expected stale, got {other}"),
-        }
-        let resumed = client.resume().await.unwrap();
-        assert!(resumed.finished.is_empty());
-        assert!(matches!(resumed.failed.as_slice(), [PasteError::Stale { .. }]));
-        let record = client.journal().read(&key).unwrap();
-        assert!(record.is_pending(), "kept, for a person to decide");
-        assert_eq!(record.attempts, 1, "never re-sent once stale");
+        });
+        (address, keys)
+    }
 
-        // `--new` gives up on it (kept as abandoned) and starts a new save.
-        let fresh = left_pending(client.paste(save("hello", true)).await.unwrap_err());
-        assert_ne!(fresh, key);
-        assert!(matches!(client.journal().read(&key).unwrap().state, IntentState::Abandoned { .. }));
+    /// The server keeps a key 25 h after it *resolved* it and never retires
+    /// a pending one, so an old pending save is sent again with its key: the
+    /// server replays it, or at worst makes the paste afresh, as a new key would.
+    #[tokio::test]
+    async fn a_pending_save_past_the_replay_window_is_sent_again_with_its_key() {
+        for replays in [true, false] {
+            let state = tempfile::tempdir().unwrap();
+            let clock = ManualClock::starting_at(Utc::now());
+            let (server, sent) = silent_then_created(replays).await;
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink = seen.clone();
+            let client = Client::new(&server, state.path())
+                .unwrap()
+                .with_clock(Arc::new(clock.clone()))
+                .with_retry(RetryPolicy { attempts: 1, ..RetryPolicy::default() })
+                .on_notice(move |notice| sink.lock().unwrap().push(notice.to_string()));
+            let key = left_pending(client.paste(save("hello", false)).await.unwrap_err());
+
+            clock.advance(pastebin_core::KEY_RETENTION + Duration::from_secs(3600));
+            let pasted = if replays {
+                client.paste(save("hello", false)).await.expect("the old key is sent again and answered")
+            } else {
+                let resumed = client.resume().await.unwrap();
+                assert!(resumed.failed.is_empty(), "{:?}", resumed.failed);
+                resumed.finished.into_iter().next().expect("resume finished the old save")
+            };
+            assert_eq!(pasted.key.canonical(), key);
+            assert!(matches!(pasted.how, How::Adopted { replayed } if replayed == replays), "{:?}", pasted.how);
+            assert_eq!(*sent.lock().unwrap(), [key.clone(), key.clone()], "one key, both sends");
+            assert!(matches!(client.journal().read(&key).unwrap().state, IntentState::Complete { .. }));
+            let warned = seen.lock().unwrap().iter().any(|notice| notice.contains("made the paste afresh"));
+            assert_eq!(warned, !replays, "a fresh answer past the window says a first paste may exist: {seen:?}");
+        }
     }
 
     #[tokio::test]

@@ -2,8 +2,7 @@
 //! exit codes over [`Client`]. The URL (and only the URL) goes to stdout, so
 //! `url=$(pastebin paste notes.txt)` works; everything else goes to stderr.
 //!
-//! Exit codes: 0 done; 1 failed (refused, bad input, journal trouble, a
-//! stale save); 75 (`EX_TEMPFAIL`) not confirmed yet — the intent is kept and
+//! Exit codes: 0 done; 1 failed (refused, bad input, journal trouble); 75 (`EX_TEMPFAIL`) not confirmed yet — the intent is kept and
 //! running the same command again, or `pastebin paste --resume`, finishes it.
 
 use std::{
@@ -223,12 +222,11 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
                     status,
                 )
             }
-            IntentState::Pending { .. } if record.is_stale(now) => ("-", "-", "-", false, "stale"),
             IntentState::Pending { .. } => ("-", "-", "-", false, "pending"),
             IntentState::Rejected { .. } => ("-", "-", "-", false, "refused"),
             IntentState::Abandoned { .. } => ("-", "-", "-", false, "abandoned"),
         };
-        let shown = matches!(status, "live" | "expired" | "pending" | "stale") || args.all;
+        let shown = matches!(status, "live" | "expired" | "pending") || args.all;
         if shown {
             rows.push((id, url, expires_at, token_known, status, record));
         }
@@ -247,7 +245,7 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
         for (id, url, expires_at, token_known, status, record) in rows {
             let token = if token_known { "yes" } else { "no" };
             let url =
-                if status == "pending" || status == "stale" { format!("(key {})", record.key) } else { url.to_owned() };
+                if status == "pending" { format!("(key {})", record.key) } else { url.to_owned() };
             println!("{id:<14}  {status:<9}  {expires_at:<24}  {token:<5}  {url:<40}  {}", record.subject);
         }
     }

@@ -48,8 +48,8 @@ pub struct IntentRecord {
     /// ([`pastebin_core::CreateRequest::hash`]): content plus expiry.
     pub request_hash: String,
     pub expires_in_seconds: u64,
-    /// When the intent was recorded, before the first send. The server's 25 h
-    /// replay window starts later than this, never earlier.
+    /// When the intent was recorded, before the first send. The server keeps
+    /// a key 25 h after it resolved it, which is later than this, never earlier.
     #[serde(with = "rfc3339")]
     pub created_at: DateTime<Utc>,
     #[serde(with = "rfc3339")]
@@ -87,8 +87,10 @@ pub enum IntentState {
     },
     /// The server refused the request (400, 409, 413): nothing was created.
     Rejected { reason: String },
-    /// A pending record past the replay window that the user chose to give up
-    /// on (`--new`). Kept, not deleted: the paste may exist.
+    /// A pending record that an earlier client gave up on (`--new` past the
+    /// replay window); read so that its journal stays readable, never written
+    /// now that a pending key is always sent again. Kept, not
+    /// deleted: the paste may exist.
     Abandoned { reason: String },
 }
 
@@ -248,20 +250,19 @@ impl IntentRecord {
         matches!(self.state, IntentState::Pending { .. })
     }
 
-    /// Whether a pending record is too old for its key to still be replayed:
-    /// the server forgets keys 25 h after it first saw them, after which the
-    /// same key is a brand-new paste. A margin covers clock skew between this
-    /// machine and the server, erring towards "report" over "retry".
-    pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
-        self.is_pending() && now - self.created_at > stale_after()
+    /// Whether the server may have forgotten this record's key. It keeps a
+    /// key 25 h after the key was *resolved* (never earlier than its first
+    /// send, which follows `created_at`) and never retires a pending one, so
+    /// before this age a re-send is always answered under the same key.
+    /// Past it, a re-send is still never worse than a new key: at worst the
+    /// server makes the paste afresh. A margin covers clock skew between
+    /// this machine and the server, erring towards "may have".
+    pub fn may_be_forgotten(&self, now: DateTime<Utc>) -> bool {
+        const SKEW_MARGIN: chrono::Duration = chrono::Duration::minutes(10);
+        // KEY_RETENTION is 25 h: far inside chrono's range.
+        let retention = chrono::Duration::from_std(pastebin_core::KEY_RETENTION).unwrap_or(chrono::Duration::MAX);
+        now - self.created_at > retention - SKEW_MARGIN
     }
-}
-
-/// Age after which a pending record can no longer be adopted by a retry.
-pub fn stale_after() -> chrono::Duration {
-    const SKEW_MARGIN: chrono::Duration = chrono::Duration::minutes(10);
-    // KEY_RETENTION is 25 h: far inside chrono's range.
-    chrono::Duration::from_std(pastebin_core::KEY_RETENTION).unwrap_or(chrono::Duration::MAX) - SKEW_MARGIN
 }
 
 /// A record file that could not be used, and why. Reported, never deleted.
@@ -615,13 +616,11 @@ mod tests {
     }
 
     #[test]
-    fn a_pending_record_older_than_the_replay_window_is_stale() {
+    fn a_key_may_be_forgotten_only_once_the_replay_window_since_its_creation_is_over() {
         let fresh = record("file:/a", now());
-        assert!(!fresh.is_stale(now()));
-        assert!(!fresh.is_stale(now() + chrono::Duration::hours(24)));
-        assert!(fresh.is_stale(now() + chrono::Duration::hours(25)));
-        // Only pending records can be stale: a complete one has its answer.
-        assert!(!complete(fresh).is_stale(now() + chrono::Duration::days(30)));
+        assert!(!fresh.may_be_forgotten(now()));
+        assert!(!fresh.may_be_forgotten(now() + chrono::Duration::hours(24)));
+        assert!(fresh.may_be_forgotten(now() + chrono::Duration::hours(25)));
     }
 
     #[test]

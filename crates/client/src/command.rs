@@ -244,8 +244,7 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
         println!("{:<14}  {:<9}  {:<24}  {:<5}  {:<40}  SUBJECT", "ID", "STATUS", "EXPIRES", "TOKEN", "URL");
         for (id, url, expires_at, token_known, status, record) in rows {
             let token = if token_known { "yes" } else { "no" };
-            let url =
-                if status == "pending" { format!("(key {})", record.key) } else { url.to_owned() };
+            let url = if status == "pending" { format!("(key {})", record.key) } else { url.to_owned() };
             println!("{id:<14}  {status:<9}  {expires_at:<24}  {token:<5}  {url:<40}  {}", record.subject);
         }
     }

@@ -154,7 +154,8 @@ mod tests {
     fn a_failing_advisory_check_leaves_the_process_ready_but_degraded() {
         let readiness = Readiness { checks: watch::Sender::new(Checks::new()) };
         readiness.report("slot map", Ok(()));
-        readiness.record("shards", Check { outcome: Err("key shard 1 does not answer".into()), weight: Weight::Advisory });
+        readiness
+            .record("shards", Check { outcome: Err("key shard 1 does not answer".into()), weight: Weight::Advisory });
         assert!(readiness.is_ready());
         assert!(degraded(&readiness.checks()));
         readiness.report("slot map", Err("no slot map yet".into()));

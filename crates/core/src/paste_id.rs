@@ -44,10 +44,8 @@ impl PasteId {
     }
 
     pub fn mint_with(slot: Slot, rng: &mut impl Rng) -> Self {
-        let s = usize::from(slot.0);
         let mut id = String::with_capacity(LEN);
-        id.push(char::from(ALPHABET[s / 62]));
-        id.push(char::from(ALPHABET[s % 62]));
+        id.push_str(&Self::slot_prefix_of(slot));
         for _ in 0..RANDOM_LEN {
             id.push(char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]));
         }
@@ -76,6 +74,18 @@ impl PasteId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The two characters that encode the slot: what the shards' by-slot
+    /// indexes are keyed on.
+    pub fn slot_prefix(&self) -> &str {
+        &self.0[..2]
+    }
+
+    /// The prefix every id of `slot` starts with.
+    pub fn slot_prefix_of(slot: Slot) -> String {
+        let s = usize::from(slot.0);
+        [char::from(ALPHABET[s / 62]), char::from(ALPHABET[s % 62])].into_iter().collect()
     }
 }
 

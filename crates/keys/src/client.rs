@@ -143,6 +143,13 @@ impl KeyClient {
             .deleted)
     }
 
+    /// Of `paste_ids` (all of this shard's slots), those a done key names.
+    pub async fn named_by_done_keys(&self, paste_ids: &[PasteId]) -> Result<Vec<PasteId>, CallError> {
+        let request = pb::PasteIds { paste_ids: paste_ids.iter().map(ToString::to_string).collect() };
+        let reply = self.inner.clone().named_by_done_keys(self.deadline.request(request)).await?.into_inner();
+        reply.paste_ids.iter().map(|id| convert::paste_id(id).map_err(bad_reply)).collect()
+    }
+
     /// The slot range the shard says it owns.
     pub async fn describe(&self) -> Result<SlotRange, CallError> {
         let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;

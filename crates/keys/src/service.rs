@@ -195,6 +195,25 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         Ok(Response::new(pb::PurgeRetiredResponse { deleted }))
     }
 
+    async fn named_by_done_keys(&self, request: Request<pb::PasteIds>) -> Result<Response<pb::PasteIds>, Status> {
+        let raw = request.into_inner().paste_ids;
+        if raw.len() > MAX_PAGE as usize {
+            return Err(Status::invalid_argument("at most 10000 paste ids per call"));
+        }
+        // An id of another shard's slot refuses the batch: the caller's slot
+        // map is wrong, and an answer of "not named" would be a guess.
+        let ids = raw
+            .iter()
+            .map(|raw| {
+                let id = convert::paste_id(raw)?;
+                shard_slots::ensure_owned(self.slots, id.slot())?;
+                Ok(id)
+            })
+            .collect::<Result<Vec<_>, Status>>()?;
+        let named = self.store.named_by_done_keys(&ids).await?;
+        Ok(Response::new(pb::PasteIds { paste_ids: named.iter().map(ToString::to_string).collect() }))
+    }
+
     async fn describe(
         &self,
         _request: Request<shard_pb::DescribeRequest>,

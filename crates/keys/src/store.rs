@@ -188,6 +188,35 @@ impl KeyStore {
         changed.iter().map(|key| IdempotencyKey::parse(key).map_err(corrupt)).collect()
     }
 
+    /// Of `paste_ids`, those a done key on this shard names: the product
+    /// answered 201 for each, so a P shard with no row for one has lost it,
+    /// and fencing it would make the loss permanent
+    /// (docs/design.md#never-amplify-a-loss).
+    pub async fn named_by_done_keys(&self, paste_ids: &[PasteId]) -> Result<Vec<PasteId>, KeyStoreError> {
+        let mut named = Vec::new();
+        for chunk in paste_ids.chunks(VERDICTS_PER_STATEMENT) {
+            // Prefix and id, so the lookup is the by-slot index whatever the
+            // collation (migrations/keys/20261201100000_keys_by_slot.sql).
+            let sql = format!(
+                "SELECT idempotency_keys.paste_id FROM idempotency_keys
+                   JOIN (VALUES {}) AS asked
+                     ON substr(idempotency_keys.paste_id, 1, 2) = asked.column1
+                    AND idempotency_keys.paste_id = asked.column2
+                  WHERE idempotency_keys.state = 'done'",
+                placeholders(chunk.len(), |i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
+            );
+            let mut read = sqlx::query_scalar(AssertSqlSafe(sql));
+            for id in chunk {
+                read = read.bind(id.slot_prefix().to_owned()).bind(id.to_string());
+            }
+            let found: Vec<String> = read.fetch_all(self.db.pool()).await?;
+            for id in found {
+                named.push(PasteId::parse(&id).map_err(corrupt)?);
+            }
+        }
+        Ok(named)
+    }
+
     /// aborted → pending with a fresh paste id and body. The key's clock
     /// restarts too: the sweeper must see a restarted create as young, not as
     /// a minute-old pending it may abort while the create is in flight.

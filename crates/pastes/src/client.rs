@@ -100,6 +100,20 @@ impl PasteClient {
             .collect()
     }
 
+    /// [`Self::peek_fate`] for many ids in one round trip, writing nothing.
+    pub async fn peek_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, Option<IdFate>)>, CallError> {
+        let request = pb::ResolveBatchRequest { ids: ids.iter().map(ToString::to_string).collect() };
+        let reply = self.inner.clone().peek_batch(self.deadline.request(request)).await?.into_inner();
+        reply
+            .ids
+            .into_iter()
+            .map(|seen| {
+                let id = convert::id(&seen.id).map_err(bad_reply)?;
+                Ok((id, convert::fate_from_pb(seen.fate).map_err(bad_reply)?))
+            })
+            .collect()
+    }
+
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, CallError> {
         let request = pb::DeleteRequest { id: id.to_string(), delete_token: token.expose().to_owned() };
         match self.inner.clone().delete(self.deadline.request(request)).await {

@@ -31,6 +31,16 @@ impl PasteServiceImpl {
         Ok(id)
     }
 
+    /// A batch of ids, each valid and owned. One id outside the range refuses
+    /// the whole batch: the caller's slot map is wrong, and no fence goes up
+    /// for any of them.
+    fn owned_batch(&self, raw: &[String]) -> Result<Vec<PasteId>, Status> {
+        if raw.len() > MAX_BATCH {
+            return Err(Status::invalid_argument("at most 1000 ids per batch"));
+        }
+        raw.iter().map(|id| self.owned(convert::id(id)?)).collect()
+    }
+
     pub fn into_server(self) -> pb::paste_service_server::PasteServiceServer<Self> {
         pb::paste_service_server::PasteServiceServer::new(self)
     }
@@ -93,18 +103,29 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::ResolveBatchRequest>,
     ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
-        let raw = request.into_inner().ids;
-        if raw.len() > MAX_BATCH {
-            return Err(Status::invalid_argument("at most 1000 ids per batch"));
-        }
-        // One id outside the range refuses the whole batch: the caller's
-        // slot map is wrong, and no fence goes up for any of them.
-        let ids = raw.iter().map(|id| self.owned(convert::id(id)?)).collect::<Result<Vec<_>, _>>()?;
+        let ids = self.owned_batch(&request.into_inner().ids)?;
         let fates = self.store.resolve_batch(&ids).await?;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
                 .into_iter()
                 .map(|(id, fate)| pb::ResolvedId { id: id.to_string(), fate: convert::fate_to_pb(fate) })
+                .collect(),
+        }))
+    }
+
+    async fn peek_batch(
+        &self,
+        request: Request<pb::ResolveBatchRequest>,
+    ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
+        let ids = self.owned_batch(&request.into_inner().ids)?;
+        let fates = self.store.peek_batch(&ids).await?;
+        Ok(Response::new(pb::ResolveBatchResponse {
+            ids: fates
+                .into_iter()
+                .map(|(id, fate)| pb::ResolvedId {
+                    id: id.to_string(),
+                    fate: fate.map(convert::fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into()),
+                })
                 .collect(),
         }))
     }

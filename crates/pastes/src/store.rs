@@ -190,6 +190,25 @@ impl PasteStore {
         fate_of(state.as_deref())
     }
 
+    /// [`Self::peek_fate`] for many ids in one read: `None` for an id P has
+    /// never seen, in the order asked.
+    pub async fn peek_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, Option<IdFate>)>, PasteStoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id, state FROM pastes WHERE id IN ({})",
+            placeholders(ids.len(), |i| format!("${}", i + 1))
+        );
+        let mut read = sqlx::query_as(AssertSqlSafe(sql));
+        for id in ids {
+            read = read.bind(id.to_string());
+        }
+        let states: Vec<(String, String)> = read.fetch_all(self.db.pool()).await?;
+        let states: HashMap<String, String> = states.into_iter().collect();
+        ids.iter().map(|id| Ok((id.clone(), fate_of(states.get(id.as_str()).map(String::as_str))?))).collect()
+    }
+
     /// Deleting turns the row into a tombstone, so the id can never be
     /// inserted again by a late saga step. The token is compared in constant
     /// time; the update is guarded so two deletes cannot both succeed.

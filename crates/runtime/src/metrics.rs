@@ -19,6 +19,9 @@ pub const PENDING_KEYS_OLDER_THAN: &str = "pastebin_pending_keys_older_than";
 /// Recovery decisions: `done`, `aborted`, `already_resolved`, `skipped_unreachable`,
 /// `not_owned` (listed copies of slots another K shard owns, left alone).
 pub const SWEEPER_DECISIONS: &str = "pastebin_sweeper_decisions_total";
+/// Ids the reaper or recovery left unfenced because a done key names them
+/// while their P shard has no row: lost pastes (run `ctl reconcile`).
+pub const LOST_PASTES_SPARED: &str = "pastebin_lost_pastes_spared_total";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";
 /// 1 if the sweeper reached this P shard in its last round, else 0 (`shard` label).

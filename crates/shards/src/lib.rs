@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 use pastebin_core::{Slot, SlotRange};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
-pub use recovery::{fence, recover_batch, recover_key, Decision, FenceError, Fenced};
+pub use recovery::{fence, fence_batch, recover_batch, recover_key, BatchFence, Decision, FenceError, Fenced};
 
 pub use address_book::{
     channel, endpoint, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,

@@ -8,9 +8,11 @@
 //!
 //! The saga's compensation ([`fence`]), the sweeper's rounds
 //! ([`recover_batch`]) and the operator's one-key recovery ([`recover_key`])
-//! all go through here.
+//! all go through here. Recovery and the object reaper fence through
+//! [`fence_batch`], which never tombstones an id that a done key names
+//! (docs/design.md#never-amplify-a-loss).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pastebin_core::{IdempotencyKey, KeyState, PasteId};
 use pastebin_keys::{KeyClient, PendingKey};
@@ -87,10 +89,63 @@ async fn behind_fence(
     }
 }
 
-/// Recovery of one stale pending key: the fence, then a live paste's key
-/// marked done (guarded).
+/// What [`fence_batch`] did with a batch of ids.
+#[derive(Debug, Default)]
+pub struct BatchFence {
+    /// Each fenced id's fate, as `ResolveBatch` answered it.
+    pub fates: HashMap<PasteId, IdFate>,
+    /// Ids P has no row for although a done key names them: lost pastes
+    /// (an unsafe failover or restore of P), left unfenced so `ctl repair`
+    /// can rebuild them.
+    pub lost: HashSet<PasteId>,
+}
+
+/// The fence for many ids, all of `keys`'s slots and of `pastes`'s, that
+/// never amplifies a loss: P is read first; an id it has no row for is
+/// tombstoned only after K says no done key names it. The product answered
+/// 201 for an id a done key names, so P lacking its row means P lost it, and
+/// a tombstone (then the reaper deleting its object, the only copy left)
+/// would make the loss permanent (docs/design.md#never-amplify-a-loss).
+pub async fn fence_batch(keys: &KeyClient, pastes: &PasteClient, ids: &[PasteId]) -> Result<BatchFence, FenceError> {
+    let seen = pastes.peek_batch(ids).await.map_err(FenceError::PasteShard)?;
+    let unseen: Vec<PasteId> = seen.into_iter().filter(|(_, fate)| fate.is_none()).map(|(id, _)| id).collect();
+    let lost: HashSet<PasteId> = if unseen.is_empty() {
+        HashSet::new()
+    } else {
+        keys.named_by_done_keys(&unseen).await.map_err(FenceError::KeyShard)?.into_iter().collect()
+    };
+    for id in &lost {
+        tracing::warn!(paste_id = %id, "a done key names this paste id but its paste shard has no row: a lost paste, \
+            left unfenced; run `pastebin ctl reconcile`, then `pastebin ctl repair`");
+    }
+    metrics::counter!(pastebin_runtime::metrics::LOST_PASTES_SPARED).increment(lost.len() as u64);
+    let fence: Vec<PasteId> = ids.iter().filter(|id| !lost.contains(*id)).cloned().collect();
+    let fates = if fence.is_empty() {
+        HashMap::new()
+    } else {
+        pastes.resolve_batch(&fence).await.map_err(FenceError::PasteShard)?.into_iter().collect()
+    };
+    Ok(BatchFence { fates, lost })
+}
+
+/// The decision for a pending key whose paste id a done key names while P
+/// has no row for it: never fenced, never aborted.
+fn lost_paste() -> Decision {
+    Decision::LeftPending("a done key names this paste id but the paste shard has no row: run `ctl reconcile`".into())
+}
+
+/// Recovery of one stale pending key: the batch fence for its one id, then
+/// a live paste's key marked done (guarded).
 async fn recover(keys: &KeyClient, pastes: &PasteClient, key: &IdempotencyKey, paste_id: &PasteId) -> Decision {
-    settle(keys, key, paste_id, fence(keys, pastes, key, paste_id).await).await
+    let fenced = match fence_batch(keys, pastes, std::slice::from_ref(paste_id)).await {
+        Ok(batch) if batch.lost.contains(paste_id) => return lost_paste(),
+        Ok(batch) => match batch.fates.get(paste_id) {
+            Some(&fate) => behind_fence(keys, key, paste_id, fate).await,
+            None => return Decision::LeftPending("the paste shard did not answer for this id".into()),
+        },
+        Err(error) => Err(error),
+    };
+    settle(keys, key, paste_id, fenced).await
 }
 
 /// Recovery of stale pending keys whose ids all live on the P shard
@@ -99,12 +154,11 @@ async fn recover(keys: &KeyClient, pastes: &PasteClient, key: &IdempotencyKey, p
 /// Returns one decision per key, in no order.
 pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[PendingKey]) -> Vec<Decision> {
     let ids: Vec<PasteId> = batch.iter().map(|pending| pending.paste_id.clone()).collect();
-    let fates: HashMap<PasteId, IdFate> = match pastes.resolve_batch(&ids).await {
-        Ok(fates) => fates.into_iter().collect(),
+    let BatchFence { fates, lost } = match fence_batch(keys, pastes, &ids).await {
+        Ok(fenced) => fenced,
         Err(error) => {
-            tracing::warn!(%error, keys = batch.len(), "paste shard unreachable; leaving its keys pending");
-            let reason = format!("paste shard unreachable: {error}");
-            return vec![Decision::LeftPending(reason); batch.len()];
+            tracing::warn!(%error, keys = batch.len(), "cannot fence; leaving the keys pending");
+            return vec![Decision::LeftPending(error.to_string()); batch.len()];
         }
     };
     // One guarded statement on K per verdict kind, both at once (docs/performance.md,
@@ -123,11 +177,13 @@ pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[Pend
         apply_verdicts(keys, to, verdicts, decided)
     });
     let mut decisions: Vec<Decision> = futures::future::join_all(verdict_kinds).await.into_iter().flatten().collect();
-    let unanswered = batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).count();
-    decisions.extend(std::iter::repeat_n(
-        Decision::LeftPending("the paste shard did not answer for this id".into()),
-        unanswered,
-    ));
+    decisions.extend(batch.iter().filter(|pending| !fates.contains_key(&pending.paste_id)).map(|pending| {
+        if lost.contains(&pending.paste_id) {
+            lost_paste()
+        } else {
+            Decision::LeftPending("the paste shard did not answer for this id".into())
+        }
+    }));
     decisions
 }
 

@@ -119,6 +119,7 @@ impl Sweeper {
         if reap_objects {
             let objects = self.reap_orphan_objects().await;
             reap.reaped_objects = objects.reaped_objects;
+            reap.lost_pastes_spared = objects.lost_pastes_spared;
             reap.errors += objects.errors;
         }
         let report = RoundReport { recovery, reap };

@@ -19,6 +19,9 @@ pub struct ReapReport {
     pub expired_pastes: u64,
     pub reaped_objects: u64,
     pub purged_tombstones: u64,
+    /// Objects kept because a done key names their id while P has no row
+    /// for it: lost pastes for `ctl repair`, never reaped.
+    pub lost_pastes_spared: u64,
     pub errors: u64,
 }
 
@@ -151,7 +154,9 @@ impl Sweeper {
     /// Deletes objects older than the age floor whose id holds no live paste,
     /// and only behind a tombstone: the fence runs first, so a late insert of
     /// that id can never succeed after its bytes are gone. Objects of live
-    /// pastes are never touched.
+    /// pastes are never touched, nor those of ids a done key names that P has
+    /// no row for (lost pastes: the object is what `ctl repair` rebuilds from;
+    /// docs/design.md#never-amplify-a-loss).
     pub async fn reap_orphan_objects(&self) -> ReapReport {
         let mut report = ReapReport::default();
         let old_before = pastebin_core::saturating_ago(self.clock.now(), self.settings.object_age_floor);
@@ -168,24 +173,29 @@ impl Sweeper {
                 };
             let Some(last) = page.last() else { return report };
             after = Some(last.paste_id.clone());
-            let mut by_shard: BTreeMap<usize, Vec<PasteId>> = BTreeMap::new();
+            // Grouped by the K shard and the P shard of each id's slot: the
+            // fence asks both.
+            let mut by_shards: BTreeMap<(usize, usize), Vec<PasteId>> = BTreeMap::new();
             for object in page.iter().filter(|o| o.created_at < old_before) {
                 // Objects not named like a paste id are not ours to judge.
                 if let Ok(id) = PasteId::parse(&object.paste_id) {
-                    by_shard.entry(self.slots.paste_shard_index(id.slot())).or_default().push(id);
+                    let shards = (self.slots.key_shard_index(id.slot()), self.slots.paste_shard_index(id.slot()));
+                    by_shards.entry(shards).or_default().push(id);
                 }
             }
-            for (shard, ids) in by_shard {
-                let pastes = self.slots.paste_shards()[shard].with_deadline(self.deadline());
-                let fates = match pastes.resolve_batch(&ids).await {
-                    Ok(fates) => fates,
+            for ((key_shard, paste_shard), ids) in by_shards {
+                let keys = self.slots.key_shards()[key_shard].with_deadline(self.deadline());
+                let pastes = self.slots.paste_shards()[paste_shard].with_deadline(self.deadline());
+                let fenced = match pastebin_shards::fence_batch(&keys, &pastes, &ids).await {
+                    Ok(fenced) => fenced,
                     Err(error) => {
-                        tracing::warn!(%error, shard, "paste shard unreachable; its objects are kept");
+                        tracing::warn!(%error, key_shard, paste_shard, "cannot fence; these objects are kept");
                         report.errors += 1;
                         continue;
                     }
                 };
-                for (id, fate) in fates {
+                report.lost_pastes_spared += fenced.lost.len() as u64;
+                for (id, fate) in fenced.fates {
                     if fate != IdFate::Tombstoned {
                         continue;
                     }

@@ -90,6 +90,39 @@ pastebin_tests::both_backends! {
         assert_eq!(rows(&batched, &all).await, rows(&per_key, &all).await);
     }
 
+    /// K names exactly the ids of its done keys; P's read-only batch says
+    /// each id's fate as the single read does, and writes no tombstone.
+    async fn done_keys_name_their_ids_and_a_peek_batch_writes_nothing(backend: Backend) {
+        let (keys, pastes) = (key_store(backend, clock()).await, paste_store(backend, clock()).await);
+        let mut ids = Vec::new();
+        let mut named = HashSet::new();
+        for i in 0..9 {
+            let new = new_key("{\"id\":\"x\"}");
+            keys.begin(&new).await.expect("begin");
+            match i % 3 {
+                0 => {
+                    assert!(keys.mark_done(&new.key, &new.paste_id).await.expect("done"));
+                    named.insert(new.paste_id.clone());
+                }
+                1 => assert!(keys.abort(&new.key, &new.paste_id).await.expect("abort")),
+                _ => {}
+            }
+            ids.push(new.paste_id);
+        }
+        // An id no key names at all.
+        ids.push(PasteId::mint(IdempotencyKey::new_random().slot()));
+        let found: HashSet<PasteId> = keys.named_by_done_keys(&ids).await.expect("named").into_iter().collect();
+        assert_eq!(found, named);
+        assert_eq!(named.len(), 3);
+
+        let (paste, _token) = new_paste(Utc::now(), chrono::Duration::days(1));
+        pastes.insert(&paste).await.expect("insert");
+        let never_seen = PasteId::mint(IdempotencyKey::new_random().slot());
+        let seen = pastes.peek_batch(&[paste.id.clone(), never_seen.clone()]).await.expect("peek");
+        assert_eq!(seen, vec![(paste.id.clone(), Some(IdFate::Live)), (never_seen.clone(), None)]);
+        assert_eq!(pastes.peek_fate(&never_seen).await.expect("peek"), None, "the peek wrote a tombstone");
+    }
+
     async fn a_batch_fence_gives_every_id_the_fate_the_single_fence_gives(backend: Backend) {
         let (batched, per_id) = (paste_store(backend, clock()).await, paste_store(backend, clock()).await);
         let mut ids = Vec::new();

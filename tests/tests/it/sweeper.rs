@@ -319,6 +319,53 @@ async fn orphan_objects_are_reaped_only_after_the_age_floor_and_behind_a_tombsto
     assert_eq!(cluster.live_pastes().await, 2);
 }
 
+/// An unsafe failover of P loses a paste row whose key is done (the client
+/// holds its 201): the object is the only copy left. Neither the object
+/// reaper nor recovery may fence that id or reap its object
+/// (docs/design.md#never-amplify-a-loss), however old it is.
+#[tokio::test]
+async fn a_lost_paste_row_whose_key_is_done_is_never_fenced_nor_reaped() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let key = new_key();
+    let answer = create(&cluster.http, Some(&key), "the only copy is the object").await.unwrap();
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    let id = PasteId::parse(answer.json()["id"].as_str().unwrap()).unwrap();
+    assert_eq!(execute(&cluster.paste_database_urls[0], "DELETE FROM pastes WHERE id = $1", id.as_str()).await, 1);
+    let orphan_key = IdempotencyKey::new_random();
+    let orphan_id = PasteId::mint(orphan_key.slot());
+    let objects = cluster.object_store().await;
+    objects.put(orphan_id.as_str(), bytes::Bytes::from_static(b"no key names these bytes")).await.unwrap();
+    // A pending key naming the same id (as a stale copy of the key would):
+    // recovery meets the lost id too.
+    let twin = loop {
+        let twin = IdempotencyKey::new_random();
+        if twin.slot() == id.slot() {
+            break twin;
+        }
+    };
+    let pending = NewKey {
+        key: twin,
+        request_hash: RequestHash([9; 32]),
+        paste_id: id.clone(),
+        response_body: ResponseBody::new("{}".into()),
+    };
+    let keys = cluster.key_client(0);
+    keys.begin(&pending).await.unwrap();
+
+    let sweeper = sweeper_later(&cluster, Duration::from_secs(2 * 3600)).await;
+    let recovery = sweeper.recover_stale().await;
+    assert_eq!((recovery.marked_done, recovery.aborted), (0, 0), "{recovery:?}");
+    assert_eq!(key_state(&keys, &twin.canonical()).await.unwrap().0, KeyState::Pending);
+    let reap = sweeper.reap_orphan_objects().await;
+    assert_eq!((reap.reaped_objects, reap.lost_pastes_spared), (1, 1), "only the true orphan goes: {reap:?}");
+    assert!(objects.get(id.as_str()).await.unwrap().is_some(), "the lost paste's object was reaped");
+    assert!(objects.get(orphan_id.as_str()).await.unwrap().is_none());
+    let pastes = cluster.paste_client(0);
+    assert_eq!(pastes.peek_fate(&id).await.unwrap(), None, "a tombstone would fence the repair");
+    assert_eq!(pastes.peek_fate(&orphan_id).await.unwrap(), Some(IdFate::Tombstoned));
+    assert_eq!(key_state(&keys, &key).await.unwrap().0, KeyState::Done);
+}
+
 #[tokio::test]
 async fn expired_pastes_are_purged_with_their_objects() {
     let cluster = Cluster::start(ClusterOptions::default()).await;

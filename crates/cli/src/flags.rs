@@ -69,7 +69,6 @@ impl GatewayArgs {
         let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
-        settings.highlight_budget = std::time::Duration::from_millis(self.highlight_budget_ms);
         settings.read_cache_bytes = self.read_cache_bytes;
         settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
@@ -77,6 +76,12 @@ impl GatewayArgs {
         settings.trusted_proxies = self.trusted_proxy.clone();
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
         Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings)
+    }
+
+    /// The public listener's routes: the gateway's API and the browser's pages over it.
+    pub fn public_routes(&self, gateway: &Gateway) -> axum::Router {
+        let pages = pastebin_pages::PageSettings { highlight_budget: Duration::from_millis(self.highlight_budget_ms) };
+        pastebin_gateway::api_router(gateway.clone()).merge(pastebin_pages::page_router(gateway.clone(), pages))
     }
 }
 

@@ -323,7 +323,12 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         },
-        pastebin_gateway::serve_http(http, gateway.clone(), args.gateway.limits.http(), shutdown_signal()),
+        pastebin_gateway::serve_http(
+            http,
+            args.gateway.public_routes(&gateway),
+            args.gateway.limits.http(),
+            shutdown_signal()
+        ),
         pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
         args.admin.serve(AdminState::metrics_only()),
     )?;

@@ -153,7 +153,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     tokio::try_join!(
         key_server.serve_unix(key_listener, shutdown_signal()),
         paste_server.serve_unix(paste_listener, shutdown_signal()),
-        pastebin_gateway::serve_http(http, gateway.clone(), http_limits.clone(), shutdown_signal()),
+        pastebin_gateway::serve_http(
+            http,
+            args.gateway.public_routes(&gateway),
+            http_limits.clone(),
+            shutdown_signal()
+        ),
         pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
         async {
             let rounds = admin.clone();

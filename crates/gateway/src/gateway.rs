@@ -17,7 +17,6 @@ use tracing::Instrument;
 use crate::{
     admission::{Admission, CreateRateLimit},
     cache::{Lookup, ReadCache},
-    rendered::RenderedPages,
     step::within,
     ApiError, Created, SlotMap, SlotMapCell,
 };
@@ -34,9 +33,6 @@ pub struct GatewaySettings {
     pub max_content_bytes: usize,
     /// The whole create's budget, propagated as a deadline to every call (docs/design.md#saga: 2 s).
     pub request_budget: Duration,
-    /// How long highlighting one paste may run before its page shows plain
-    /// text (docs/reader-features.md#highlighting; default 2 s).
-    pub highlight_budget: Duration,
     /// Bytes of pastes the read cache holds (0: no cache).
     pub read_cache_bytes: u64,
     /// Creates in flight at once per K shard; past it a create is shed at
@@ -62,7 +58,6 @@ impl GatewaySettings {
             public_url: public_url.into().trim_end_matches('/').to_owned(),
             max_content_bytes: 1024 * 1024,
             request_budget: pastebin_core::CREATE_BUDGET,
-            highlight_budget: crate::highlight::TIME_BUDGET,
             read_cache_bytes: 64 * 1024 * 1024,
             creates_in_flight_per_shard: CREATES_IN_FLIGHT_PER_SHARD,
             create_rate_limit: None,
@@ -84,13 +79,17 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) minter: Arc<dyn Minter>,
     pub(crate) settings: GatewaySettings,
-    /// Highlighted paste bodies by id (an id's content never changes).
-    pub(crate) rendered: RenderedPages,
     pub(crate) reads: ReadCache,
+    /// Told of each paste deleted through this gateway (see [`Gateway::on_delete`]).
+    pub(crate) delete_listeners: std::sync::RwLock<Vec<DeleteListener>>,
     /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
     pub(crate) creates_in_flight: std::sync::Mutex<std::collections::HashMap<usize, Arc<Semaphore>>>,
     pub(crate) admission: Admission,
 }
+
+/// What a cache beside the gateway (the pages' renders) runs when a paste
+/// is deleted through this gateway: it takes the paste's id.
+type DeleteListener = Box<dyn Fn(&str) + Send + Sync>;
 
 /// A create as a client sent it, before validation.
 #[derive(Debug, Clone, Default)]
@@ -155,7 +154,6 @@ impl Gateway {
         let reads = ReadCache::new(settings.read_cache_bytes);
         let creates_in_flight = std::sync::Mutex::default();
         let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
-        let rendered = RenderedPages::default();
         Self {
             inner: Arc::new(Inner {
                 slots,
@@ -163,8 +161,8 @@ impl Gateway {
                 clock,
                 minter,
                 settings,
-                rendered,
                 reads,
+                delete_listeners: std::sync::RwLock::default(),
                 creates_in_flight,
                 admission,
             }),
@@ -182,6 +180,18 @@ impl Gateway {
 
     pub fn settings(&self) -> &GatewaySettings {
         &self.inner.settings
+    }
+
+    /// Runs `forget` with the id of every paste deleted through this gateway,
+    /// before the delete answers: a cache kept beside the gateway (which
+    /// this crate does not know) drops it at once, as the read cache does.
+    pub fn on_delete(&self, forget: impl Fn(&str) + Send + Sync + 'static) {
+        self.inner.delete_listeners.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(Box::new(forget));
+    }
+
+    fn tell_deleted(&self, id: &PasteId) {
+        let listeners = self.inner.delete_listeners.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        listeners.iter().for_each(|forget| forget(id.as_str()));
     }
 
     /// The gate before a create: the caller's create token, then its
@@ -368,7 +378,7 @@ impl Gateway {
             // uncertain delete may have tombstoned the row, and this gateway
             // must not serve what a retried DELETE would call gone.
             self.inner.reads.forget_deleted(&id);
-            self.inner.rendered.forget(id.as_str());
+            self.tell_deleted(&id);
         }
         match outcome.map_err(|_| ApiError::Unavailable("the paste service is unavailable"))? {
             DeleteOutcome::NotFound => Err(ApiError::NotFound),

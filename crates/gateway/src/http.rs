@@ -1,33 +1,26 @@
-//! The HTTP API (docs/design.md#read-and-delete, #status-codes): JSON for programs, `text/plain` for curl, HTML
-//! for browsers. Handlers translate HTTP onto [`Gateway`] and use `?`; the
-//! mapping of errors to statuses lives in [`ApiError`]. Every route served
-//! here is described in the OpenAPI document at [`OPENAPI_PATH`]
-//! (`openapi.json` beside this file), and a test keeps the two in step.
+//! The HTTP API's handlers (docs/design.md#read-and-delete, #status-codes):
+//! JSON for programs, `text/plain` for curl. Handlers translate HTTP onto
+//! [`Gateway`] and use `?`; the mapping of errors to statuses lives in
+//! [`ApiError`]. The routes that reach them are in [`crate::router`]; the
+//! browser's pages are another crate's (pastebin-pages).
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::{
     body::Body,
-    extract::{
-        connect_info::ConnectInfo,
-        rejection::{FormRejection, QueryRejection},
-        Path, Query, State,
-    },
+    extract::{connect_info::ConnectInfo, rejection::QueryRejection, Query, State},
     http::{header, HeaderMap, HeaderValue, Method, StatusCode},
-    response::{Html, IntoResponse, Response},
-    routing::get,
-    Form, Json, Router,
+    response::{IntoResponse, Response},
+    Json,
 };
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use serde::Deserialize;
-use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    error::RETRY_AFTER_SECONDS,
     gateway::CreateAnswer,
-    highlight, pages,
     read_answers::{no_store_if_burned, raw_response, PasteJson},
+    router::PasteIdParam,
     ApiError, CreateCommand, Gateway, PasteView, ReadPaste,
 };
 
@@ -35,111 +28,6 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// Stands for a bad `?expires_in_seconds=`; step 1 rejects it as `invalid_expiry`.
 const OUT_OF_RANGE_EXPIRY: u64 = u64::MAX;
-
-/// The published contract of this router, served as is.
-const OPENAPI: &str = include_str!("openapi.json");
-const OPENAPI_PATH: &str = "/api/v1/openapi.json";
-
-/// Every route, in the OpenAPI document's path syntax (which axum shares).
-/// The unit test below checks this list against the document's `paths`.
-const ROUTES: [&str; 10] = [
-    "/",
-    "/healthz",
-    "/assets/{name}",
-    OPENAPI_PATH,
-    "/api/v1/pastes",
-    "/api/v1/pastes/{id}",
-    "/raw/{id}",
-    "/{id}",
-    "/{id}/delete",
-    "/{id}/qr.svg",
-];
-
-/// The router as the public listener serves it: the listener's limits
-/// (pastebin_runtime::http), every refusal in the JSON envelope, and
-/// `nosniff` on every answer (docs/design.md#edge).
-pub(crate) fn public_router(gateway: Gateway, limits: &pastebin_runtime::http::HttpLimits) -> Router {
-    pastebin_runtime::http::limited(router(gateway), limits)
-        .layer(axum::middleware::map_response(error_envelope))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
-}
-
-/// A refusal made by a layer or by the router itself (405, 408, 503) comes
-/// with no body of ours; it gets the same envelope as a handler's error,
-/// keeping its headers (`Allow`, `Retry-After`).
-async fn error_envelope(response: Response) -> Response {
-    if response.headers().contains_key(header::CONTENT_TYPE) {
-        return response;
-    }
-    let Some(error) = ApiError::from_bare_status(response.status()) else {
-        return response;
-    };
-    let (parts, _) = response.into_parts();
-    let mut enveloped = error.into_response();
-    for (name, value) in &parts.headers {
-        enveloped.headers_mut().entry(name).or_insert_with(|| value.clone());
-    }
-    enveloped
-}
-
-fn router(gateway: Gateway) -> Router {
-    let [home, healthz_path, assets, openapi_path, pastes, paste, raw, page, delete_page, qr] = ROUTES;
-    Router::new()
-        .route(home, get(new_paste_page))
-        .route(healthz_path, get(healthz))
-        .route(assets, get(asset))
-        .route(openapi_path, get(openapi))
-        .route(pastes, axum::routing::post(create))
-        .route(paste, get(get_json).delete(delete))
-        .route(raw, get(get_raw))
-        .route(page, get(get_page).post(reveal_page))
-        .route(delete_page, get(delete_form).post(delete_from_form))
-        .route(qr, get(qr_code))
-        .route_layer(axum::middleware::from_fn(traced))
-        .fallback(|| async { ApiError::NotFound })
-        .with_state(gateway)
-}
-
-/// Runs each request in a span named by its route (never by a paste id),
-/// joined to the caller's trace when it sent a `traceparent`.
-async fn traced(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    use tracing::Instrument;
-    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("", |route| route.as_str());
-    let span = pastebin_runtime::telemetry::server_span(&format!("{} {route}", request.method()), request.headers());
-    next.run(request).instrument(span).await
-}
-
-async fn healthz() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "status": "ok" }))
-}
-
-async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
-}
-
-/// The page's own stylesheets and scripts: the only things the CSP lets a
-/// page load.
-async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
-    let (content_type, body) = match name.as_str() {
-        "app.js" => ("text/javascript; charset=utf-8", pages::APP_JS),
-        "theme.js" => ("text/javascript; charset=utf-8", pages::THEME_JS),
-        "style.css" => ("text/css; charset=utf-8", pages::STYLE),
-        "highlight.css" => ("text/css; charset=utf-8", highlight::THEME_CSS.as_str()),
-        _ => return Err(ApiError::NotFound),
-    };
-    Ok((
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::CACHE_CONTROL, "public, max-age=300"),
-        ],
-        body,
-    )
-        .into_response())
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,14 +90,14 @@ fn client_address(gateway: &Gateway, peer: Option<IpAddr>, headers: &HeaderMap) 
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct CreateQuery {
+pub(crate) struct CreateQuery {
     expires_in_seconds: Option<u64>,
 }
 
 /// The reader attributes as query parameters: documented for raw bodies;
 /// with a JSON body they apply where the body leaves a field out.
 #[derive(Debug, Default, Deserialize)]
-struct AttributeQuery {
+pub(crate) struct AttributeQuery {
     language: Option<String>,
     burn_after_reading: Option<bool>,
     file_name: Option<String>,
@@ -312,7 +200,7 @@ async fn read_body(mut body: Body, headers: &HeaderMap, limit: usize) -> Result<
     Ok(collected.freeze())
 }
 
-async fn create(
+pub(crate) async fn create(
     State(gateway): State<Gateway>,
     Peer(peer): Peer,
     query: Result<Query<CreateQuery>, QueryRejection>,
@@ -402,7 +290,7 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
 }
 
 /// `GET` reads (and burns a burn paste); `HEAD` only describes, never burns.
-async fn get_json(
+pub(crate) async fn get_json(
     State(gateway): State<Gateway>,
     method: Method,
     PasteIdParam(id): PasteIdParam,
@@ -419,13 +307,13 @@ async fn get_json(
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct RawQuery {
+pub(crate) struct RawQuery {
     /// Present (any value, even empty): answer as a download.
     download: Option<String>,
 }
 
 /// `/raw/{id}`: the exact bytes with the stored type. `HEAD` never burns.
-async fn get_raw(
+pub(crate) async fn get_raw(
     State(gateway): State<Gateway>,
     method: Method,
     PasteIdParam(id): PasteIdParam,
@@ -483,7 +371,7 @@ fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> 
     response
 }
 
-async fn delete(
+pub(crate) async fn delete(
     State(gateway): State<Gateway>,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
@@ -492,128 +380,15 @@ async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-// ---- HTML pages -------------------------------------------------------
-
-/// An HTML answer with the headers every page carries: the CSP, no MIME
-/// sniffing, no caching (a page can show a paste that is deleted later),
-/// and `Retry-After` on a 503 like the JSON API.
-fn html(status: StatusCode, page: String) -> Response {
-    let mut response = (status, Html(page)).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(pages::CSP));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
-    }
-    response
-}
-
-/// The HTML page for a failed read or delete.
-fn html_error(error: &ApiError) -> Response {
-    match error {
-        ApiError::NotFound => html(StatusCode::NOT_FOUND, pages::not_found()),
-        ApiError::Unavailable(_) => html(StatusCode::SERVICE_UNAVAILABLE, pages::unavailable(&error.to_string())),
-        other => html(other.http_status(), pages::bad_request(&other.to_string())),
-    }
-}
-
-async fn new_paste_page(State(gateway): State<Gateway>) -> Response {
-    let settings = gateway.settings();
-    html(StatusCode::OK, pages::new_paste(&settings.public_url, settings.max_content_bytes))
-}
-
-/// `GET /{id}`: never burns; a burn paste shows a notice and a button.
-async fn get_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.page(&id).await {
-        Ok(content) => html(StatusCode::OK, pages::paste(&content, false)),
-        Err(error) => html_error(&error),
-    }
-}
-
-/// `POST /{id}`: the notice's button. Reads the paste, burning a burn paste.
-async fn reveal_page(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.reveal(&id).await {
-        Ok(content) => html(StatusCode::OK, pages::paste(&content, true)),
-        Err(error) => html_error(&error),
-    }
-}
-
-/// `/{id}/qr.svg`: the share link as a QR code, for reading on a phone.
-/// Only well-formed ids: it encodes this gateway's link, never arbitrary text.
-async fn qr_code(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
-    let id = pastebin_core::PasteId::parse(&id).map_err(|_| ApiError::NotFound)?;
-    let svg = pages::qr_svg(&format!("{}/{id}", gateway.settings().public_url)).ok_or(ApiError::NotFound)?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "image/svg+xml"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::CONTENT_SECURITY_POLICY, "default-src 'none'"),
-            (header::CACHE_CONTROL, "public, max-age=86400"),
-        ],
-        svg,
-    )
-        .into_response())
-}
-
-/// The delete form, for a paste that exists (so a mistyped link says so
-/// before anyone hunts for a token). Describing never burns.
-async fn delete_form(State(gateway): State<Gateway>, PasteIdParam(id): PasteIdParam) -> Response {
-    match gateway.describe(&id).await {
-        Ok(paste) => html(StatusCode::OK, pages::delete_form(&paste.id, None)),
-        Err(error) => html_error(&error),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct DeleteFormFields {
-    token: String,
-}
-
-/// The delete form's POST: the same delete as `DELETE /api/v1/pastes/{id}`,
-/// answered with a page, so deleting works with JavaScript off.
-async fn delete_from_form(
-    State(gateway): State<Gateway>,
-    PasteIdParam(id): PasteIdParam,
-    form: Result<Form<DeleteFormFields>, FormRejection>,
-) -> Response {
-    let Ok(Form(fields)) = form else {
-        return html(StatusCode::BAD_REQUEST, pages::bad_request("the form must send a delete token"));
-    };
-    match gateway.delete(&id, fields.token.trim()).await {
-        Ok(()) => html(StatusCode::OK, pages::deleted(&id)),
-        Err(ApiError::WrongToken) => html(
-            StatusCode::FORBIDDEN,
-            pages::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
-        ),
-        Err(error) => html_error(&error),
-    }
-}
-
 /// The socket peer, as the edge listener records it (none when the router
 /// is driven some other way).
-struct Peer(Option<IpAddr>);
+pub(crate) struct Peer(Option<IpAddr>);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(Self(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())))
-    }
-}
-
-/// The `{id}` of a paste route. A segment that is not even UTF-8 is just
-/// another malformed id: it becomes "" and so the same 404 as any missing
-/// paste, never axum's 400 for a bad path.
-struct PasteIdParam(String);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PasteIdParam {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let id = Path::<String>::from_request_parts(parts, state).await.map(|Path(id)| id).unwrap_or_default();
-        Ok(Self(id))
     }
 }
 
@@ -681,19 +456,6 @@ mod tests {
         }
         let absent = CreateJson::decode(br#"{"content": "x", "expires_in_seconds": null}"#).unwrap();
         assert_eq!(absent.expiry(), None);
-    }
-
-    /// The router serves exactly the paths the published document lists.
-    #[test]
-    fn every_route_is_documented_and_every_documented_path_is_routed() {
-        let document: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
-        let mut documented: Vec<&str> =
-            document["paths"].as_object().expect("the document has paths").keys().map(String::as_str).collect();
-        let mut routed = ROUTES.to_vec();
-        documented.sort_unstable();
-        routed.sort_unstable();
-        assert_eq!(routed, documented);
-        assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
     }
 
     #[test]

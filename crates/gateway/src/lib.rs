@@ -6,9 +6,11 @@
 //! [`SlotMap`] routes a key's slot to its K shard and a paste id's prefix to
 //! its P shard. Reads are served from a bounded [`cache`] while P keeps
 //! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
-//! one place each. Reads go through [`reader`] for pages (burn notices,
-//! binary descriptions, [`highlight`]ed text kept in [`rendered`]) and
-//! [`read_answers`] for the JSON and raw answers. [`failpoints`] are crash
+//! one place each. [`router`] routes the API to the handlers of [`http`], and
+//! [`read_answers`] shapes the JSON and raw answers. The browser's pages are
+//! pastebin-pages, built on this crate's read API ([`Gateway::describe`],
+//! [`Gateway::get`], [`Gateway::delete`]); the binary merges its router with
+//! [`api_router`] for [`serve_http`]. [`failpoints`] are crash
 //! points at each saga step boundary, compiled in only with
 //! `--cfg pastebin_failpoints`. Before any create, the
 //! admission gate checks the caller's [`create_tokens`] and its address's
@@ -26,36 +28,35 @@ mod error;
 pub mod failpoints;
 mod gateway;
 mod grpc;
-mod highlight;
 mod http;
-mod pages;
 mod read_answers;
-mod reader;
 mod readiness;
-mod rendered;
+mod router;
 mod saga;
 mod step;
 
 pub use admission::CreateRateLimit;
 pub use created::Created;
-pub use error::ApiError;
+pub use error::{ApiError, RETRY_AFTER_SECONDS};
 pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste, CREATES_IN_FLIGHT_PER_SHARD};
 pub use grpc::PasteApiService;
 pub use pastebin_shards::{SlotMap, SlotMapCell};
+pub use router::{api_router, traced, PasteIdParam, API_ROUTES, OPENAPI};
 
 use std::future::Future;
 
 use pastebin_runtime::http::HttpLimits;
 use tokio::net::TcpListener;
 
-/// Serves the HTTP API on `listener`, within `limits`, until `shutdown` resolves.
+/// Serves `routes` (the [`api_router`], merged with the pages' router by the
+/// binary) on the public `listener`, within `limits`, until `shutdown` resolves.
 pub async fn serve_http(
     listener: TcpListener,
-    gateway: Gateway,
+    routes: axum::Router,
     limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    pastebin_runtime::http::serve(listener, http::public_router(gateway, &limits), limits, shutdown).await
+    pastebin_runtime::http::serve(listener, router::public_router(routes, &limits), limits, shutdown).await
 }
 
 /// Serves the public gRPC API (with health, reflection of the public API

@@ -8,7 +8,9 @@ use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
 
-use crate::{highlight, ApiError, Gateway, PasteView, ReadPaste};
+use pastebin_gateway::{ApiError, PasteView, ReadPaste};
+
+use crate::{highlight, Pages};
 
 /// How much longer than the render's own budget a page waits for it before
 /// showing plain text: bounds the wait when the blocking pool is busy.
@@ -24,20 +26,20 @@ pub(crate) enum PageContent {
     Text { view: PasteView, lines: Arc<str> },
 }
 
-impl Gateway {
+impl Pages {
     /// `GET /{id}`: never burns (link previewers fetch pages).
     pub(crate) async fn page(&self, raw_id: &str) -> Result<PageContent, ApiError> {
-        let view = self.describe(raw_id).await?;
+        let view = self.gateway.describe(raw_id).await?;
         if view.attributes.burn_after_reading {
             return Ok(PageContent::Sealed(view));
         }
         if view.attributes.is_binary() {
             return Ok(PageContent::Binary(view));
         }
-        if let Some(lines) = self.inner.rendered.get(&view.id) {
+        if let Some(lines) = self.rendered.get(&view.id) {
             return Ok(PageContent::Text { view, lines });
         }
-        let read = self.get(raw_id).await?;
+        let read = self.gateway.get(raw_id).await?;
         let lines = self.render(&read, true).await;
         Ok(PageContent::Text { view: read.view, lines })
     }
@@ -47,7 +49,7 @@ impl Gateway {
     /// A binary paste is never read here (a page cannot hand over its
     /// bytes): its sealed page links the download instead.
     pub(crate) async fn reveal(&self, raw_id: &str) -> Result<PageContent, ApiError> {
-        let view = self.describe(raw_id).await?;
+        let view = self.gateway.describe(raw_id).await?;
         if view.attributes.is_binary() {
             return Ok(if view.attributes.burn_after_reading {
                 PageContent::Sealed(view)
@@ -55,7 +57,7 @@ impl Gateway {
                 PageContent::Binary(view)
             });
         }
-        let read = self.get(raw_id).await?;
+        let read = self.gateway.get(raw_id).await?;
         let lines = self.render(&read, false).await;
         Ok(PageContent::Text { view: read.view, lines })
     }
@@ -67,18 +69,18 @@ impl Gateway {
     /// text): each paste costs at most one render per gateway, however often
     /// it is viewed.
     async fn render(&self, read: &ReadPaste, keep: bool) -> Arc<str> {
-        let budget = self.inner.settings.highlight_budget;
+        let budget = self.settings.highlight_budget;
         let content: Bytes = read.content.clone();
         let id = read.view.id.clone();
         let language = read.view.attributes.language.as_ref().map(|l| l.as_str().to_owned());
         let extension = read.view.attributes.file_name.as_ref().and_then(|n| n.extension().map(str::to_owned));
-        let gateway = self.clone();
+        let rendered = self.rendered.clone();
         let work = tokio::task::spawn_blocking(move || {
             let text = String::from_utf8_lossy(&content);
             let lines: Arc<str> =
                 highlight::render_lines(&text, language.as_deref(), extension.as_deref(), budget).into();
             if keep {
-                gateway.inner.rendered.keep(&id, lines.clone());
+                rendered.keep(&id, lines.clone());
             }
             lines
         });

@@ -19,7 +19,7 @@ use syntect::{
     parsing::{SyntaxReference, SyntaxSet},
 };
 
-use crate::pages::escape;
+use crate::html::escape;
 
 /// Larger pastes are shown as plain text: highlighting is for reading code,
 /// and the cost grows with size.
@@ -28,8 +28,8 @@ pub(crate) const MAX_BYTES: usize = 128 * 1024;
 /// and is unreadable highlighted anyway.
 pub(crate) const MAX_LINE_BYTES: usize = 4 * 1024;
 /// How long one render may take by default before it gives up (checked
-/// between lines); `GatewaySettings::highlight_budget` overrides it.
-pub(crate) const TIME_BUDGET: Duration = Duration::from_secs(2);
+/// between lines); `PageSettings::highlight_budget` overrides it.
+pub const TIME_BUDGET: Duration = Duration::from_secs(2);
 
 const CLASS_STYLE: ClassStyle = ClassStyle::SpacedPrefixed { prefix: "hl-" };
 const LIGHT_THEME: &str = "InspiredGitHub";

@@ -5,7 +5,9 @@
 //! nothing from elsewhere, so a paste that contains markup can only ever be
 //! text.
 
-use crate::{reader::PageContent, PasteView};
+use pastebin_gateway::PasteView;
+
+use crate::reader::PageContent;
 
 /// Sent with every HTML page. Scripts and styles only from this origin (the
 /// two assets below), `fetch` only to this origin, forms post only here.

@@ -1,0 +1,172 @@
+//! The pages' router: which route reaches which page, and the headers every
+//! page carries. The binary merges it with the gateway's API router; the
+//! OpenAPI document (pastebin-gateway) describes both, and a test below
+//! keeps the three in step.
+
+use axum::{
+    extract::{rejection::FormRejection, Path, State},
+    http::{header, HeaderValue, StatusCode},
+    response::{Html, IntoResponse, Response},
+    routing::get,
+    Form, Router,
+};
+use pastebin_gateway::{ApiError, Gateway, PasteIdParam, RETRY_AFTER_SECONDS};
+use serde::Deserialize;
+
+use crate::{highlight, html, PageSettings, Pages};
+
+/// Every route of this router, in the OpenAPI document's path syntax (which axum shares).
+pub const PAGE_ROUTES: [&str; 5] = ["/", "/assets/{name}", "/{id}", "/{id}/delete", "/{id}/qr.svg"];
+
+/// The browser's pages, read through `gateway`.
+pub fn page_router(gateway: Gateway, settings: PageSettings) -> Router {
+    let [home, assets, page, delete_page, qr] = PAGE_ROUTES;
+    Router::new()
+        .route(home, get(new_paste_page))
+        .route(assets, get(asset))
+        .route(page, get(get_page).post(reveal_page))
+        .route(delete_page, get(delete_form).post(delete_from_form))
+        .route(qr, get(qr_code))
+        .route_layer(axum::middleware::from_fn(pastebin_gateway::traced))
+        .with_state(Pages::new(gateway, settings))
+}
+
+/// The page's own stylesheets and scripts: the only things the CSP lets a
+/// page load.
+async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
+    let (content_type, body) = match name.as_str() {
+        "app.js" => ("text/javascript; charset=utf-8", html::APP_JS),
+        "theme.js" => ("text/javascript; charset=utf-8", html::THEME_JS),
+        "style.css" => ("text/css; charset=utf-8", html::STYLE),
+        "highlight.css" => ("text/css; charset=utf-8", highlight::THEME_CSS.as_str()),
+        _ => return Err(ApiError::NotFound),
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// An HTML answer with the headers every page carries: the CSP, no MIME
+/// sniffing, no caching (a page can show a paste that is deleted later),
+/// and `Retry-After` on a 503 like the JSON API.
+fn page_response(status: StatusCode, page: String) -> Response {
+    let mut response = (status, Html(page)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(html::CSP));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    }
+    response
+}
+
+/// The HTML page for a failed read or delete.
+fn error_page(error: &ApiError) -> Response {
+    match error {
+        ApiError::NotFound => page_response(StatusCode::NOT_FOUND, html::not_found()),
+        ApiError::Unavailable(_) => {
+            page_response(StatusCode::SERVICE_UNAVAILABLE, html::unavailable(&error.to_string()))
+        }
+        other => page_response(other.http_status(), html::bad_request(&other.to_string())),
+    }
+}
+
+async fn new_paste_page(State(pages): State<Pages>) -> Response {
+    let settings = pages.gateway.settings();
+    page_response(StatusCode::OK, html::new_paste(&settings.public_url, settings.max_content_bytes))
+}
+
+/// `GET /{id}`: never burns; a burn paste shows a notice and a button.
+async fn get_page(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Response {
+    match pages.page(&id).await {
+        Ok(content) => page_response(StatusCode::OK, html::paste(&content, false)),
+        Err(error) => error_page(&error),
+    }
+}
+
+/// `POST /{id}`: the notice's button. Reads the paste, burning a burn paste.
+async fn reveal_page(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Response {
+    match pages.reveal(&id).await {
+        Ok(content) => page_response(StatusCode::OK, html::paste(&content, true)),
+        Err(error) => error_page(&error),
+    }
+}
+
+/// `/{id}/qr.svg`: the share link as a QR code, for reading on a phone.
+/// Only well-formed ids: it encodes this gateway's link, never arbitrary text.
+async fn qr_code(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Result<Response, ApiError> {
+    let id = pastebin_core::PasteId::parse(&id).map_err(|_| ApiError::NotFound)?;
+    let svg = html::qr_svg(&format!("{}/{id}", pages.gateway.settings().public_url)).ok_or(ApiError::NotFound)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
+/// The delete form, for a paste that exists (so a mistyped link says so
+/// before anyone hunts for a token). Describing never burns.
+async fn delete_form(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Response {
+    match pages.gateway.describe(&id).await {
+        Ok(paste) => page_response(StatusCode::OK, html::delete_form(&paste.id, None)),
+        Err(error) => error_page(&error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DeleteFormFields {
+    token: String,
+}
+
+/// The delete form's POST: the same delete as `DELETE /api/v1/pastes/{id}`,
+/// answered with a page, so deleting works with JavaScript off.
+async fn delete_from_form(
+    State(pages): State<Pages>,
+    PasteIdParam(id): PasteIdParam,
+    form: Result<Form<DeleteFormFields>, FormRejection>,
+) -> Response {
+    let Ok(Form(fields)) = form else {
+        return page_response(StatusCode::BAD_REQUEST, html::bad_request("the form must send a delete token"));
+    };
+    match pages.gateway.delete(&id, fields.token.trim()).await {
+        Ok(()) => page_response(StatusCode::OK, html::deleted(&id)),
+        Err(ApiError::WrongToken) => page_response(
+            StatusCode::FORBIDDEN,
+            html::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
+        ),
+        Err(error) => error_page(&error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The public listener serves exactly the paths the published document
+    /// lists: the API router's and this one's, nothing else.
+    #[test]
+    fn every_route_is_documented_and_every_documented_path_is_routed() {
+        let document: serde_json::Value =
+            serde_json::from_str(pastebin_gateway::OPENAPI).expect("openapi.json is JSON");
+        let mut documented: Vec<&str> =
+            document["paths"].as_object().expect("the document has paths").keys().map(String::as_str).collect();
+        let mut routed: Vec<&str> = pastebin_gateway::API_ROUTES.iter().chain(&PAGE_ROUTES).copied().collect();
+        documented.sort_unstable();
+        routed.sort_unstable();
+        assert_eq!(routed, documented);
+        assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
+    }
+}

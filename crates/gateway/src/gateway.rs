@@ -182,9 +182,10 @@ impl Gateway {
         &self.inner.settings
     }
 
-    /// Runs `forget` with the id of every paste deleted through this gateway,
-    /// before the delete answers: a cache kept beside the gateway (which
-    /// this crate does not know) drops it at once, as the read cache does.
+    /// Runs `forget` with the id of every paste deleted through this gateway
+    /// (or maybe deleted: an uncertain answer counts), before the delete
+    /// answers: a cache kept beside the gateway (which this crate does not
+    /// know) drops it at once, as the read cache does.
     pub fn on_delete(&self, forget: impl Fn(&str) + Send + Sync + 'static) {
         self.inner.delete_listeners.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(Box::new(forget));
     }

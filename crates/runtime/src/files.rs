@@ -33,7 +33,9 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Why a private socket could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
-    #[error("{path} is {len} bytes long, over the {max}-byte limit of a Unix socket path: choose a shorter --data-dir")]
+    #[error(
+        "{path} is {len} bytes long, over the {max}-byte limit of a Unix socket path: choose a shorter --data-dir"
+    )]
     PathTooLong { path: String, len: usize, max: usize },
     #[error("{path} answers: another process serves this data directory; stop it or choose another --data-dir")]
     InUse { path: String },

@@ -142,12 +142,8 @@ impl GrpcServer {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()>
     where
-        Connection: tokio::io::AsyncRead
-            + tokio::io::AsyncWrite
-            + tonic::transport::server::Connected
-            + Unpin
-            + Send
-            + 'static,
+        Connection:
+            tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
         AcceptError: Into<tower::BoxError>,
     {
         let limits = self.options.limits;

@@ -37,7 +37,7 @@ const PART: &str = "pastebin up";
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
     /// Where the shards' databases, the objects and `endpoints.json` live.
-    #[arg(long, env = "PASTEBIN_DATA_DIR", default_value = "pastebin-data")]
+    #[arg(long, env = "PASTEBIN_DATA_DIR", default_value = pastebin_shards::DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub gateway: GatewayArgs,

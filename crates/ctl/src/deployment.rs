@@ -12,6 +12,7 @@ use pastebin_pastes::PasteClient;
 use pastebin_runtime::tls::TlsArgs;
 use pastebin_shards::{
     discover, DiscoveryError, Endpoints, ObjectStoreArgs, ObjectStoreConfig, Patience, ShardAddresses, SlotMap,
+    DEFAULT_DATA_DIR,
 };
 use tokio::time::Instant;
 
@@ -20,7 +21,8 @@ use crate::CtlError;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct EndpointArgs {
     /// Data directory of a running `pastebin up`: shard addresses from its
-    /// `endpoints.json`, objects from its `objects/` directory.
+    /// `endpoints.json`, objects from its `objects/` directory. Without it and
+    /// without shard addresses, `./pastebin-data` if it exists.
     #[arg(long, env = "PASTEBIN_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -46,22 +48,27 @@ struct Chosen {
 
 impl Chosen {
     fn from_args(args: &EndpointArgs) -> Result<Self, CtlError> {
-        let endpoints = args
-            .data_dir
-            .as_deref()
-            .map(Endpoints::read)
-            .transpose()
-            .map_err(|error| CtlError::Usage(error.to_string()))?;
+        let data_dir = args.data_dir.clone().or_else(|| default_data_dir(&args.shards));
+        let endpoints =
+            data_dir.as_deref().map(Endpoints::read).transpose().map_err(|error| CtlError::Usage(error.to_string()))?;
         let shards = args.shards.or_from(endpoints.as_ref());
         shards
             .required()
             .map_err(|error| CtlError::Usage(format!("{error}, or --data-dir of a running `pastebin up`")))?;
         let written_dir = endpoints.and_then(|e| e.objects_dir);
         let objects = args.objects.config().or_else(|| {
-            written_dir.or_else(|| args.data_dir.as_ref().map(|d| d.join("objects"))).map(ObjectStoreConfig::Dir)
+            written_dir.or_else(|| data_dir.as_ref().map(|d| d.join("objects"))).map(ObjectStoreConfig::Dir)
         });
         Ok(Self { shards, objects })
     }
+}
+
+/// `./pastebin-data`, where `pastebin up` writes by default, when no shard
+/// address is given and it exists: `ctl` beside a running `up` needs no flags.
+fn default_data_dir(shards: &ShardAddresses) -> Option<PathBuf> {
+    let given = shards.key_shards.iter().chain(&shards.paste_shards).any(|address| !address.trim().is_empty());
+    let dir = PathBuf::from(DEFAULT_DATA_DIR);
+    (!given && dir.is_dir()).then_some(dir)
 }
 
 /// The shards (and where the objects are) of the deployment a command talks to.

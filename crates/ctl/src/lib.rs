@@ -8,10 +8,14 @@
 //! - `tokens`: the create tokens file of `--require-create-token`.
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
-//! `endpoints.json` of a `pastebin up` data directory). Every command writes
-//! to the writers it is given, so tests read exactly what an operator sees.
-//! Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 a shard or the object
-//! store could not be reached (what could be read is still printed).
+//! `endpoints.json` of a `pastebin up` data directory, `./pastebin-data` by
+//! default). Every command writes to the writers it is given, so tests read
+//! exactly what an operator sees. A row names a shard only when that shard
+//! said it owns the slot; otherwise it says `unknown`, never a guess.
+//! Exit codes: 0 ok, 1 refused or failed, 2 usage (including a TLS
+//! mismatch, named with the flags to add), 3 a shard or the object store
+//! could not be reached (what could be read is still printed; `stats` then
+//! reports the level `unknown`).
 //! No command ever prints a delete token or a stored response body: K's
 //! listing carries neither, and the one record read in full (`recover`) is
 //! shown field by field, without its body.
@@ -69,7 +73,8 @@ pub enum Exit {
     Failed = 1,
     /// Bad arguments or configuration.
     Usage = 2,
-    /// A shard or the object store could not be reached; partial output was printed.
+    /// A shard or the object store could not be reached; partial output was
+    /// printed, and `stats` says level `unknown`.
     Unreachable = 3,
 }
 
@@ -205,6 +210,8 @@ mod tests {
         let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable);
         assert!(out.contains("K0") && out.contains("NO"), "{out}");
+        assert!(out.contains("level: unknown (2 shard(s) did not answer; no key shard answered)"), "{out}");
+        assert!(!out.contains("healthy"), "nothing unreachable is called healthy: {out}");
         assert!(err.contains("K shard 0 (127.0.0.1:9) unreachable"), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
 
@@ -215,6 +222,15 @@ mod tests {
         let (exit, _, err) = run_args(&[&recover[..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable, "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_names_exactly_the_list_that_is_missing() {
+        let (exit, _, err) = run_args(&["pastebin ctl", "stats", "--key-shards", "127.0.0.1:9"]).await;
+        assert_eq!(exit, Exit::Usage);
+        assert!(err.starts_with("error: --paste-shards is missing (the key shards are given)"), "{err}");
+        let (_, _, err) = run_args(&["pastebin ctl", "pending", "--paste-shards", "127.0.0.1:9"]).await;
+        assert!(err.starts_with("error: --key-shards is missing (the paste shards are given)"), "{err}");
     }
 
     #[tokio::test]

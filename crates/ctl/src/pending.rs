@@ -37,8 +37,12 @@ pub struct PendingRow {
     pub age_seconds: f64,
     pub key: String,
     pub paste_id: String,
+    /// The key's slot, which is its paste id's too.
+    pub slot: u8,
     pub key_shard: usize,
-    pub paste_shard: usize,
+    /// The P shard that said it owns the paste id's slot; `None` when no P
+    /// shard that answered claims it (never a guess).
+    pub paste_shard: Option<usize>,
     pub state: &'static str,
     pub created_at: DateTime<Utc>,
 }
@@ -54,6 +58,16 @@ pub(crate) async fn list_shard(
     let now = keys.pending_stats().await.map_err(|e| e.to_string())?.now;
     let page = keys.list_pending(older_than, None, limit).await.map_err(|e| e.to_string())?;
     Ok((page, now))
+}
+
+/// `P1`, or `unknown` when no shard that answered owns the slot.
+pub(crate) fn shard_name(kind: &str, shard: Option<usize>) -> String {
+    shard.map_or_else(|| "unknown".to_owned(), |shard| format!("{kind}{shard}"))
+}
+
+/// What an operator reads for a slot whose P owner is unknown.
+pub(crate) fn unknown_paste_owner(slot: pastebin_core::Slot) -> String {
+    format!("P shard for slot {slot}: unknown — no paste shard that answered owns it")
 }
 
 pub(crate) fn unreachable(deployment: &Deployment, kind: &str, shard: usize, error: &str) -> String {
@@ -77,7 +91,8 @@ pub async fn run(
                 rows.extend(page.into_iter().map(|p| PendingRow {
                     age_seconds: seconds_between(p.created_at, now),
                     key: p.key.canonical(),
-                    paste_shard: deployment.slots.paste_shard_index(p.paste_id.slot()),
+                    paste_shard: deployment.slots.paste_owner(p.paste_id.slot()),
+                    slot: p.paste_id.slot().0,
                     paste_id: p.paste_id.to_string(),
                     key_shard: shard,
                     state: "pending",
@@ -109,7 +124,7 @@ pub async fn run(
                     r.key.clone(),
                     r.paste_id.clone(),
                     format!("K{}", r.key_shard),
-                    format!("P{}", r.paste_shard),
+                    shard_name("P", r.paste_shard),
                     r.state.to_owned(),
                     r.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 ]
@@ -125,6 +140,11 @@ pub async fn run(
             rows.len(),
             age(args.older_than.as_secs_f64())
         )?;
+        let unknown: std::collections::BTreeSet<u8> =
+            rows.iter().filter(|r| r.paste_shard.is_none()).map(|r| r.slot).collect();
+        for slot in unknown {
+            writeln!(out, "{}", unknown_paste_owner(pastebin_core::Slot(slot)))?;
+        }
     }
     if truncated {
         writeln!(err, "note: showing the oldest {}; there are more (raise --limit)", rows.len())?;

@@ -39,6 +39,7 @@ struct Report {
     decision: &'static str,
     detail: String,
     paste_id: Option<String>,
+    /// The P shard that said it owns the paste id's slot (`null`: none that answered).
     paste_shard: Option<usize>,
     age_seconds: Option<f64>,
 }
@@ -51,7 +52,13 @@ pub async fn run(
 ) -> Result<Exit, CtlError> {
     let key = IdempotencyKey::parse(&args.key)
         .map_err(|_| CtlError::Usage(format!("`{}` is not an idempotency key (a UUID)", args.key)))?;
-    let shard = deployment.slots.key_shard_index(key.slot());
+    let slot = key.slot();
+    let shard = deployment.slots.key_owner(slot).ok_or_else(|| {
+        CtlError::Unreachable(format!(
+            "K shard for slot {slot}: unknown — no key shard that answered owns it; nothing changed. \
+             Retry when the key shards answer"
+        ))
+    })?;
     let keys = deployment.keys(shard);
     let unreachable =
         |error: String| CtlError::Unreachable(crate::pending::unreachable(deployment, "K", shard, &error));
@@ -60,18 +67,18 @@ pub async fn run(
     // holds the delete token, is dropped unread.
     let record = keys.get(&key).await.map_err(|e| unreachable(e.to_string()))?;
     let now = keys.pending_stats().await.map_err(|e| unreachable(e.to_string()))?.now;
+    let paste_slot = record.as_ref().map(|r| r.paste_id.slot());
     let mut report = Report {
         key: key.canonical(),
         dry_run: args.dry_run,
         decision: "no_such_key",
         detail: String::new(),
         paste_id: record.as_ref().map(|r| r.paste_id.to_string()),
-        paste_shard: record.as_ref().map(|r| deployment.slots.paste_shard_index(r.paste_id.slot())),
+        paste_shard: paste_slot.and_then(|slot| deployment.slots.paste_owner(slot)),
         age_seconds: record.as_ref().map(|r| seconds_between(r.created_at, now)),
     };
-    let young = record.as_ref().is_some_and(|r| {
-        r.state == KeyState::Pending && report.age_seconds.unwrap_or(0.0) < RECOVERY_THRESHOLD.as_secs_f64()
-    });
+    let pending = record.as_ref().is_some_and(|r| r.state == KeyState::Pending);
+    let young = pending && report.age_seconds.unwrap_or(0.0) < RECOVERY_THRESHOLD.as_secs_f64();
     drop(record);
 
     let exit = if young && !args.force && !args.dry_run {
@@ -82,13 +89,21 @@ pub async fn run(
             age(report.age_seconds.unwrap_or(0.0))
         );
         Exit::Failed
+    } else if let (true, None, Some(slot)) = (pending, report.paste_shard, paste_slot) {
+        // Recovery reads P before it decides; an unknown P is never read as "no paste".
+        report.decision = "left_pending";
+        report.detail = format!(
+            "left pending: {}. Never abort what cannot be seen; retry when the paste shards answer",
+            crate::pending::unknown_paste_owner(slot)
+        );
+        Exit::Unreachable
     } else {
         let deadline = Instant::now() + deployment.timeout;
         let decision = pastebin_shards::recover_key(&deployment.slots, &key, args.dry_run, deadline).await;
         let (name, detail, exit) = describe(&decision, args.dry_run);
         report.decision = name;
         report.detail = detail;
-        if young && args.dry_run {
+        if young && args.dry_run && !args.force {
             report.detail.push_str(&format!(
                 " (note: the key is only {} old; without --force, recover waits for 60s)",
                 age(report.age_seconds.unwrap_or(0.0))
@@ -101,8 +116,11 @@ pub async fn run(
         writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
     } else {
         let mut context = Vec::new();
-        if let (Some(id), Some(p)) = (&report.paste_id, report.paste_shard) {
-            context.push(format!("paste id {id} on P{p}"));
+        if let Some(id) = &report.paste_id {
+            context.push(match report.paste_shard {
+                Some(p) => format!("paste id {id} on P{p}"),
+                None => format!("paste id {id}, its P shard unknown"),
+            });
         }
         if let Some(seconds) = report.age_seconds {
             context.push(format!("created {} ago", age(seconds)));

@@ -40,14 +40,58 @@ struct PasteShardStats {
     reachable: bool,
 }
 
+/// Where the whole deployment is on the alert card: a level only when
+/// every shard answered. A shard that did not may hold the oldest pending,
+/// or be the P that every create waits for: that is never `healthy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Summary {
+    Known(Level),
+    /// Some shard did not answer.
+    Unknown,
+}
+
+impl Summary {
+    fn new(answered: Level, every_shard_answered: bool) -> Self {
+        if every_shard_answered {
+            Summary::Known(answered)
+        } else {
+            Summary::Unknown
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            Summary::Known(level) => level.card_row().action,
+            Summary::Unknown => "Reach the shards that did not answer before reading the level",
+        }
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Summary::Known(level) => level.fmt(f),
+            Summary::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+impl Serialize for Summary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct Total {
     pending: u64,
     older_than_2s: u64,
     older_than_60s: u64,
     oldest_pending_age_seconds: f64,
-    /// Over the shards that answered.
-    level: Level,
+    /// `unknown` unless every K and P shard answered.
+    level: Summary,
+    /// What the K shards that answered read (the level when all did).
+    answered_level: Level,
     action: &'static str,
     key_shards_unreachable: usize,
     paste_shards_unreachable: usize,
@@ -110,14 +154,17 @@ pub async fn run(
         paste_shards.push(PasteShardStats { shard, address: address.clone(), reachable });
     }
     let oldest = key_shards.iter().filter_map(|s| s.oldest_pending_age_seconds).fold(0.0, f64::max);
-    let level = alert_level(oldest, false);
+    let every_shard_answered = key_shards.iter().all(|s| s.reachable) && paste_shards.iter().all(|s| s.reachable);
+    let answered_level = alert_level(oldest, false);
+    let level = Summary::new(answered_level, every_shard_answered);
     let total = Total {
         pending: key_shards.iter().filter_map(|s| s.pending).sum(),
         older_than_2s: key_shards.iter().filter_map(|s| s.older_than_2s).sum(),
         older_than_60s: key_shards.iter().filter_map(|s| s.older_than_60s).sum(),
         oldest_pending_age_seconds: oldest,
         level,
-        action: level.card_row().action,
+        answered_level,
+        action: level.action(),
         key_shards_unreachable: key_shards.iter().filter(|s| !s.reachable).count(),
         paste_shards_unreachable: paste_shards.iter().filter(|s| !s.reachable).count(),
     };
@@ -161,10 +208,21 @@ pub async fn run(
         .map(|s| format!("P{} {}", s.shard, if s.reachable { "reachable" } else { "UNREACHABLE" }))
         .collect();
     writeln!(out, "paste shards: {}", pastes.join(", "))?;
-    let row = t.level.card_row();
-    // A shard that did not answer may hold the oldest pending: never call that healthy.
-    let qualifier = if t.key_shards_unreachable > 0 { "at least " } else { "" };
-    writeln!(out, "level: {qualifier}{} ({}: {}). Action: {}", t.level, row.signal, row.meaning, row.action)?;
+    match t.level {
+        Summary::Known(level) => {
+            let row = level.card_row();
+            writeln!(out, "level: {level} ({}: {}). Action: {}", row.signal, row.meaning, row.action)?;
+        }
+        Summary::Unknown => {
+            let silent = t.key_shards_unreachable + t.paste_shards_unreachable;
+            let answered = if t.key_shards_unreachable == report.key_shards.len() {
+                "no key shard answered".to_owned()
+            } else {
+                format!("the key shards that answered read {}", t.answered_level)
+            };
+            writeln!(out, "level: unknown ({silent} shard(s) did not answer; {answered}). Action: {}", t.action)?;
+        }
+    }
     if t.key_shards_unreachable > 0 {
         writeln!(
             out,

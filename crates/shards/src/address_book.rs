@@ -29,10 +29,12 @@ impl ShardAddresses {
     /// Both lists, normalised, blanks dropped; an error when either is empty.
     pub fn required(&self) -> Result<(Vec<String>, Vec<String>), AddressError> {
         let (keys, pastes) = (normalized_list(&self.key_shards), normalized_list(&self.paste_shards));
-        if keys.is_empty() || pastes.is_empty() {
-            return Err(AddressError::NoShards);
+        match (keys.is_empty(), pastes.is_empty()) {
+            (true, true) => Err(AddressError::NoShards),
+            (true, false) => Err(AddressError::NoKeyShards),
+            (false, true) => Err(AddressError::NoPasteShards),
+            (false, false) => Ok((keys, pastes)),
         }
-        Ok((keys, pastes))
     }
 
     /// These addresses where given, else the ones in `endpoints`, list by list.
@@ -58,6 +60,16 @@ pub enum AddressError {
         "no shard addresses: pass --key-shards and --paste-shards (or PASTEBIN_KEY_SHARDS and PASTEBIN_PASTE_SHARDS)"
     )]
     NoShards,
+    #[error(
+        "--key-shards is missing (the paste shards are given): pass the key service addresses with --key-shards \
+         (or PASTEBIN_KEY_SHARDS)"
+    )]
+    NoKeyShards,
+    #[error(
+        "--paste-shards is missing (the key shards are given): pass the paste service addresses with \
+         --paste-shards (or PASTEBIN_PASTE_SHARDS)"
+    )]
+    NoPasteShards,
     #[error("bad shard address {address}: {reason}")]
     BadAddress { address: String, reason: String },
 }
@@ -195,6 +207,10 @@ pub enum EndpointsError {
     Write { path: String, error: std::io::Error },
 }
 
+/// Where `pastebin up` keeps its state unless told otherwise, relative to
+/// where it runs; `pastebin ctl` looks there when given no addresses.
+pub const DEFAULT_DATA_DIR: &str = "pastebin-data";
+
 impl Endpoints {
     pub const FILE_NAME: &'static str = "endpoints.json";
 
@@ -228,6 +244,11 @@ mod tests {
         let given = ShardAddresses { key_shards: vec!["a:1".into(), " ".into()], paste_shards: vec!["b:2".into()] };
         assert_eq!(given.required().unwrap(), (vec!["a:1".to_owned()], vec!["b:2".to_owned()]));
         assert_eq!(ShardAddresses::default().required(), Err(AddressError::NoShards));
+        let keys_only = ShardAddresses { key_shards: vec!["a:1".into()], paste_shards: vec![] };
+        assert_eq!(keys_only.required(), Err(AddressError::NoPasteShards));
+        assert!(AddressError::NoPasteShards.to_string().starts_with("--paste-shards is missing"));
+        let pastes_only = ShardAddresses { key_shards: vec![" ".into()], paste_shards: vec!["b:2".into()] };
+        assert_eq!(pastes_only.required(), Err(AddressError::NoKeyShards));
         assert!(matches!(channel("http://bad host:1", None), Err(AddressError::BadAddress { .. })));
         assert!(matches!(channel("https://k:1", None), Err(AddressError::BadAddress { .. })));
     }

@@ -31,6 +31,9 @@ pub enum DiscoveryError {
     Refused { kind: &'static str, address: String, reason: String },
     #[error("cannot build the slot map: {0}")]
     Coverage(#[from] CoverageError),
+    /// Plaintext to a TLS shard or the reverse: the sentence says which flags to add.
+    #[error("{0}")]
+    TlsMismatch(String),
 }
 
 /// The longest wait between two tries of a silent shard.
@@ -90,6 +93,13 @@ async fn describe_all<C: DescribedShard>(
     futures::future::join_all(shards).await.into_iter().collect()
 }
 
+/// A mismatch is a configuration to fix, not a shard to wait for: every
+/// part ends with the flags to add (docs/operations.md#refusals-you-will-see).
+async fn tls_mismatch<C: DescribedShard>(address: &str, tls: Option<&MutualTls>) -> Option<String> {
+    let url = pastebin_runtime::grpc::shard_url(address, tls.is_some()).ok()?;
+    crate::tls_probe::mismatch(C::KIND, address, &url, tls.is_some()).await
+}
+
 async fn describe_one<C: DescribedShard>(
     address: &str,
     tls: Option<&MutualTls>,
@@ -109,7 +119,12 @@ async fn describe_one<C: DescribedShard>(
                 let reason = status.message().to_owned();
                 return Err(DiscoveryError::Refused { kind: C::KIND, address: address.to_owned(), reason });
             }
-            Ok(Err(CallError::Uncertain(status))) => status.message().to_owned(),
+            Ok(Err(CallError::Uncertain(status))) => {
+                if let Some(hint) = tls_mismatch::<C>(address, tls).await {
+                    return Err(DiscoveryError::TlsMismatch(hint));
+                }
+                status.message().to_owned()
+            }
             Err(_) => "no answer in time".to_owned(),
         };
         if patience == Patience::AskOnce {

@@ -11,11 +11,14 @@
 //! - [`address_book`]: the flags every command flattens (shard addresses,
 //!   object store), `endpoints.json`, and [`channel`], the one place a
 //!   client channel to a shard is made.
+//! - `tls_probe`: a failed first call that is a TLS mismatch is told apart
+//!   from a shard that is down, and named with the flags to add.
 
 pub mod address_book;
 mod discover;
 mod recovery;
 mod table;
+mod tls_probe;
 
 use std::sync::{Arc, OnceLock};
 
@@ -26,6 +29,7 @@ pub use recovery::{fence, fence_batch, recover_batch, recover_key, BatchFence, D
 
 pub use address_book::{
     channel, endpoint, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
+    DEFAULT_DATA_DIR,
 };
 pub use discover::{discover, DiscoveryError, Patience};
 pub use table::{Claim, CoverageError, SlotTable};
@@ -79,11 +83,28 @@ impl SlotMap {
         &self.pastes.clients[self.paste_shard_index(slot)]
     }
 
+    /// The K shard a call for `slot` goes to. A gateway's or sweeper's map
+    /// waited for every shard, so this is the owner; on an operator tool's
+    /// map a slot of unknown owner routes to a silent shard (its calls fail
+    /// as unreachable). Show people [`Self::key_owner`] instead.
     pub fn key_shard_index(&self, slot: Slot) -> usize {
+        self.keys.table.route(slot)
+    }
+
+    /// The P shard a call for `slot` goes to; see [`Self::key_shard_index`].
+    pub fn paste_shard_index(&self, slot: Slot) -> usize {
+        self.pastes.table.route(slot)
+    }
+
+    /// The K shard that said it owns `slot`, or `None` when no K shard
+    /// that answered claims it.
+    pub fn key_owner(&self, slot: Slot) -> Option<usize> {
         self.keys.table.owner(slot)
     }
 
-    pub fn paste_shard_index(&self, slot: Slot) -> usize {
+    /// The P shard that said it owns `slot`, or `None` when no P shard
+    /// that answered claims it.
+    pub fn paste_owner(&self, slot: Slot) -> Option<usize> {
         self.pastes.table.owner(slot)
     }
 

@@ -26,17 +26,19 @@ pub enum CoverageError {
     Gap { kind: &'static str, slots: Vec<SlotRange> },
 }
 
-/// Slot → index of its shard in the list the table was built from.
+/// Slot → index of its shard in the list the table was built from, as the
+/// shards' own answers say; unknown for a slot no answering shard claims.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotTable {
-    owner: Vec<usize>,
+    owner: Vec<Option<usize>>,
+    /// The first shard that did not answer, if any.
+    silent: Option<usize>,
 }
 
 impl SlotTable {
-    /// Every slot must be claimed by exactly one shard. Slots no answering
-    /// shard claims go to the first shard that did not answer, if any: a
-    /// call routed there fails as unreachable, and if that shard comes back
-    /// owning other slots it refuses the call, so the guess can do no harm.
+    /// Every slot must be claimed by exactly one shard, or be left to shards
+    /// that did not answer (an operator tool goes on without them): then
+    /// its owner is unknown, never guessed.
     pub fn build(kind: &'static str, claims: &[Claim]) -> Result<Self, CoverageError> {
         if claims.is_empty() {
             return Err(CoverageError::NoShards { kind });
@@ -54,15 +56,22 @@ impl SlotTable {
         let silent = claims.iter().position(|claim| claim.slots.is_none());
         let unclaimed = runs(owner.iter().map(Option::is_none));
         match (silent, unclaimed.is_empty()) {
-            (_, true) | (Some(_), false) => {
-                Ok(Self { owner: owner.into_iter().map(|o| o.or(silent).unwrap_or_default()).collect() })
-            }
+            (_, true) | (Some(_), false) => Ok(Self { owner, silent }),
             (None, false) => Err(CoverageError::Gap { kind, slots: unclaimed }),
         }
     }
 
-    pub fn owner(&self, slot: Slot) -> usize {
+    /// The shard that said it owns `slot`; `None` when none that answered did.
+    pub fn owner(&self, slot: Slot) -> Option<usize> {
         self.owner[slot.index()]
+    }
+
+    /// Where a call for `slot` goes: its owner, or for an unknown owner the
+    /// first shard that did not answer, whose calls fail as unreachable (and
+    /// refuse a slot it turns out not to own). What is shown to a person is
+    /// [`Self::owner`], never this.
+    pub fn route(&self, slot: Slot) -> usize {
+        self.owner(slot).or(self.silent).unwrap_or_default()
     }
 }
 
@@ -123,10 +132,10 @@ mod tests {
         let reversed = [claim("d", "128-255"), claim("c", "0-127")];
         let (a, b) = (SlotTable::build("paste", &forward).unwrap(), SlotTable::build("paste", &reversed).unwrap());
         for slot in (0..=255).map(Slot) {
-            assert_eq!(forward[a.owner(slot)].address, reversed[b.owner(slot)].address, "slot {slot}");
+            assert_eq!(forward[a.route(slot)].address, reversed[b.route(slot)].address, "slot {slot}");
         }
-        assert_eq!((a.owner(Slot(127)), a.owner(Slot(128))), (0, 1));
-        assert_eq!((b.owner(Slot(127)), b.owner(Slot(128))), (1, 0));
+        assert_eq!((a.owner(Slot(127)), a.owner(Slot(128))), (Some(0), Some(1)));
+        assert_eq!((b.owner(Slot(127)), b.owner(Slot(128))), (Some(1), Some(0)));
     }
 
     #[test]
@@ -159,9 +168,10 @@ mod tests {
     }
 
     #[test]
-    fn slots_nobody_claims_go_to_a_shard_that_did_not_answer() {
+    fn slots_nobody_claims_have_no_known_owner_and_route_to_a_shard_that_did_not_answer() {
         let table = SlotTable::build("key", &[claim("a", "0-99"), silent("b"), silent("c")]).unwrap();
-        assert_eq!((table.owner(Slot(99)), table.owner(Slot(100)), table.owner(Slot(255))), (0, 1, 1));
+        assert_eq!((table.owner(Slot(99)), table.owner(Slot(100)), table.owner(Slot(255))), (Some(0), None, None));
+        assert_eq!((table.route(Slot(99)), table.route(Slot(100)), table.route(Slot(255))), (0, 1, 1));
         let overlap = SlotTable::build("key", &[silent("b"), claim("a", "0-99"), claim("c", "50-60")]);
         assert!(matches!(overlap, Err(CoverageError::Overlap { .. })), "silence does not excuse an overlap");
     }

@@ -15,6 +15,7 @@ mod client;
 mod client_tls;
 mod compose_topology;
 mod concurrency;
+mod ctl_honesty;
 mod edge;
 mod fence;
 mod gateway_api;

@@ -7,50 +7,50 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use pastebin_core::{RandomMinter, SystemClock};
 use pastebin_gateway::{CreateRateLimit, Gateway, GatewaySettings};
 use pastebin_objects::ObjectStore;
-use pastebin_runtime::{grpc::GrpcLimits, http::HttpLimits};
+use pastebin_runtime::{grpc::GrpcLimits, help, http::HttpLimits};
 use pastebin_shards::{SlotMap, SlotMapCell};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct GatewayArgs {
     /// HTTP listen address.
-    #[arg(long, env = "PASTEBIN_HTTP", default_value = "127.0.0.1:8080")]
+    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
     /// gRPC listen address for the public API.
-    #[arg(long, env = "PASTEBIN_GRPC", default_value = "127.0.0.1:50051")]
+    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_GRPC", default_value = "127.0.0.1:50051")]
     pub grpc: SocketAddr,
     /// Base URL of the links handed to clients (default: http://<--http>).
-    #[arg(long, env = "PASTEBIN_PUBLIC_URL")]
+    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// The largest paste, in bytes.
-    #[arg(long, env = "PASTEBIN_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024)]
+    #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024)]
     pub max_content_bytes: usize,
     /// How long highlighting one paste may take, in milliseconds, before its
     /// page shows plain text instead (docs/reader-features.md#highlighting).
-    #[arg(long, env = "PASTEBIN_HIGHLIGHT_BUDGET_MS", default_value_t = 2_000)]
+    #[arg(long, help_heading = help::READING, env = "PASTEBIN_HIGHLIGHT_BUDGET_MS", default_value_t = 2_000)]
     pub highlight_budget_ms: u64,
     /// The budget of one create, read or delete, in milliseconds: every call
     /// inside it carries what is left (docs/design.md#saga). Past it the
     /// answer is 503 and a create's retry rolls the same key forward.
-    #[arg(long, env = "PASTEBIN_REQUEST_BUDGET_MS", default_value_t = pastebin_core::CREATE_BUDGET.as_millis() as u64)]
+    #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_REQUEST_BUDGET_MS", default_value_t = pastebin_core::CREATE_BUDGET.as_millis() as u64)]
     pub request_budget_ms: u64,
     /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
-    #[arg(long, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    #[arg(long, help_heading = help::READING, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub read_cache_bytes: u64,
     /// Creates in flight at once per key shard; past it creates get 503 + Retry-After at once
     /// [default: 64; 32 in `pastebin up`].
-    #[arg(long, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD")]
+    #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD")]
     pub creates_in_flight_per_shard: Option<usize>,
     /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
-    #[arg(long, env = "PASTEBIN_CREATE_RATE_LIMIT")]
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT")]
     pub create_rate_limit: Option<CreateRateLimit>,
     /// A proxy (IP or CIDR, repeatable or comma-separated) whose X-Forwarded-For names the client.
-    #[arg(long, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_proxy)]
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
     /// Refuse creates without a valid `Authorization: Bearer` create token from --create-tokens-file.
-    #[arg(long, env = "PASTEBIN_REQUIRE_CREATE_TOKEN", requires = "create_tokens_file")]
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_REQUIRE_CREATE_TOKEN", requires = "create_tokens_file")]
     pub require_create_token: bool,
     /// The create tokens file (`pastebin ctl tokens add|list|revoke --file PATH`); re-read when it changes.
-    #[arg(long, env = "PASTEBIN_CREATE_TOKENS_FILE")]
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_TOKENS_FILE")]
     pub create_tokens_file: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -86,6 +86,7 @@ impl GatewayArgs {
 }
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = help::TELEMETRY)]
 pub struct AdminArgs {
     /// Admin listener (`/metrics`, and `/dashboard` where a sweeper runs). Off when unset.
     #[arg(long, env = "PASTEBIN_ADMIN")]
@@ -135,6 +136,7 @@ fn timeout_flag() -> clap::builder::RangedU64ValueParser {
 
 /// How much one listener takes before it refuses (docs/configuration.md#limits).
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = help::LIMITS)]
 pub struct LimitArgs {
     /// Seconds to receive a request's headers; also how long an idle kept-alive connection stays open.
     #[arg(long, env = "PASTEBIN_HEADER_READ_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
@@ -187,6 +189,7 @@ impl LimitArgs {
 }
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = help::SWEEPER)]
 pub struct SweeperArgs {
     /// Seconds between sweeper rounds.
     #[arg(long, env = "PASTEBIN_SWEEP_INTERVAL_SECS", default_value_t = 5, value_parser = seconds_flag())]

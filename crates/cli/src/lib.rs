@@ -18,7 +18,7 @@ use pastebin_core::{Clock, SlotRange, SystemClock};
 use pastebin_runtime::{
     db,
     grpc::{GrpcLimits, GrpcServer, ServerOptions},
-    readiness,
+    help, readiness,
     shard_slots::{self, Resharding},
     shutdown_signal, telemetry,
     tls::{ClientAuth, MutualTls, TlsArgs},
@@ -32,12 +32,12 @@ use tokio::net::TcpListener;
 pub struct Cli {
     /// Log lines as `text` or `json` (one object per line). Spans are exported by OTLP
     /// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
-    #[arg(long, global = true, env = "PASTEBIN_LOG_FORMAT", default_value = "text")]
+    #[arg(long, global = true, env = "PASTEBIN_LOG_FORMAT", default_value = "text", help_heading = help::TELEMETRY)]
     pub log_format: telemetry::LogFormat,
     /// Seconds a serving part may take to drain after SIGTERM or SIGINT before it
     /// stops with work in flight (docs/operations.md#stopping).
     #[arg(long, global = true, env = "PASTEBIN_DRAIN_TIMEOUT_SECS", default_value_t = 20,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
+          value_parser = clap::value_parser!(u64).range(1..=3600), help_heading = help::TELEMETRY)]
     pub drain_timeout_secs: u64,
     #[command(subcommand)]
     pub command: Command,
@@ -55,7 +55,7 @@ pub enum Command {
     /// expiry and the object reaper. Several may run at once.
     Sweeper(SweeperCommand),
     /// Run everything in one process on the embedded default: SQLite shards,
-    /// a local object directory, the gateway. K and P still speak gRPC on loopback.
+    /// a local object directory, the gateway. K and P listen only on Unix sockets in the data directory.
     Up(up::UpArgs),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
@@ -68,51 +68,49 @@ pub enum Command {
     Client(pastebin_client::ClientCommand),
 }
 
+/// Fields in `--help` order: what a part cannot run without comes first.
 #[derive(Debug, clap::Args)]
 pub struct SweeperCommand {
-    #[command(flatten)]
-    pub admin: flags::AdminArgs,
-    /// The sweeper's identity towards K and P.
-    #[command(flatten)]
-    pub tls: TlsArgs,
-    #[command(flatten)]
-    pub sweeper: flags::SweeperArgs,
     #[command(flatten)]
     pub shards: pastebin_shards::ShardAddresses,
     #[command(flatten)]
     pub objects: pastebin_shards::ObjectStoreArgs,
+    #[command(flatten)]
+    pub sweeper: flags::SweeperArgs,
+    /// The sweeper's identity towards K and P.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
 }
 
+/// Fields in `--help` order: what a part cannot run without comes first.
 #[derive(Debug, clap::Args)]
 pub struct GatewayCommand {
     #[command(flatten)]
-    pub admin: flags::AdminArgs,
+    pub shards: pastebin_shards::ShardAddresses,
+    #[command(flatten)]
+    pub objects: pastebin_shards::ObjectStoreArgs,
+    #[command(flatten)]
+    pub gateway: flags::GatewayArgs,
     /// The gateway's identity towards K and P, and its public gRPC listener's certificate.
     #[command(flatten)]
     pub tls: TlsArgs,
     /// Whether the public gRPC listener asks its clients for a certificate
     /// signed by --tls-ca (needs the --tls-* flags).
-    #[arg(long, env = "PASTEBIN_TLS_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off)]
+    #[arg(long, env = "PASTEBIN_TLS_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off,
+          help_heading = help::TLS)]
     pub tls_client_auth: ClientAuth,
     #[command(flatten)]
-    pub gateway: flags::GatewayArgs,
-    #[command(flatten)]
-    pub shards: pastebin_shards::ShardAddresses,
-    #[command(flatten)]
-    pub objects: pastebin_shards::ObjectStoreArgs,
+    pub admin: flags::AdminArgs,
 }
 
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = help::DATABASE)]
 pub struct ShardArgs {
     /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
     #[arg(long, env = "PASTEBIN_DATABASE_URL", hide_env_values = true)]
     pub database_url: secret::Secret,
-    /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
-    #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061")]
-    pub listen: SocketAddr,
-    /// Database connections in the pool.
-    #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
-    pub db_connections: u32,
     /// The slots this shard owns, FIRST-LAST inclusive. Stored in its
     /// database on first start; a later start with another range refuses.
     #[arg(long, env = "PASTEBIN_SLOTS", default_value_t = SlotRange::ALL)]
@@ -122,6 +120,15 @@ pub struct ShardArgs {
     /// no environment variable, so it cannot stay set by accident.
     #[arg(long)]
     pub reshard: bool,
+    /// Database connections in the pool.
+    #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
+    pub db_connections: u32,
+    /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
+    #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061", help_heading = help::LISTENERS)]
+    pub listen: SocketAddr,
+    /// Answer gRPC reflection (off by default: the service is internal).
+    #[arg(long, env = "PASTEBIN_REFLECTION", help_heading = help::LISTENERS)]
+    pub reflection: bool,
     #[command(flatten)]
     pub limits: flags::LimitArgs,
     #[command(flatten)]
@@ -129,9 +136,6 @@ pub struct ShardArgs {
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
     pub tls: TlsArgs,
-    /// Answer gRPC reflection (off by default: the service is internal).
-    #[arg(long, env = "PASTEBIN_REFLECTION")]
-    pub reflection: bool,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -357,6 +361,66 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The command line as `pastebin` builds it (global flags propagated).
+    fn built() -> clap::Command {
+        let mut cli = Cli::command();
+        cli.build();
+        cli
+    }
+
+    /// What `pastebin WORDS --help` prints.
+    fn help_of(words: &[&str]) -> String {
+        let argv = std::iter::once("pastebin").chain(words.iter().copied()).chain(["--help"]);
+        let shown = Cli::try_parse_from(argv).expect_err("--help ends the parse");
+        assert_eq!(shown.kind(), clap::error::ErrorKind::DisplayHelp, "{shown}");
+        shown.render().to_string()
+    }
+
+    /// One terminal screen: what a part cannot run without is on it.
+    const FIRST_SCREEN: usize = 40;
+
+    #[test]
+    fn every_part_shows_the_flags_it_cannot_run_without_on_the_first_screen_of_its_help() {
+        let shards = ["--key-shards", "--paste-shards"];
+        let objects = ["--objects-dir", "--s3-bucket"];
+        let shard = ["--database-url", "--slots", "--listen"];
+        let ctl = ["--data-dir", "--key-shards", "--paste-shards"];
+        let needs: [(&[&str], &[&str]); 10] = [
+            (&["key-service"], &shard),
+            (&["paste-service"], &shard),
+            (&["gateway"], &[shards, objects].concat()),
+            (&["sweeper"], &[shards, objects].concat()),
+            (&["up"], &["--data-dir", "--http"]),
+            (&["ctl", "stats"], &ctl),
+            (&["ctl", "pending"], &ctl),
+            (&["ctl", "recover"], &ctl),
+            (&["ctl", "reconcile"], &[&ctl[..], &objects].concat()),
+            (&["ctl", "tokens"], &["--file"]),
+        ];
+        for (words, flags) in needs {
+            let help = help_of(words);
+            for flag in flags {
+                let line = help.lines().position(|line| line.trim_start().starts_with(flag));
+                let line = line.unwrap_or_else(|| panic!("{flag} is not in `pastebin {words:?} --help`:\n{help}"));
+                assert!(line < FIRST_SCREEN, "{flag} is on line {line} of `pastebin {words:?} --help`:\n{help}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_flag_of_every_serving_part_and_of_ctl_is_under_a_heading() {
+        let cli = built();
+        for part in ["key-service", "paste-service", "gateway", "sweeper", "up", "ctl"] {
+            let command = cli.find_subcommand(part).unwrap();
+            let loose: Vec<String> = command
+                .get_arguments()
+                .filter(|arg| arg.get_help_heading().is_none() && !["help", "version"].contains(&arg.get_id().as_str()))
+                .map(|arg| arg.get_id().to_string())
+                .collect();
+            assert!(loose.is_empty(), "`pastebin {part} --help` lists {loose:?} under no heading");
+        }
+    }
 
     #[test]
     fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {

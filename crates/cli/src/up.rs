@@ -37,14 +37,15 @@ const PART: &str = "pastebin up";
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
     /// Where the shards' databases, the objects and `endpoints.json` live.
-    #[arg(long, env = "PASTEBIN_DATA_DIR", default_value = pastebin_shards::DEFAULT_DATA_DIR)]
+    #[arg(long, env = "PASTEBIN_DATA_DIR", default_value = pastebin_shards::DEFAULT_DATA_DIR,
+          help_heading = pastebin_runtime::help::DATABASE)]
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub gateway: GatewayArgs,
     #[command(flatten)]
     pub sweeper: SweeperArgs,
     /// Admin listener: `/metrics` of every part and the pending-age `/dashboard`.
-    #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090")]
+    #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090", help_heading = pastebin_runtime::help::TELEMETRY)]
     pub admin: SocketAddr,
 }
 

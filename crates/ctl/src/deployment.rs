@@ -23,7 +23,7 @@ pub struct EndpointArgs {
     /// Data directory of a running `pastebin up`: shard addresses from its
     /// `endpoints.json`, objects from its `objects/` directory. Without it and
     /// without shard addresses, `./pastebin-data` if it exists.
-    #[arg(long, env = "PASTEBIN_DATA_DIR", global = true)]
+    #[arg(long, env = "PASTEBIN_DATA_DIR", global = true, help_heading = pastebin_runtime::help::SHARDS)]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub shards: ShardAddresses,
@@ -32,7 +32,7 @@ pub struct EndpointArgs {
     pub objects: ObjectStoreArgs,
     /// Deadline of each call to a shard or the object store, in seconds.
     #[arg(long, env = "PASTEBIN_CTL_TIMEOUT_SECS", default_value_t = 5, global = true,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
+          value_parser = clap::value_parser!(u64).range(1..=3600), help_heading = pastebin_runtime::help::LIMITS)]
     pub timeout_secs: u64,
     /// ctl's own identity towards K and P.
     #[command(flatten)]

@@ -10,14 +10,16 @@
 //! shard's slot range in its database and refuses calls outside it, and
 //! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
 //! [`readiness`] is what `/readyz` and gRPC health say about whether the
-//! process can work, and [`lock`] keeps two processes off one data directory,
-//! SQLite file or objects directory.
+//! process can work, [`help`] names the headings `--help` groups flags
+//! under, and [`lock`] keeps two processes off one data directory, SQLite
+//! file or objects directory.
 
 pub mod db;
 pub mod failpoints;
 pub mod files;
 mod group_commit;
 pub mod grpc;
+pub mod help;
 pub mod http;
 pub mod lock;
 pub mod metrics;

@@ -21,6 +21,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `--tls-cert`, `--tls-key`, `--tls-ca`: this part's identity and the CA it trusts.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = crate::help::TLS)]
 pub struct TlsArgs {
     /// This part's certificate (PEM; leaf first, then any intermediates). With
     /// --tls-key and --tls-ca: mutual TLS to and from K and P.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 /// Where the K and P shards are. The order of a list does not matter: each
 /// shard says which slots it owns (see [`crate::discover`]).
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = pastebin_runtime::help::SHARDS)]
 pub struct ShardAddresses {
     /// Key service (shard K) addresses, comma-separated, in any order.
     #[arg(long, env = "PASTEBIN_KEY_SHARDS", value_delimiter = ',', global = true)]
@@ -126,6 +127,7 @@ pub fn endpoint(address: &str, tls: Option<&MutualTls>) -> Result<tonic::transpo
 
 /// Where the objects are: a directory or an S3 bucket.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = pastebin_runtime::help::OBJECT_STORE)]
 pub struct ObjectStoreArgs {
     /// Keep objects in this directory (the embedded default's choice).
     #[arg(long, env = "PASTEBIN_OBJECTS_DIR", conflicts_with = "s3_bucket", global = true)]

@@ -35,6 +35,7 @@ mod read_cache;
 mod reader;
 mod reader_store;
 mod readiness;
+mod readme;
 mod recovery_invariants;
 mod reflection;
 mod saga;

@@ -15,7 +15,8 @@ use pastebin_core::{CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId,
 use pastebin_keys::{KeyClient, NewKey};
 use pastebin_objects::{ObjectStore, S3Store};
 use pastebin_pastes::{NewPaste, PasteClient};
-use pastebin_shards::{channel, ObjectStoreArgs, ObjectStoreConfig};
+use pastebin_runtime::{grpc::CallError, tls::MutualTls};
+use pastebin_shards::{channel, tls_mismatch, ObjectStoreArgs, ObjectStoreConfig};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
 use tokio::sync::Mutex;
@@ -174,11 +175,36 @@ impl Harness {
 }
 
 /// The slots the K and the P shard under test both own.
-async fn shared_slots(keys: &KeyClient, pastes: &PasteClient) -> anyhow::Result<SlotRange> {
-    let (k, p) = (keys.describe().await?, pastes.describe().await?);
+async fn shared_slots(
+    args: &StepsArgs,
+    tls: Option<&MutualTls>,
+    keys: &KeyClient,
+    pastes: &PasteClient,
+) -> anyhow::Result<SlotRange> {
+    let k = described("key", &args.key_service, tls, keys.describe().await).await?;
+    let p = described("paste", &args.paste_service, tls, pastes.describe().await).await?;
     let (first, last) = (k.first().max(p.first()), k.last().min(p.last()));
     SlotRange::new(first.0, last.0)
         .map_err(|_| anyhow::anyhow!("the K shard owns slots {k} and the P shard {p}: no slot in common"))
+}
+
+/// A shard's answer to `Describe`, or why there is none: a TLS mismatch
+/// named with the flags to add, as every client of K and P names it.
+async fn described(
+    kind: &str,
+    address: &str,
+    tls: Option<&MutualTls>,
+    answer: Result<SlotRange, CallError>,
+) -> anyhow::Result<SlotRange> {
+    match answer {
+        Ok(slots) => Ok(slots),
+        Err(error) => Err(match tls_mismatch(kind, address, tls).await {
+            Some(hint) => anyhow::anyhow!(hint),
+            None => {
+                anyhow::Error::new(error).context(format!("the {kind} shard {address} did not say which slots it owns"))
+            }
+        }),
+    }
 }
 
 pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
@@ -186,7 +212,7 @@ pub async fn run(args: StepsArgs) -> anyhow::Result<()> {
     let key_channel = channel(&args.key_service, tls.as_ref())?;
     let keys = KeyClient::new(key_channel.clone());
     let pastes = PasteClient::new(channel(&args.paste_service, tls.as_ref())?);
-    let slots = shared_slots(&keys, &pastes).await?;
+    let slots = shared_slots(&args, tls.as_ref(), &keys, &pastes).await?;
     let key_db = match &args.key_database_url {
         Some(url) => Some(
             pastebin_runtime::db::connect(url, args.connections.max(1) as u32, &pastebin_keys::MIGRATIONS)

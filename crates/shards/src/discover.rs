@@ -93,11 +93,15 @@ async fn describe_all<C: DescribedShard>(
     futures::future::join_all(shards).await.into_iter().collect()
 }
 
-/// A mismatch is a configuration to fix, not a shard to wait for: every
-/// part ends with the flags to add (docs/operations.md#refusals-you-will-see).
-async fn tls_mismatch<C: DescribedShard>(address: &str, tls: Option<&MutualTls>) -> Option<String> {
+/// When a call to the `kind` shard at `address` failed because one side
+/// speaks TLS and the other does not, the sentence with the flags to add;
+/// `None` for any other failure. A mismatch is a configuration to fix, not a
+/// shard to wait for: [`discover`] asks this after a failed first call, and
+/// so does every tool that calls a shard without it
+/// (docs/operations.md#refusals-you-will-see).
+pub async fn tls_mismatch(kind: &str, address: &str, tls: Option<&MutualTls>) -> Option<String> {
     let url = pastebin_runtime::grpc::shard_url(address, tls.is_some()).ok()?;
-    crate::tls_probe::mismatch(C::KIND, address, &url, tls.is_some()).await
+    crate::tls_probe::mismatch(kind, address, &url, tls.is_some()).await
 }
 
 async fn describe_one<C: DescribedShard>(
@@ -120,7 +124,7 @@ async fn describe_one<C: DescribedShard>(
                 return Err(DiscoveryError::Refused { kind: C::KIND, address: address.to_owned(), reason });
             }
             Ok(Err(CallError::Uncertain(status))) => {
-                if let Some(hint) = tls_mismatch::<C>(address, tls).await {
+                if let Some(hint) = tls_mismatch(C::KIND, address, tls).await {
                     return Err(DiscoveryError::TlsMismatch(hint));
                 }
                 status.message().to_owned()

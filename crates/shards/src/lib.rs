@@ -12,7 +12,8 @@
 //!   object store), `endpoints.json`, and [`channel`], the one place a
 //!   client channel to a shard is made.
 //! - `tls_probe`: a failed first call that is a TLS mismatch is told apart
-//!   from a shard that is down, and named with the flags to add.
+//!   from a shard that is down, and named with the flags to add
+//!   ([`tls_mismatch`], for tools that call a shard without [`discover`]).
 
 pub mod address_book;
 mod discover;
@@ -31,7 +32,7 @@ pub use address_book::{
     channel, endpoint, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
     DEFAULT_DATA_DIR,
 };
-pub use discover::{discover, DiscoveryError, Patience};
+pub use discover::{discover, tls_mismatch, DiscoveryError, Patience};
 pub use table::{Claim, CoverageError, SlotTable};
 
 /// One shard: where it is, the range it said it owns (`None` when it did

@@ -125,8 +125,16 @@ async fn ctl_without_flags_finds_pastebin_data_in_the_working_directory() {
     up.kill().await;
 }
 
+/// Runs the testbed to its exit; it must fail, and its stderr is returned.
+async fn refused(args: &[String]) -> String {
+    let output = run_to_exit(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{args:?} must refuse: {log}");
+    log
+}
+
 #[tokio::test]
-async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_ctl_and_by_a_gateway() {
+async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_every_client_of_k_and_p() {
     let certs = tempfile::tempdir().unwrap();
     let tls = ctl_certs(&certs.path().join("certs"));
     let cluster = Cluster::start(ClusterOptions { tls: Some(tls.clone()), ..Default::default() }).await;
@@ -138,10 +146,18 @@ async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_ctl_and_by_a_gateway()
 
     let objects = tempfile::tempdir().unwrap();
     let (keys, pastes) = (&plain[1..2], &plain[3..4]);
-    let gateway =
-        run_to_exit(&gateway_args(keys, pastes, objects.path()).iter().map(String::as_str).collect::<Vec<_>>()).await;
-    let log = String::from_utf8_lossy(&gateway.stderr);
-    assert!(!gateway.status.success() && log.contains("serves TLS, but this part has no TLS files"), "{log}");
+    let no_tls_files = "serves TLS, but this part has no TLS files: add --tls-ca";
+    let gateway = refused(&gateway_args(keys, pastes, objects.path())).await;
+    assert!(gateway.contains(no_tls_files), "the gateway: {gateway}");
+    let objects_dir = objects.path().to_str().unwrap().to_owned();
+    let sweeper = with(&["sweeper", "--objects-dir", &objects_dir], &plain[..4]);
+    let sweeper = refused(&sweeper).await;
+    assert!(sweeper.contains(no_tls_files), "the sweeper: {sweeper}");
+    let (key, paste) =
+        (cluster.key_addresses[0].replace("https://", ""), cluster.paste_addresses[0].replace("https://", ""));
+    let bench = ["bench", "steps", "--key-service", &key, "--paste-service", &paste, "--objects-dir", &objects_dir];
+    let bench = refused(&bench.map(String::from)).await;
+    assert!(bench.contains(&format!("key shard {key} {no_tls_files}")), "bench steps: {bench}");
 
     let plaintext = Cluster::start(ClusterOptions::default()).await;
     let bare: Vec<String> = shard_flags(&plaintext).iter().map(|flag| flag.replace("http://", "")).collect();

@@ -109,6 +109,8 @@ pub struct GatewayCommand {
 #[command(next_help_heading = help::DATABASE)]
 pub struct ShardArgs {
     /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
+    /// Several PostgreSQL servers, libpq's way, fail over without a proxy:
+    /// postgres://u@db1:5432,db2:5432/keys?target_session_attrs=read-write
     #[arg(long, env = "PASTEBIN_DATABASE_URL", hide_env_values = true)]
     pub database_url: secret::Secret,
     /// The slots this shard owns, FIRST-LAST inclusive. Stored in its
@@ -231,7 +233,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     // Required: a shard without its database can do nothing.
     readiness::start_checking("database", readiness::Weight::Required, move || {
         let database = database.clone();
-        async move { db::check_reachable(database.pool()).await }
+        async move { db::check_reachable(&database).await }
     })
     .await;
     let listener = bind(args.listen, what).await?;

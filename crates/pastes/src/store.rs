@@ -38,7 +38,7 @@ impl TombstoneReason {
 }
 
 /// Shard P's storage. The same SQL runs on PostgreSQL and SQLite. Reads go
-/// to the pool; every write goes through [`Database::execute`] or
+/// through [`Database::read`]; every write goes through [`Database::execute`] or
 /// [`Database::write`], committed (on SQLite, in a group) when they return.
 #[derive(Clone)]
 pub struct PasteStore {
@@ -91,15 +91,21 @@ impl PasteStore {
     /// A readable paste: live and not yet expired. Expiry is checked here, so
     /// an expired paste is gone at once even before its row is purged.
     pub async fn get_live(&self, id: &PasteId) -> Result<Option<PasteRow>, PasteStoreError> {
-        let row = sqlx::query(
-            "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language, burn_after_reading
-               FROM pastes
-              WHERE id = $1 AND state = 'live' AND expires_at > $2",
-        )
-        .bind(id.as_str())
-        .bind(to_millis(self.clock.now()))
-        .fetch_optional(self.db.pool())
-        .await?;
+        let now = to_millis(self.clock.now());
+        let row = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language,
+                            burn_after_reading
+                       FROM pastes
+                      WHERE id = $1 AND state = 'live' AND expires_at > $2",
+                )
+                .bind(id.as_str())
+                .bind(now)
+                .fetch_optional(pool)
+            })
+            .await?;
         row.as_ref().map(paste_from_row).transpose()
     }
 
@@ -183,9 +189,11 @@ impl PasteStore {
     /// never seen it (the fence would tombstone it). An expired but not yet
     /// purged row is `Live`, exactly as the fence sees it.
     pub async fn peek_fate(&self, id: &PasteId) -> Result<Option<IdFate>, PasteStoreError> {
-        let state: Option<String> = sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(self.db.pool())
+        let state: Option<String> = self
+            .db
+            .read(|pool| {
+                sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1").bind(id.as_str()).fetch_optional(pool)
+            })
             .await?;
         fate_of(state.as_deref())
     }
@@ -204,7 +212,7 @@ impl PasteStore {
         for id in ids {
             read = read.bind(id.to_string());
         }
-        let states: Vec<(String, String)> = read.fetch_all(self.db.pool()).await?;
+        let states: Vec<(String, String)> = self.db.read(|pool| read.fetch_all(pool)).await?;
         let states: HashMap<String, String> = states.into_iter().collect();
         ids.iter().map(|id| Ok((id.clone(), fate_of(states.get(id.as_str()).map(String::as_str))?))).collect()
     }
@@ -214,13 +222,17 @@ impl PasteStore {
     /// time; the update is guarded so two deletes cannot both succeed.
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        let stored: Option<String> = sqlx::query_scalar(
-            "SELECT delete_token_sha256 FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
-        )
-        .bind(id.as_str())
-        .bind(now)
-        .fetch_optional(self.db.pool())
-        .await?;
+        let stored: Option<String> = self
+            .db
+            .read(|pool| {
+                sqlx::query_scalar(
+                    "SELECT delete_token_sha256 FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
+                )
+                .bind(id.as_str())
+                .bind(now)
+                .fetch_optional(pool)
+            })
+            .await?;
         let Some(stored) = stored else {
             return Ok(DeleteOutcome::NotFound);
         };

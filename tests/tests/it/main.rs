@@ -17,6 +17,7 @@ mod compose_topology;
 mod concurrency;
 mod ctl_honesty;
 mod edge;
+mod failover;
 mod fence;
 mod gateway_api;
 mod group_commit;

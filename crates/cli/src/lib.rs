@@ -133,11 +133,11 @@ pub struct ShardArgs {
     pub reflection: bool,
     #[command(flatten)]
     pub limits: flags::LimitArgs,
-    #[command(flatten)]
-    pub admin: flags::AdminArgs,
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -421,6 +421,19 @@ mod tests {
                 .map(|arg| arg.get_id().to_string())
                 .collect();
             assert!(loose.is_empty(), "`pastebin {part} --help` lists {loose:?} under no heading");
+        }
+    }
+
+    #[test]
+    fn the_client_commands_show_their_own_flags_first_then_where_the_server_and_journal_are() {
+        for (command, own) in [("paste", "--expires"), ("pastes", "--all"), ("delete", "<ID>")] {
+            let help = help_of(&[command]);
+            let heading = help.find("\nServer and journal:\n").unwrap_or_else(|| panic!("`{command} --help`:\n{help}"));
+            let (first, then) = help.split_at(heading);
+            assert!(first.contains(own), "`{command} --help` shows {own} first:\n{help}");
+            for flag in ["--server", "--state-dir", "--timeout", "--create-token"] {
+                assert!(then.contains(flag) && !first.contains(flag), "`{command} --help` groups {flag}:\n{help}");
+            }
         }
     }
 

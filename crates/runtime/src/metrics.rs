@@ -37,6 +37,13 @@ pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 /// Burn-after-reading pastes read (and so deleted) by their one reader.
 pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 
+/// Highlighted renders of paste pages, by how they ended: `highlighted`,
+/// `out_of_time` (plain text from then on) or `abandoned` (every view waiting
+/// for it went away). At most one per paste per gateway, reveals included.
+pub const PAGE_RENDERS: &str = "pastebin_page_renders_total";
+/// `POST /{id}` reveals (the "show it" button of a paste page).
+pub const PAGE_REVEALS: &str = "pastebin_page_reveals_total";
+
 /// Connections and requests the edge turned away, by `reason`:
 /// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
 pub const EDGE_REFUSALS: &str = "pastebin_edge_refusals_total";
@@ -59,6 +66,8 @@ pub const ALL: &[&str] = &[
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
     PASTES_BURNED,
+    PAGE_RENDERS,
+    PAGE_REVEALS,
     EDGE_REFUSALS,
     GROUP_COMMIT_WRITES,
 ];

@@ -31,6 +31,7 @@ mod objects;
 mod openapi;
 mod operators;
 mod overlapping_attempts;
+mod page_costs;
 mod paste_store;
 mod read_cache;
 mod reader;

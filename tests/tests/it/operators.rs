@@ -457,6 +457,10 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     .await
     .unwrap();
     eprintln!("screenshot: {}", screenshot.display());
+    if std::env::var_os("PASTEBIN_UPDATE_SCREENSHOTS").is_some() {
+        let dark = screenshot.with_file_name("dashboard-slow-dark.png");
+        std::fs::copy(dark, workspace().join("docs/screenshots/dashboard-dark.png")).unwrap();
+    }
 
     for key in &seeded {
         age_key(&cluster, key, 100).await;

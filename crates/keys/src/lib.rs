@@ -14,7 +14,7 @@ mod service;
 mod store;
 
 pub use client::KeyClient;
-pub use record::{AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+pub use record::{AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
 

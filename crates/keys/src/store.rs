@@ -2,12 +2,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use pastebin_core::{
-    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
+    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, Slot,
+    KEY_RETENTION,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyStoreError {
@@ -219,6 +220,38 @@ impl KeyStore {
             }
         }
         Ok(named)
+    }
+
+    /// Up to `limit` keys whose paste id is in `slot`, ordered by (paste id,
+    /// key), after the cursor `after` (the last of the previous page).
+    pub async fn list_slot(
+        &self,
+        slot: Slot,
+        after: Option<(&PasteId, &IdempotencyKey)>,
+        limit: u32,
+    ) -> Result<Vec<SlotKey>, KeyStoreError> {
+        let (after_id, after_key) = after.map(|(id, key)| (id.to_string(), key.canonical())).unwrap_or_default();
+        let rows = sqlx::query(
+            "SELECT key, paste_id, state, created_at FROM idempotency_keys
+              WHERE substr(paste_id, 1, 2) = $1 AND (paste_id > $2 OR (paste_id = $2 AND key > $3))
+              ORDER BY paste_id, key LIMIT $4",
+        )
+        .bind(PasteId::slot_prefix_of(slot))
+        .bind(after_id)
+        .bind(after_key)
+        .bind(i64::from(limit))
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(SlotKey {
+                    key: parse_key(row)?,
+                    paste_id: parse_paste_id(row)?,
+                    state: row.try_get::<String, _>("state")?.parse().map_err(corrupt)?,
+                    created_at: from_millis(row.try_get("created_at")?),
+                })
+            })
+            .collect()
     }
 
     /// aborted → pending with a fresh paste id and body. The key's clock

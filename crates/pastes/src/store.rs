@@ -2,12 +2,12 @@ use std::{collections::HashMap, sync::Arc};
 
 use pastebin_core::{
     from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes,
-    PasteId,
+    PasteId, Slot,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasteStoreError {
@@ -215,6 +215,45 @@ impl PasteStore {
         let states: Vec<(String, String)> = self.db.read(|pool| read.fetch_all(pool)).await?;
         let states: HashMap<String, String> = states.into_iter().collect();
         ids.iter().map(|id| Ok((id.clone(), fate_of(states.get(id.as_str()).map(String::as_str))?))).collect()
+    }
+
+    /// Up to `limit` rows (live and tombstones) of `slot`, ordered by id,
+    /// after the id `after`.
+    pub async fn list_slot(
+        &self,
+        slot: Slot,
+        after: Option<&PasteId>,
+        limit: u32,
+    ) -> Result<Vec<SlotRow>, PasteStoreError> {
+        let rows = sqlx::query(
+            "SELECT id, state, created_at, content_sha256 FROM pastes
+              WHERE substr(id, 1, 2) = $1 AND id > $2 ORDER BY id LIMIT $3",
+        )
+        .bind(PasteId::slot_prefix_of(slot))
+        .bind(after.map(ToString::to_string).unwrap_or_default())
+        .bind(i64::from(limit))
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+                let state: String = row.try_get("state")?;
+                let content_sha256 = match row.try_get::<Option<String>, _>("content_sha256")? {
+                    Some(hex_text) if state == "live" => {
+                        let mut hash = [0u8; 32];
+                        hex::decode_to_slice(hex_text, &mut hash).map_err(|_| corrupt("content_sha256"))?;
+                        Some(hash)
+                    }
+                    _ => None,
+                };
+                Ok(SlotRow {
+                    id: PasteId::parse(&row.try_get::<String, _>("id")?).map_err(|_| corrupt("id"))?,
+                    fate: fate_of(Some(&state))?.ok_or_else(|| corrupt("state"))?,
+                    created_at: from_millis(row.try_get("created_at")?),
+                    content_sha256,
+                })
+            })
+            .collect()
     }
 
     /// Deleting turns the row into a tombstone, so the id can never be

@@ -22,6 +22,11 @@ pub const SWEEPER_DECISIONS: &str = "pastebin_sweeper_decisions_total";
 /// Ids the reaper or recovery left unfenced because a done key names them
 /// while their P shard has no row: lost pastes (run `ctl reconcile`).
 pub const LOST_PASTES_SPARED: &str = "pastebin_lost_pastes_spared_total";
+/// What the sweeper's running cross-check of K, P and the objects found, summed
+/// over every slot's latest check, by `kind`: `lost_paste` (done key, no paste
+/// row), `missing_object` (done key or live row, no object), `orphan` (live
+/// paste, no key). Anything above 0 is a loss: run `ctl reconcile`.
+pub const DIVERGENT_IDS: &str = "pastebin_divergent_ids";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";
 /// 1 if the sweeper reached this P shard in its last round, else 0 (`shard` label).
@@ -59,6 +64,7 @@ pub const ALL: &[&str] = &[
     OLDEST_PENDING_AGE_SECONDS,
     PENDING_KEYS_OLDER_THAN,
     SWEEPER_DECISIONS,
+    DIVERGENT_IDS,
     SWEEPER_LAST_SUCCESS,
     PASTE_SHARD_REACHABLE,
     RETIRED_KEYS,

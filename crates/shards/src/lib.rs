@@ -8,6 +8,8 @@
 //!   [`SlotMap`] from the answers, so the order of an address list never
 //!   matters (docs/design.md#shard-identity). A gateway holds it in a
 //!   [`SlotMapCell`], empty (not ready) until every shard has answered.
+//! - [`reconcile`]: one slot's cross-check of K, P and the object store
+//!   (lost pastes, orphans, missing objects), read-only.
 //! - [`address_book`]: the flags every command flattens (shard addresses,
 //!   object store), `endpoints.json`, and [`channel`], the one place a
 //!   client channel to a shard is made.
@@ -17,6 +19,7 @@
 
 pub mod address_book;
 mod discover;
+pub mod reconcile;
 mod recovery;
 mod table;
 mod tls_probe;

@@ -16,6 +16,7 @@ mod client_tls;
 mod compose_topology;
 mod concurrency;
 mod ctl_honesty;
+mod divergence;
 mod edge;
 mod failover;
 mod fence;

@@ -12,7 +12,7 @@ use std::{
 };
 
 use crate::tls::{ClusterTls, TlsFiles};
-use pastebin_core::SlotRange;
+use pastebin_core::OwnedSlots;
 use pastebin_keys::KeyClient;
 use pastebin_objects::S3Settings;
 use pastebin_pastes::PasteClient;
@@ -166,6 +166,18 @@ impl Process {
         tokio::time::timeout(timeout, self.child.wait()).await.ok().and_then(Result::ok)
     }
 
+    /// Removes `flag` and its value from the command line, for the next [`Self::restart`].
+    pub fn forget_flag(&mut self, flag: &str) {
+        if let Some(at) = self.args.iter().position(|arg| arg == flag) {
+            self.args.drain(at..(at + 2).min(self.args.len()));
+        }
+    }
+
+    /// The command line, for starting the same part with other flags.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
     /// Starts the same command again (same flags, so the same ports when
     /// they were fixed), with `extra_env` added.
     pub async fn restart(&mut self, extra_env: &[(&str, &str)], expect: &[&str]) {
@@ -230,6 +242,9 @@ pub const HIGHLIGHT_BUDGET_FOR_TESTS: (&str, &str) = ("PASTEBIN_HIGHLIGHT_BUDGET
 pub struct ClusterOptions {
     pub key_shards: usize,
     pub paste_shards: usize,
+    /// More shards of each kind, listed after those, started with `--slots none`.
+    pub empty_key_shards: usize,
+    pub empty_paste_shards: usize,
     pub failpoints: Option<String>,
     /// Overrides the S3 endpoint (e.g. a port where nothing listens).
     pub s3_endpoint: Option<String>,
@@ -237,10 +252,6 @@ pub struct ClusterOptions {
     pub tls: Option<ClusterTls>,
     /// Environment of every process (e.g. where to export spans).
     pub env: Vec<(String, String)>,
-    /// The database of K shard `i` is the `i`-th URL here (e.g. a replicated
-    /// server, or one behind an endpoint); shards past the list get a fresh
-    /// database on the shared test server.
-    pub key_database_urls: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -248,11 +259,12 @@ impl Default for ClusterOptions {
         Self {
             key_shards: 1,
             paste_shards: 1,
+            empty_key_shards: 0,
+            empty_paste_shards: 0,
             failpoints: None,
             s3_endpoint: None,
             tls: None,
             env: Vec::new(),
-            key_database_urls: Vec::new(),
         }
     }
 }
@@ -271,6 +283,8 @@ pub struct Cluster {
     /// `https://` when the cluster speaks TLS.
     pub grpc: String,
     pub tls: Option<ClusterTls>,
+    /// How many K and P shards started owning slots (the first ones listed).
+    pub started_owning: (usize, usize),
 }
 
 /// `https` when a part has TLS files, else `http`.
@@ -317,11 +331,11 @@ fn s3_credentials() -> Vec<(String, String)> {
 pub async fn start_shard(
     kind: &str,
     database_url: &str,
-    slots: SlotRange,
+    slots: impl Into<OwnedSlots>,
     tls: Option<&TlsFiles>,
     env: &[(String, String)],
 ) -> (Process, String) {
-    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.to_string()];
+    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.into().to_string()];
     let args = args.iter().map(|a| a.to_string()).collect();
     let mut process = Process::start(with_tls(args, tls), env.to_vec(), &[kind]).await;
     pin_ports(&mut process);
@@ -353,26 +367,33 @@ async fn start_gateway(
     gateway
 }
 
+/// What shard `index` of a cluster with `owning` shards that own slots
+/// starts with: its even share, or nothing for the shards listed after them.
+fn initial_slots(index: usize, owning: usize) -> OwnedSlots {
+    if index < owning {
+        even_split(index, owning).into()
+    } else {
+        OwnedSlots::Nothing
+    }
+}
+
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for shard in 0..options.key_shards {
-            let url = match options.key_database_urls.get(shard) {
-                Some(url) => url.clone(),
-                None => crate::postgres::fresh_database_url().await,
-            };
+        for shard in 0..options.key_shards + options.empty_key_shards {
+            let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.key_service);
-            let slots = even_split(shard, options.key_shards);
+            let slots = initial_slots(shard, options.key_shards);
             let (process, address) = start_shard("key-service", &url, slots, tls, &options.env).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
         }
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for shard in 0..options.paste_shards {
+        for shard in 0..options.paste_shards + options.empty_paste_shards {
             let url = crate::postgres::fresh_database_url().await;
             let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
-            let slots = even_split(shard, options.paste_shards);
+            let slots = initial_slots(shard, options.paste_shards);
             let (process, address) = start_shard("paste-service", &url, slots, tls, &options.env).await;
             pastes.push(process);
             paste_database_urls.push(url);
@@ -399,6 +420,7 @@ impl Cluster {
             http,
             grpc,
             tls: options.tls,
+            started_owning: (options.key_shards, options.paste_shards),
         }
     }
 
@@ -462,21 +484,23 @@ impl Cluster {
     }
 
     /// The cluster's slot map, as a gateway or sweeper would build it from the
-    /// shards' answers (the cluster started them on these ranges).
+    /// shards' answers (the cluster started them on these ranges; the
+    /// shards that started owning nothing are the last ones).
     pub fn slot_map(&self) -> pastebin_shards::SlotMap {
         let (keys, pastes) = (self.key_addresses.len(), self.paste_addresses.len());
+        let (owning_keys, owning_pastes) = self.started_owning;
         pastebin_shards::SlotMap::new(
             (0..keys)
                 .map(|i| Shard {
                     address: self.key_addresses[i].clone(),
-                    slots: Some(even_split(i, keys)),
+                    slots: Some(initial_slots(i, owning_keys)),
                     client: self.key_client(i),
                 })
                 .collect(),
             (0..pastes)
                 .map(|i| Shard {
                     address: self.paste_addresses[i].clone(),
-                    slots: Some(even_split(i, pastes)),
+                    slots: Some(initial_slots(i, owning_pastes)),
                     client: self.paste_client(i),
                 })
                 .collect(),

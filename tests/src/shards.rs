@@ -26,12 +26,16 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{Clock, DeleteToken, IdempotencyKey, PasteId, RequestHash, ResponseBody, SlotRange, SLOT_COUNT};
+use pastebin_core::{
+    Clock, DeleteToken, IdempotencyKey, OwnedSlots, PasteId, RequestHash, ResponseBody, SlotRange, SLOT_COUNT,
+};
 use pastebin_keys::{KeyClient, KeyStore, NewKey};
 use pastebin_pastes::{NewPaste, PasteClient, PasteStore};
+use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
     db::{self, Database},
     grpc::{GrpcServer, ServerOptions, ShardChannel},
+    shard_slots::{Resharding, ShardSlots},
 };
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
@@ -171,6 +175,7 @@ pub async fn spawn_key_service_over(
     options: ServerOptions,
     transport: Transport,
 ) -> (String, ShardChannel) {
+    let slots = claimed(store.database(), ShardKind::Key, slots).await;
     spawn_server(pastebin_keys::server(store, slots, options).await.expect("key service"), transport, "key service")
         .await
 }
@@ -198,8 +203,15 @@ pub async fn spawn_paste_service_over(
     options: ServerOptions,
     transport: Transport,
 ) -> (String, ShardChannel) {
+    let slots = claimed(store.database(), ShardKind::Paste, slots).await;
     let server = pastebin_pastes::server(store, slots, options).await.expect("paste service");
     spawn_server(server, transport, "paste service").await
+}
+
+/// `slots` stored as the shard's range in `db`, as a shard started with
+/// `--slots` (replacing what a test stored before) would own them.
+pub async fn claimed(db: &Database, kind: ShardKind, slots: impl Into<OwnedSlots>) -> ShardSlots {
+    ShardSlots::claim(db.pool(), kind, Some(slots.into()), Resharding::Allow, 0).await.expect("store the slot range")
 }
 
 /// The range of shard `index` of `count` when the 256 slots are split evenly in

@@ -71,6 +71,15 @@ pub struct PasteShardStatus {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct MovingStatus {
+    /// `key` or `paste`.
+    pub kind: &'static str,
+    pub shard: usize,
+    /// `FIRST-LAST`.
+    pub frozen: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct RoundStatus {
     pub at: DateTime<Utc>,
     pub examined: u64,
@@ -131,6 +140,8 @@ pub struct Status {
     pub climbing_threshold_per_minute: f64,
     pub key_shards: Vec<KeyShardStatus>,
     pub paste_shards: Vec<PasteShardStatus>,
+    /// Slot moves in progress: slots a shard has frozen (their creates wait).
+    pub moving: Vec<MovingStatus>,
     pub card: [CardRow; 4],
     pub history: Vec<Sample>,
     pub decisions: DecisionTotals,
@@ -175,6 +186,12 @@ impl Status {
             climbing_threshold_per_minute: CLIMBING_PER_MINUTE,
             key_shards,
             paste_shards,
+            moving: latest
+                .map(|(_, o)| o.moving.iter())
+                .into_iter()
+                .flatten()
+                .map(|m| MovingStatus { kind: m.kind, shard: m.shard, frozen: m.frozen.to_string() })
+                .collect(),
             card: CARD,
             history: samples.to_vec(),
             decisions,
@@ -267,7 +284,19 @@ mod tests {
                 None,
             ],
             paste_shards_reachable: vec![true, false],
+            moving: Vec::new(),
         }
+    }
+
+    #[test]
+    fn status_shows_the_slots_a_shard_froze_for_a_move() {
+        let now = Utc::now();
+        let mut moving = observation(now, 0, 0);
+        moving.moving.push(pastebin_sweeper::MovingSlots { kind: "key", shard: 0, frozen: "128-255".parse().unwrap() });
+        let status = Status::build(now, Some(&(now, moving)), &[], &[]);
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["moving"], serde_json::json!([{ "kind": "key", "shard": 0, "frozen": "128-255" }]));
+        assert_eq!(Status::build(now, None, &[], &[]).moving.len(), 0);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::{router, AdminState, CONTENT_SECURITY_POLICY};
 const NOWHERE: &str = "http://127.0.0.1:9";
 
 fn unreachable_sweeper(objects: &tempfile::TempDir) -> Sweeper {
-    let every = Some(pastebin_core::SlotRange::ALL);
+    let every = Some(pastebin_core::SlotRange::ALL.into());
     let slots = pastebin_shards::SlotMap::new(
         vec![Shard { address: NOWHERE.into(), slots: every, client: KeyClient::new(channel(NOWHERE, None).unwrap()) }],
         vec![Shard {

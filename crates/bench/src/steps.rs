@@ -10,12 +10,12 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use bytes::Bytes;
 use futures::StreamExt;
-use pastebin_core::SlotRange;
 use pastebin_core::{CreateRequest, DeleteToken, Expiry, IdempotencyKey, PasteId, ResponseBody};
+use pastebin_core::{OwnedSlots, SlotRange};
 use pastebin_keys::{KeyClient, NewKey};
 use pastebin_objects::{ObjectStore, S3Store};
 use pastebin_pastes::{NewPaste, PasteClient};
-use pastebin_runtime::{grpc::CallError, tls::MutualTls};
+use pastebin_runtime::{grpc::CallError, shard_slots::Described, tls::MutualTls};
 use pastebin_shards::{channel, tls_mismatch, ObjectStoreArgs, ObjectStoreConfig};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
@@ -183,9 +183,10 @@ async fn shared_slots(
 ) -> anyhow::Result<SlotRange> {
     let k = described("key", &args.key_service, tls, keys.describe().await).await?;
     let p = described("paste", &args.paste_service, tls, pastes.describe().await).await?;
-    let (first, last) = (k.first().max(p.first()), k.last().min(p.last()));
-    SlotRange::new(first.0, last.0)
-        .map_err(|_| anyhow::anyhow!("the K shard owns slots {k} and the P shard {p}: no slot in common"))
+    let no_slot_in_common = || anyhow::anyhow!("the K shard owns slots {k} and the P shard {p}: no slot in common");
+    let (Some(kr), Some(pr)) = (k.range(), p.range()) else { return Err(no_slot_in_common()) };
+    let (first, last) = (kr.first().max(pr.first()), kr.last().min(pr.last()));
+    SlotRange::new(first.0, last.0).map_err(|_| no_slot_in_common())
 }
 
 /// A shard's answer to `Describe`, or why there is none: a TLS mismatch
@@ -194,10 +195,10 @@ async fn described(
     kind: &str,
     address: &str,
     tls: Option<&MutualTls>,
-    answer: Result<SlotRange, CallError>,
-) -> anyhow::Result<SlotRange> {
+    answer: Result<Described, CallError>,
+) -> anyhow::Result<OwnedSlots> {
     match answer {
-        Ok(slots) => Ok(slots),
+        Ok(described) => Ok(described.owned),
         Err(error) => Err(match tls_mismatch(kind, address, tls).await {
             Some(hint) => anyhow::anyhow!(hint),
             None => {

@@ -14,12 +14,13 @@ mod up;
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use pastebin_admin::AdminState;
-use pastebin_core::{Clock, SlotRange, SystemClock};
+use pastebin_core::{Clock, OwnedSlots, SystemClock};
+use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
     db,
     grpc::{GrpcLimits, GrpcServer, ServerOptions},
     help, readiness,
-    shard_slots::{self, Resharding},
+    shard_slots::{Resharding, ShardSlots},
     shutdown_signal, telemetry,
     tls::{ClientAuth, MutualTls, TlsArgs},
     unless_stopped, with_drain_timeout,
@@ -109,17 +110,19 @@ pub struct GatewayCommand {
 #[command(next_help_heading = help::DATABASE)]
 pub struct ShardArgs {
     /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
-    /// Several PostgreSQL servers, libpq's way, fail over without a proxy:
-    /// postgres://u@db1:5432,db2:5432/keys?target_session_attrs=read-write
     #[arg(long, env = "PASTEBIN_DATABASE_URL", hide_env_values = true)]
     pub database_url: secret::Secret,
-    /// The slots this shard owns, FIRST-LAST inclusive. Stored in its
-    /// database on first start; a later start with another range refuses.
-    #[arg(long, env = "PASTEBIN_SLOTS", default_value_t = SlotRange::ALL)]
-    pub slots: SlotRange,
-    /// Replace the stored slot range with --slots: one step of a resharding
-    /// (docs/operations.md, "Changing the slot map"). Deliberately a flag only, with
-    /// no environment variable, so it cannot stay set by accident.
+    /// The slots this shard owns, FIRST-LAST inclusive, or `none` for a new
+    /// shard that waits for `pastebin ctl reshard` to move slots to it.
+    /// Stored in its database on first start (every slot if not given);
+    /// later, the stored range is the truth: leave this out to use it, and a
+    /// start with another range refuses.
+    #[arg(long, env = "PASTEBIN_SLOTS")]
+    pub slots: Option<OwnedSlots>,
+    /// Replace the stored slot range with --slots, without moving any row:
+    /// disaster recovery only (docs/operations.md, "Moving slots"; moves are
+    /// `pastebin ctl reshard`). Deliberately a flag only, with no environment
+    /// variable, so it cannot stay set by accident.
     #[arg(long)]
     pub reshard: bool,
     /// Database connections in the pool.
@@ -133,11 +136,11 @@ pub struct ShardArgs {
     pub reflection: bool,
     #[command(flatten)]
     pub limits: flags::LimitArgs,
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
     pub tls: TlsArgs,
-    #[command(flatten)]
-    pub admin: flags::AdminArgs,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -214,7 +217,8 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     args: ShardArgs,
     migrations: &sqlx::migrate::Migrator,
     what: &str,
-    server: impl FnOnce(db::Database, SlotRange, ServerOptions) -> F,
+    kind: ShardKind,
+    server: impl FnOnce(db::Database, ShardSlots, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
     let options = ServerOptions {
@@ -227,13 +231,13 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     let Some(pool) = unless_stopped(connect).await.transpose()? else { return Ok(()) };
     let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
     let now = pastebin_core::to_millis(SystemClock.now());
-    let slots = shard_slots::claim(pool.pool(), args.slots, resharding, now).await?;
-    tracing::info!(%what, %slots, "owning slots");
+    let slots = ShardSlots::claim(pool.pool(), kind, args.slots, resharding, now).await?;
+    tracing::info!(%what, slots = %slots.ownership().await.owned, "owning slots");
     let database = pool.clone();
     // Required: a shard without its database can do nothing.
     readiness::start_checking("database", readiness::Weight::Required, move || {
         let database = database.clone();
-        async move { db::check_reachable(&database).await }
+        async move { db::check_reachable(database.pool()).await }
     })
     .await;
     let listener = bind(args.listen, what).await?;
@@ -246,7 +250,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
 }
 
 async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", |pool, slots, options| {
+    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", ShardKind::Key, |pool, slots, options| {
         let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
         pastebin_keys::server(store, slots, options)
     })
@@ -254,7 +258,7 @@ async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
 }
 
 async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", |pool, slots, options| {
+    run_shard(args, &pastebin_pastes::MIGRATIONS, "paste-service", ShardKind::Paste, |pool, slots, options| {
         let store = pastebin_pastes::PasteStore::new(pool, Arc::new(SystemClock));
         pastebin_pastes::server(store, slots, options)
     })
@@ -298,6 +302,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let objects = args.objects.open().await?;
     let _objects = locks::deployment_objects(&args.objects, "pastebin gateway")?;
     let slots = pastebin_shards::SlotMapCell::default();
+    slots.rediscover_with(pastebin_shards::rediscovery(args.shards.clone(), tls.clone(), DESCRIBE_TIMEOUT));
     if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
         slots.fill(map?);
     }
@@ -346,7 +351,11 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
     let _objects = locks::deployment_objects(&args.objects, "pastebin sweeper")?;
     let tls = args.tls.load()?;
     let Some(slots) = unless_stopped(slot_map(&args.shards, tls.as_ref())).await.transpose()? else { return Ok(()) };
-    let sweeper = args.sweeper.sweeper(slots, objects);
+    let sweeper = args.sweeper.sweeper(slots, objects).rediscovering(pastebin_shards::rediscovery(
+        args.shards.clone(),
+        tls.clone(),
+        DESCRIBE_TIMEOUT,
+    ));
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
     let admin = AdminState::new(sweeper.clone());
     let rounds = admin.clone();
@@ -421,19 +430,6 @@ mod tests {
                 .map(|arg| arg.get_id().to_string())
                 .collect();
             assert!(loose.is_empty(), "`pastebin {part} --help` lists {loose:?} under no heading");
-        }
-    }
-
-    #[test]
-    fn the_client_commands_show_their_own_flags_first_then_where_the_server_and_journal_are() {
-        for (command, own) in [("paste", "--expires"), ("pastes", "--all"), ("delete", "<ID>")] {
-            let help = help_of(&[command]);
-            let heading = help.find("\nServer and journal:\n").unwrap_or_else(|| panic!("`{command} --help`:\n{help}"));
-            let (first, then) = help.split_at(heading);
-            assert!(first.contains(own), "`{command} --help` shows {own} first:\n{help}");
-            for flag in ["--server", "--state-dir", "--timeout", "--create-token"] {
-                assert!(then.contains(flag) && !first.contains(flag), "`{command} --help` groups {flag}:\n{help}");
-            }
         }
     }
 

@@ -11,16 +11,17 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use pastebin_admin::AdminState;
-use pastebin_core::{Clock, SlotRange, SystemClock};
+use pastebin_core::{Clock, OwnedSlots, SlotRange, SystemClock};
 use pastebin_keys::{KeyClient, KeyStore};
 use pastebin_objects::LocalDirStore;
 use pastebin_pastes::{PasteClient, PasteStore};
+use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
     db,
     files::private_socket,
     grpc::{unix_address, ServerOptions},
     lock::{this_process, Sharing},
-    shard_slots::{self, Resharding},
+    shard_slots::{Resharding, ShardSlots},
     shutdown_signal,
 };
 use pastebin_shards::{Endpoints, Shard, SlotMap, SlotMapCell};
@@ -84,9 +85,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let paste_pool = db::connect(&paste_url, 8, &pastebin_pastes::MIGRATIONS).await?;
     // One shard of each kind, owning every slot, like any lone shard.
     let now = pastebin_core::to_millis(clock.now());
-    for pool in [&key_pool, &paste_pool] {
-        shard_slots::claim(pool.pool(), SlotRange::ALL, Resharding::Refuse, now).await?;
-    }
+    let every = Some(OwnedSlots::Range(SlotRange::ALL));
+    let key_slots = ShardSlots::claim(key_pool.pool(), ShardKind::Key, every, Resharding::Refuse, now).await?;
+    let paste_slots = ShardSlots::claim(paste_pool.pool(), ShardKind::Paste, every, Resharding::Refuse, now).await?;
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
     let _objects = locks::objects_dir(&objects_dir, Sharing::Exclusive, PART)?;
@@ -106,19 +107,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
     let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
     let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
-    let key_server =
-        pastebin_keys::server(KeyStore::new(key_pool, clock.clone()), SlotRange::ALL, internal.clone()).await?;
-    let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), SlotRange::ALL, internal).await?;
+    let key_server = pastebin_keys::server(KeyStore::new(key_pool, clock.clone()), key_slots, internal.clone()).await?;
+    let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;
     // The shards are this process's own, so their ranges are known without asking.
     let slots = SlotMap::new(
-        vec![Shard {
-            address: key_address.clone(),
-            slots: Some(SlotRange::ALL),
-            client: KeyClient::new(key_server.in_process()),
-        }],
+        vec![Shard { address: key_address.clone(), slots: every, client: KeyClient::new(key_server.in_process()) }],
         vec![Shard {
             address: paste_address.clone(),
-            slots: Some(SlotRange::ALL),
+            slots: every,
             client: PasteClient::new(paste_server.in_process()),
         }],
     )?;

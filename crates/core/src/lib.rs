@@ -34,7 +34,7 @@ pub use minter::{Minter, RandomMinter, SeededMinter};
 pub use paste_id::{PasteId, PasteIdError};
 pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
-pub use slot::{Slot, SlotRange, SlotRangeError, SLOT_COUNT};
+pub use slot::{OwnedSlots, Slot, SlotMoveError, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
 pub use token::{random_secret, DeleteToken, DeleteTokenHash};
 

@@ -87,6 +87,101 @@ impl fmt::Display for SlotRange {
     }
 }
 
+/// The slots one shard owns: a contiguous range, or none at all (a new
+/// shard waiting for a move, `--slots none`). A move hands a range at one
+/// end of a shard's range to a shard that owns nothing or the adjacent run,
+/// so both stay contiguous (docs/design.md#moving-slots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OwnedSlots {
+    Nothing,
+    Range(SlotRange),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlotMoveError {
+    #[error("the shard owns {owned}, not all of slots {moving}")]
+    NotAllOwned { owned: OwnedSlots, moving: SlotRange },
+    #[error("giving up slots {moving} would split the shard's range {owned} in two: move a range at one end of it")]
+    WouldSplit { owned: SlotRange, moving: SlotRange },
+    #[error("the shard already owns some of slots {moving} (it owns {owned})")]
+    AlreadyOwned { owned: SlotRange, moving: SlotRange },
+    #[error("slots {moving} do not touch the shard's range {owned}: its range would not be contiguous")]
+    NotAdjacent { owned: SlotRange, moving: SlotRange },
+}
+
+impl OwnedSlots {
+    pub fn contains(self, slot: Slot) -> bool {
+        matches!(self, Self::Range(range) if range.contains(slot))
+    }
+
+    pub fn range(self) -> Option<SlotRange> {
+        match self {
+            Self::Nothing => None,
+            Self::Range(range) => Some(range),
+        }
+    }
+
+    /// What is left after giving up `moving`, which must be all of it or a
+    /// run at one end of it.
+    pub fn without(self, moving: SlotRange) -> Result<Self, SlotMoveError> {
+        let owned = match self {
+            Self::Range(owned) if owned.contains(moving.first) && owned.contains(moving.last) => owned,
+            _ => return Err(SlotMoveError::NotAllOwned { owned: self, moving }),
+        };
+        match (moving.first == owned.first, moving.last == owned.last) {
+            (true, true) => Ok(Self::Nothing),
+            (true, false) => Ok(Self::Range(SlotRange { first: Slot(moving.last.0 + 1), last: owned.last })),
+            (false, true) => Ok(Self::Range(SlotRange { first: owned.first, last: Slot(moving.first.0 - 1) })),
+            (false, false) => Err(SlotMoveError::WouldSplit { owned, moving }),
+        }
+    }
+
+    /// What is owned after taking `moving`, which must not overlap and must
+    /// touch the current range (or the shard owns nothing yet).
+    pub fn with(self, moving: SlotRange) -> Result<Self, SlotMoveError> {
+        let Self::Range(owned) = self else { return Ok(Self::Range(moving)) };
+        if moving.first <= owned.last && owned.first <= moving.last {
+            return Err(SlotMoveError::AlreadyOwned { owned, moving });
+        }
+        let (a, b) = (u16::from(moving.first.0), u16::from(moving.last.0));
+        let (c, d) = (u16::from(owned.first.0), u16::from(owned.last.0));
+        if b + 1 == c {
+            Ok(Self::Range(SlotRange { first: moving.first, last: owned.last }))
+        } else if d + 1 == a {
+            Ok(Self::Range(SlotRange { first: owned.first, last: moving.last }))
+        } else {
+            Err(SlotMoveError::NotAdjacent { owned, moving })
+        }
+    }
+}
+
+impl From<SlotRange> for OwnedSlots {
+    fn from(range: SlotRange) -> Self {
+        Self::Range(range)
+    }
+}
+
+impl FromStr for OwnedSlots {
+    type Err = SlotRangeError;
+
+    /// `none`, or a range `FIRST-LAST`.
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        if raw.trim().eq_ignore_ascii_case("none") {
+            return Ok(Self::Nothing);
+        }
+        raw.parse().map(Self::Range)
+    }
+}
+
+impl fmt::Display for OwnedSlots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Nothing => f.write_str("none"),
+            Self::Range(range) => range.fmt(f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +195,26 @@ mod tests {
         assert_eq!("7-7".parse::<SlotRange>().unwrap().slots().count(), 1);
         assert_eq!(SlotRange::default(), SlotRange::ALL);
         assert_eq!(SlotRange::ALL.slots().count(), SLOT_COUNT);
+    }
+
+    #[test]
+    fn a_shard_gives_up_an_end_of_its_range_and_takes_an_adjacent_run() {
+        let all = OwnedSlots::Range(SlotRange::ALL);
+        let high: SlotRange = "128-255".parse().unwrap();
+        assert_eq!(all.without(high), Ok(OwnedSlots::Range("0-127".parse().unwrap())));
+        assert_eq!(all.without(SlotRange::ALL), Ok(OwnedSlots::Nothing));
+        assert_eq!(all.without("0-9".parse().unwrap()), Ok(OwnedSlots::Range("10-255".parse().unwrap())));
+        assert!(matches!(all.without("10-20".parse().unwrap()), Err(SlotMoveError::WouldSplit { .. })));
+        assert!(matches!(OwnedSlots::Nothing.without(high), Err(SlotMoveError::NotAllOwned { .. })));
+        assert_eq!(OwnedSlots::Nothing.with(high), Ok(OwnedSlots::Range(high)));
+        let low = OwnedSlots::Range("0-127".parse().unwrap());
+        assert_eq!(low.with(high), Ok(all));
+        assert_eq!(OwnedSlots::Range(high).with("0-127".parse().unwrap()), Ok(all));
+        assert!(matches!(low.with("100-200".parse().unwrap()), Err(SlotMoveError::AlreadyOwned { .. })));
+        assert!(matches!(low.with("200-255".parse().unwrap()), Err(SlotMoveError::NotAdjacent { .. })));
+        assert_eq!("none".parse::<OwnedSlots>(), Ok(OwnedSlots::Nothing));
+        assert_eq!("0-127".parse::<OwnedSlots>().unwrap().to_string(), "0-127");
+        assert_eq!(OwnedSlots::Nothing.to_string(), "none");
     }
 
     #[test]

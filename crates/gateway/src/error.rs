@@ -23,6 +23,11 @@ pub enum ApiError {
     /// or the sweeper. Never a statement that nothing happened.
     #[error("{0}; retry with the same idempotency key")]
     Unavailable(&'static str),
+    /// The key's slot is moving between shards (docs/design.md#moving-slots)
+    /// and stayed so for the whole request budget. Like [`Self::Unavailable`]
+    /// for the client; apart so the saga retries it while its budget lasts.
+    #[error("this key's slot is moving to another shard; retry with the same idempotency key")]
+    SlotMoving,
     #[error("no such paste")]
     NotFound,
     #[error("wrong delete token")]
@@ -56,7 +61,7 @@ impl ApiError {
             Self::InvalidExpiry(_) => "invalid_expiry",
             Self::TooLarge { .. } => "content_too_large",
             Self::KeyConflict => "idempotency_key_conflict",
-            Self::Unavailable(_) => "unavailable",
+            Self::Unavailable(_) | Self::SlotMoving => "unavailable",
             Self::NotFound => "not_found",
             Self::WrongToken => "wrong_delete_token",
             Self::CreateTokenRequired => "create_token_required",
@@ -73,7 +78,7 @@ impl ApiError {
             Self::InvalidKey(_) | Self::InvalidRequest(_) | Self::InvalidExpiry(_) => StatusCode::BAD_REQUEST,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::KeyConflict => StatusCode::CONFLICT,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::SlotMoving => StatusCode::SERVICE_UNAVAILABLE,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::WrongToken => StatusCode::FORBIDDEN,
             Self::CreateTokenRequired | Self::InvalidCreateToken => StatusCode::UNAUTHORIZED,
@@ -99,7 +104,7 @@ impl ApiError {
     /// Seconds a client should wait before retrying, for the errors that have one.
     fn retry_after_seconds(&self) -> Option<u64> {
         match self {
-            Self::Unavailable(_) => Some(RETRY_AFTER_SECONDS),
+            Self::Unavailable(_) | Self::SlotMoving => Some(RETRY_AFTER_SECONDS),
             Self::Overloaded => Some(pastebin_runtime::http::OVERLOADED_RETRY_AFTER_SECONDS),
             Self::RateLimited { retry_after_seconds } => Some(*retry_after_seconds),
             _ => None,
@@ -131,7 +136,7 @@ impl From<ApiError> for tonic::Status {
             }
             ApiError::TooLarge { .. } => Self::resource_exhausted(message),
             ApiError::KeyConflict => Self::failed_precondition(message),
-            ApiError::Unavailable(_) => Self::unavailable(message),
+            ApiError::Unavailable(_) | ApiError::SlotMoving => Self::unavailable(message),
             ApiError::NotFound => Self::not_found(message),
             ApiError::WrongToken => Self::permission_denied(message),
             ApiError::CreateTokenRequired | ApiError::InvalidCreateToken => Self::unauthenticated(message),

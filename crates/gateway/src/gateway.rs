@@ -6,7 +6,8 @@ use pastebin_core::{
     PasteId, RequestHash, ResponseBody,
 };
 use pastebin_objects::ObjectStore;
-use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteRow};
+use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteClient, PasteRow};
+use pastebin_runtime::grpc::CallError;
 use pastebin_runtime::metrics as names;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
@@ -17,7 +18,7 @@ use tracing::Instrument;
 use crate::{
     admission::{Admission, CreateRateLimit},
     cache::{Lookup, ReadCache},
-    step::within,
+    step::{within, FollowMoves, StepError},
     ApiError, Created, SlotMap, SlotMapCell,
 };
 
@@ -171,7 +172,7 @@ impl Gateway {
 
     /// The slot map, or 503 while the shards have not all said which slots
     /// they own (docs/design.md#shard-identity).
-    pub(crate) fn slots(&self) -> Result<&SlotMap, ApiError> {
+    pub(crate) fn slots(&self) -> Result<Arc<SlotMap>, ApiError> {
         self.inner
             .slots
             .get()
@@ -260,6 +261,7 @@ impl Gateway {
             Err(ApiError::KeyConflict) => "conflict",
             Err(ApiError::Unavailable(SHED)) => "shed",
             Err(ApiError::Unavailable(_)) => "unavailable",
+            Err(ApiError::SlotMoving) => "slot_moving",
             Err(ApiError::TooLarge { .. }) => "too_large",
             Err(_) => "invalid",
         };
@@ -339,20 +341,43 @@ impl Gateway {
     }
 
     async fn live_row(&self, id: &PasteId, deadline: Instant) -> Result<PasteRow, ApiError> {
-        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
-        within(deadline, pastes.get(id))
-            .await
+        self.on_paste_shard(id, deadline, |pastes| async move { pastes.get(id).await })
+            .await?
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
             .ok_or(ApiError::NotFound)
+    }
+
+    /// `call` on the P shard of `id`'s slot, following the slot if it moves:
+    /// on "not executed" (frozen, or owned elsewhere now) the slot map is
+    /// discovered again and the call made again, within `deadline`
+    /// (docs/design.md#moving-slots). The outer error: no slot map yet.
+    async fn on_paste_shard<'a, T, F, Fut>(
+        &self,
+        id: &'a PasteId,
+        deadline: Instant,
+        call: F,
+    ) -> Result<Result<T, StepError>, ApiError>
+    where
+        F: Fn(PasteClient) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CallError>> + 'a,
+    {
+        let mut moves = FollowMoves::new();
+        loop {
+            let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
+            match within(deadline, call(pastes)).await {
+                Err(StepError::NotExecuted(_)) if moves.again(&self.inner.slots, deadline).await => {}
+                answer => return Ok(answer),
+            }
+        }
     }
 
     /// The one guarded update that picks the single reader. The object is
     /// deleted behind the claim (best effort; the reaper gets any leftover,
     /// since the id is a tombstone now).
     async fn claim_burn(&self, id: &PasteId, deadline: Instant) -> Result<(), ApiError> {
-        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
-        let claim = within(deadline, pastes.claim_burn(id))
-            .await
+        let claim = self
+            .on_paste_shard(id, deadline, |pastes| async move { pastes.claim_burn(id).await })
+            .await?
             .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
         if claim == BurnClaim::Gone {
             return Err(ApiError::NotFound);
@@ -372,8 +397,13 @@ impl Gateway {
     pub async fn delete(&self, raw_id: &str, token: &str) -> Result<(), ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let pastes = self.slots()?.paste_shard(id.slot()).with_deadline(deadline);
-        let outcome = within(deadline, pastes.delete(&id, &DeleteToken::presented(token))).await;
+        let token = DeleteToken::presented(token);
+        let outcome = self
+            .on_paste_shard(&id, deadline, |pastes| {
+                let (token, id) = (&token, &id);
+                async move { pastes.delete(id, token).await }
+            })
+            .await?;
         if !matches!(outcome, Ok(DeleteOutcome::WrongToken)) {
             // Before answering, on every outcome but a refused token: an
             // uncertain delete may have tombstoned the row, and this gateway

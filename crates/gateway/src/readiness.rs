@@ -8,7 +8,7 @@
 //!   the gateway stays ready and names the shard instead. Taking every
 //!   gateway out of service for one shard's outage cut off all of them.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use pastebin_shards::SlotMap;
 
@@ -48,7 +48,7 @@ impl Gateway {
         }
     }
 
-    fn slot_map(&self) -> Result<&SlotMap, String> {
+    fn slot_map(&self) -> Result<Arc<SlotMap>, String> {
         self.inner.slots.get().ok_or_else(|| "waiting for every shard to say which slots it owns".to_owned())
     }
 }

@@ -24,7 +24,7 @@ use tracing::Instrument;
 use crate::{
     failpoints::{self, AFTER_DONE, AFTER_K_BEGIN, AFTER_PUT, AFTER_P_INSERT, BEFORE_DONE},
     gateway::{CreateAnswer, ValidCreate},
-    step::{timed, within, StepError},
+    step::{timed, within, FollowMoves, StepError},
     ApiError, Created, Gateway,
 };
 
@@ -42,6 +42,10 @@ struct Saga<'a> {
 }
 
 fn key_unavailable(error: StepError) -> ApiError {
+    if let StepError::NotExecuted(reason) = &error {
+        tracing::debug!(%reason, "key service: the slot is moving");
+        return ApiError::SlotMoving;
+    }
     tracing::warn!(%error, "key service call failed");
     ApiError::Unavailable("the key service is unavailable")
 }
@@ -52,17 +56,13 @@ fn paste_unreachable(error: &dyn std::fmt::Display) -> Result<bool, ApiError> {
 }
 
 impl Gateway {
+    /// Runs the saga; while the key's slot is moving between shards (a step
+    /// answered "not executed"), discovers the slot map again and runs it
+    /// again, within the same budget: every step is safe to repeat, and the
+    /// refused one did not happen (docs/design.md#moving-slots).
     pub(crate) async fn run_create(&self, request: ValidCreate) -> Result<CreateAnswer, ApiError> {
         let slot = request.key.slot();
         let deadline = Instant::now() + self.inner.settings.request_budget;
-        let slots = self.slots()?;
-        let saga = Saga {
-            gateway: self,
-            request: &request,
-            deadline,
-            keys: slots.key_shard(slot).with_deadline(deadline),
-            pastes: slots.paste_shard(slot).with_deadline(deadline),
-        };
         // The key itself is a credential for 25 h (a replay returns the delete
         // token), so logs carry only its short hash (docs/design.md#identifiers).
         let span = tracing::info_span!(
@@ -71,7 +71,21 @@ impl Gateway {
             slot = %slot,
             paste_id = tracing::field::Empty
         );
-        saga.run().instrument(span).await
+        let mut moves = FollowMoves::new();
+        loop {
+            let slots = self.slots()?;
+            let saga = Saga {
+                gateway: self,
+                request: &request,
+                deadline,
+                keys: slots.key_shard(slot).with_deadline(deadline),
+                pastes: slots.paste_shard(slot).with_deadline(deadline),
+            };
+            match saga.run().instrument(span.clone()).await {
+                Err(ApiError::SlotMoving) if moves.again(&self.inner.slots, deadline).await => {}
+                answer => return answer,
+            }
+        }
     }
 }
 
@@ -153,7 +167,7 @@ impl Saga<'_> {
                 tracing::warn!(%reason, "object PUT refused; aborting the key");
                 self.abort(&record.paste_id).await?
             }
-            Err(StepError::Uncertain(reason)) => {
+            Err(StepError::Uncertain(reason) | StepError::NotExecuted(reason)) => {
                 tracing::warn!(%reason, "object PUT uncertain; the key stays pending");
                 return Err(ApiError::Unavailable("the object store did not answer"));
             }
@@ -211,6 +225,10 @@ impl Saga<'_> {
                 tracing::warn!(%reason, "paste insert uncertain; the key stays pending");
                 Err(ApiError::Unavailable("the paste service did not answer"))
             }
+            Err(StepError::NotExecuted(reason)) => {
+                tracing::debug!(%reason, "paste service: the slot is moving; the key stays pending");
+                Err(ApiError::SlotMoving)
+            }
         }
     }
 
@@ -226,6 +244,9 @@ impl Saga<'_> {
             Ok(Ok(Fenced::Live)) => Ok(true),
             Ok(Ok(Fenced::Aborted { .. })) => Ok(false),
             Ok(Err(FenceError::KeyShard(error))) => Err(key_unavailable(error.into())),
+            Ok(Err(FenceError::PasteShard(pastebin_runtime::grpc::CallError::NotExecuted(_)))) => {
+                Err(ApiError::SlotMoving)
+            }
             Ok(Err(FenceError::PasteShard(error))) => paste_unreachable(&error),
             Err(_) => paste_unreachable(&"deadline exceeded"),
         }

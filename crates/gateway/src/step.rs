@@ -19,6 +19,10 @@ pub(crate) enum StepError {
     /// Timeout or no answer: it may have acted. Only waiting is safe.
     #[error("uncertain: {0}")]
     Uncertain(String),
+    /// The shard did not act because the slot is moving (frozen, or owned
+    /// elsewhere now): the same step succeeds on the map's next owner.
+    #[error("not executed: {0}")]
+    NotExecuted(String),
 }
 
 impl From<CallError> for StepError {
@@ -26,6 +30,7 @@ impl From<CallError> for StepError {
         match error {
             CallError::Refused(status) => Self::Refused(status.message().to_owned()),
             CallError::Uncertain(status) => Self::Uncertain(status.message().to_owned()),
+            CallError::NotExecuted(status) => Self::NotExecuted(status.message().to_owned()),
         }
     }
 }
@@ -36,6 +41,34 @@ impl From<ObjectError> for StepError {
             ObjectError::Refused(message) => Self::Refused(message),
             ObjectError::Uncertain(message) => Self::Uncertain(message),
         }
+    }
+}
+
+/// The first wait before a call refused as "not executed" (its slot is
+/// moving) is made again; it doubles up to [`MAX_MOVING_PAUSE`].
+const FIRST_MOVING_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+const MAX_MOVING_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Following a slot that moves while a request runs: after a "not
+/// executed" refusal, discover the slot map again, wait a little, and say
+/// whether the request's budget leaves time to try again (docs/design.md#moving-slots).
+pub(crate) struct FollowMoves {
+    pause: std::time::Duration,
+}
+
+impl FollowMoves {
+    pub(crate) fn new() -> Self {
+        Self { pause: FIRST_MOVING_PAUSE }
+    }
+
+    pub(crate) async fn again(&mut self, slots: &pastebin_shards::SlotMapCell, deadline: Instant) -> bool {
+        if Instant::now() + self.pause >= deadline {
+            return false;
+        }
+        let _ = tokio::time::timeout_at(deadline, slots.refresh()).await;
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(MAX_MOVING_PAUSE);
+        true
     }
 }
 

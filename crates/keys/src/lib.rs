@@ -13,8 +13,13 @@ mod record;
 mod service;
 mod store;
 
+use pastebin_runtime::{
+    shard_slots::ShardSlots,
+    slot_moves::{ColumnType, MovedTable, SlotMovesService},
+};
+
 pub use client::KeyClient;
-pub use record::{AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
+pub use record::{AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
 pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
 
@@ -24,17 +29,39 @@ pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migration
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.keys.v1.KeyService";
 
-/// `store` as the K shard owning `slots`, behind gRPC (with health, and
-/// TLS and reflection as `options` say): to serve on a listener, to call in
-/// process, or both.
+/// What a slot move copies of this shard: every row of `idempotency_keys`, whatever
+/// its state (docs/design.md#moving-slots).
+pub static MOVED_TABLE: MovedTable = MovedTable {
+    table: "idempotency_keys",
+    id: "key",
+    state: "state",
+    states: &["pending", "done", "aborted"],
+    columns: &[
+        ("key", ColumnType::Text),
+        ("request_hash", ColumnType::Text),
+        ("paste_id", ColumnType::Text),
+        ("state", ColumnType::Text),
+        ("response_body", ColumnType::Text),
+        ("created_at", ColumnType::Integer),
+        ("retain_until", ColumnType::Integer),
+    ],
+    slot_column: "paste_id",
+    slot_of: |id| pastebin_core::IdempotencyKey::parse(id).ok().map(|key| key.slot()),
+};
+
+/// `store` as the K shard owning `slots`, behind gRPC with the slot-move
+/// service beside it (with health, and TLS and reflection as `options`
+/// say): to serve on a listener, to call in process, or both.
 pub async fn server(
     store: KeyStore,
-    slots: pastebin_core::SlotRange,
+    slots: ShardSlots,
     options: pastebin_runtime::grpc::ServerOptions,
 ) -> anyhow::Result<pastebin_runtime::grpc::GrpcServer> {
-    let routes = tonic::service::Routes::new(KeyServiceImpl::new(store, slots).into_server());
+    let moves = SlotMovesService::new(slots.clone(), store.database().clone(), &MOVED_TABLE, store.clock().clone());
+    let routes =
+        tonic::service::Routes::new(KeyServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());
     let described = pastebin_runtime::grpc::Described {
-        services: &[SERVICE_NAME],
+        services: &[SERVICE_NAME, pastebin_runtime::slot_moves::SERVICE_NAME],
         descriptors: pastebin_proto::keys::v1::FILE_DESCRIPTOR_SET,
     };
     pastebin_runtime::grpc::GrpcServer::new(routes, described, options).await

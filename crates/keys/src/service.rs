@@ -1,9 +1,9 @@
 use chrono::{DateTime, Utc};
-use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, Slot, SlotRange};
+use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState};
 use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     grpc::{store_status, Malformed, StoreFailure},
-    shard_slots,
+    shard_slots::ShardSlots,
 };
 use tonic::{Request, Response, Status};
 
@@ -19,21 +19,22 @@ const MAX_PAGE: u32 = 10_000;
 
 /// Shard K over gRPC. Validates every field before touching storage, so bad
 /// input is INVALID_ARGUMENT and writes nothing; a key whose slot is outside
-/// `slots` is FAILED_PRECONDITION and reads nothing either.
+/// `slots` is FAILED_PRECONDITION and reads nothing either, and a write for
+/// a slot frozen by a move is UNAVAILABLE, "not executed" (docs/design.md#moving-slots).
 pub struct KeyServiceImpl {
     store: KeyStore,
-    slots: SlotRange,
+    slots: ShardSlots,
 }
 
 impl KeyServiceImpl {
-    pub fn new(store: KeyStore, slots: SlotRange) -> Self {
+    pub fn new(store: KeyStore, slots: ShardSlots) -> Self {
         Self { store, slots }
     }
 
-    /// A key argument this shard owns.
-    fn owned_key(&self, raw: &str) -> Result<IdempotencyKey, Status> {
+    /// A key argument this shard owns, for a read.
+    async fn owned_key(&self, raw: &str) -> Result<IdempotencyKey, Status> {
         let key = key(raw)?;
-        shard_slots::ensure_owned(self.slots, key.slot())?;
+        self.slots.readable(key.slot()).await?;
         Ok(key)
     }
 
@@ -78,7 +79,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let new = convert::new_key(request)?;
-        shard_slots::ensure_owned(self.slots, new.key.slot())?;
+        let _writing = self.slots.writable([new.key.slot()]).await?;
         let (inserted, record) = match self.store.begin(&new).await? {
             Begun::Inserted(record) => (true, record),
             Begun::Existing(record) => (false, record),
@@ -87,7 +88,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     }
 
     async fn get(&self, request: Request<pb::GetKeyRequest>) -> Result<Response<pb::KeyRecord>, Status> {
-        let key = self.owned_key(&request.into_inner().key)?;
+        let key = self.owned_key(&request.into_inner().key).await?;
         match self.store.get(&key).await? {
             Some(record) => Ok(Response::new(convert::record_to_pb(record))),
             None => Err(Status::not_found("no such key")),
@@ -96,14 +97,17 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
 
     async fn mark_done(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
-        let changed =
-            self.store.mark_done(&self.owned_key(&request.key)?, &convert::paste_id(&request.paste_id)?).await?;
+        let key = key(&request.key)?;
+        let _writing = self.slots.writable([key.slot()]).await?;
+        let changed = self.store.mark_done(&key, &convert::paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
     async fn abort(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
-        let changed = self.store.abort(&self.owned_key(&request.key)?, &convert::paste_id(&request.paste_id)?).await?;
+        let key = key(&request.key)?;
+        let _writing = self.slots.writable([key.slot()]).await?;
+        let changed = self.store.abort(&key, &convert::paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
@@ -128,9 +132,9 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         // A foreign key is reported, not refused: in a resharding window this
         // shard still lists stale copies of moved slots, and refusing the whole
         // batch for one of them would leave its own keys pending forever
-        // (docs/design.md#sweeper).
-        let (owned, not_owned): (Vec<_>, Vec<_>) =
-            verdicts.into_iter().partition(|(key, _)| self.slots.contains(key.slot()));
+        // (docs/design.md#sweeper). A frozen slot among the owned ones refuses
+        // the batch as "not executed": the sweeper tries again next round.
+        let (_writing, owned, not_owned) = self.slots.writable_owned(verdicts, |(key, _)| key.slot()).await?;
         let changed = self.store.apply_verdicts(to, &owned).await?;
         Ok(Response::new(pb::ApplyVerdictsResponse {
             changed: changed.iter().map(IdempotencyKey::canonical).collect(),
@@ -141,10 +145,12 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     async fn restart(&self, request: Request<pb::RestartRequest>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
+        let key = key(&request.key)?;
+        let _writing = self.slots.writable([key.slot()]).await?;
         let changed = self
             .store
             .restart(
-                &self.owned_key(&request.key)?,
+                &key,
                 &convert::paste_id(&request.aborted_paste_id)?,
                 &convert::paste_id(&request.paste_id)?,
                 &convert::response_body(request.response_body)?,
@@ -191,6 +197,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         request: Request<pb::PurgeRetiredRequest>,
     ) -> Result<Response<pb::PurgeRetiredResponse>, Status> {
         let limit = check_limit(request.into_inner().limit)?;
+        let _writing = self.slots.writable_everywhere().await?;
         let deleted = self.store.purge_retired(limit).await?;
         Ok(Response::new(pb::PurgeRetiredResponse { deleted }))
     }
@@ -202,34 +209,12 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         }
         // An id of another shard's slot refuses the batch: the caller's slot
         // map is wrong, and an answer of "not named" would be a guess.
-        let ids = raw
-            .iter()
-            .map(|raw| {
-                let id = convert::paste_id(raw)?;
-                shard_slots::ensure_owned(self.slots, id.slot())?;
-                Ok(id)
-            })
-            .collect::<Result<Vec<_>, Status>>()?;
+        let ids = raw.iter().map(|raw| Ok(convert::paste_id(raw)?)).collect::<Result<Vec<_>, Status>>()?;
+        for id in &ids {
+            self.slots.readable(id.slot()).await?;
+        }
         let named = self.store.named_by_done_keys(&ids).await?;
         Ok(Response::new(pb::PasteIds { paste_ids: named.iter().map(ToString::to_string).collect() }))
-    }
-
-    async fn list_slot(
-        &self,
-        request: Request<pb::ListSlotKeysRequest>,
-    ) -> Result<Response<pb::ListSlotKeysResponse>, Status> {
-        let request = request.into_inner();
-        let limit = check_limit(request.limit)?;
-        let slot =
-            u8::try_from(request.slot).map(Slot).map_err(|_| Status::invalid_argument("slot must be 0 to 255"))?;
-        shard_slots::ensure_owned(self.slots, slot)?;
-        let after = if request.after_paste_id.is_empty() {
-            None
-        } else {
-            Some((convert::paste_id(&request.after_paste_id)?, key(&request.after_key)?))
-        };
-        let keys = self.store.list_slot(slot, after.as_ref().map(|(id, key)| (id, key)), limit).await?;
-        Ok(Response::new(pb::ListSlotKeysResponse { keys: keys.into_iter().map(convert::slot_key_to_pb).collect() }))
     }
 
     async fn describe(
@@ -237,6 +222,6 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         _request: Request<shard_pb::DescribeRequest>,
     ) -> Result<Response<shard_pb::ShardDescription>, Status> {
         let now = to_millis(self.store.clock().now());
-        Ok(Response::new(shard_slots::description(shard_pb::ShardKind::Key, self.slots, now)))
+        Ok(Response::new(self.slots.description(now).await))
     }
 }

@@ -1,4 +1,4 @@
-use pastebin_core::{DeleteToken, PasteId, Slot, SlotRange};
+use pastebin_core::{DeleteToken, PasteId};
 use pastebin_proto::{
     pastes::v1::{self as pb, paste_service_client::PasteServiceClient},
     shard::v1 as shard_pb,
@@ -9,7 +9,7 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
+use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -114,17 +114,6 @@ impl PasteClient {
             .collect()
     }
 
-    /// One page of the rows of `slot`, after the id `after`.
-    pub async fn list_slot(&self, slot: Slot, after: Option<&PasteId>, limit: u32) -> Result<Vec<SlotRow>, CallError> {
-        let request = pb::ListSlotRowsRequest {
-            slot: u32::from(slot.0),
-            after_id: after.map(ToString::to_string).unwrap_or_default(),
-            limit,
-        };
-        let reply = self.inner.clone().list_slot(self.deadline.request(request)).await?.into_inner();
-        reply.rows.into_iter().map(|raw| convert::slot_row_from_pb(raw).map_err(bad_reply)).collect()
-    }
-
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, CallError> {
         let request = pb::DeleteRequest { id: id.to_string(), delete_token: token.expose().to_owned() };
         match self.inner.clone().delete(self.deadline.request(request)).await {
@@ -150,9 +139,9 @@ impl PasteClient {
         Ok(self.inner.clone().purge_tombstones(self.deadline.request(request)).await?.into_inner().deleted)
     }
 
-    /// The slot range the shard says it owns.
-    pub async fn describe(&self) -> Result<SlotRange, CallError> {
+    /// What the shard says it owns (and its generation, and what it froze).
+    pub async fn describe(&self) -> Result<shard_slots::Described, CallError> {
         let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
-        shard_slots::described_range(shard_pb::ShardKind::Paste, answer.get_ref())
+        shard_slots::described(shard_pb::ShardKind::Paste, answer.get_ref())
     }
 }

@@ -13,8 +13,13 @@ mod record;
 mod service;
 mod store;
 
+use pastebin_runtime::{
+    shard_slots::ShardSlots,
+    slot_moves::{ColumnType, MovedTable, SlotMovesService},
+};
+
 pub use client::PasteClient;
-pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
+pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 
@@ -24,17 +29,45 @@ pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migration
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "pastebin.pastes.v1.PasteService";
 
-/// `store` as the P shard owning `slots`, behind gRPC (with health, and
-/// TLS and reflection as `options` say): to serve on a listener, to call in
-/// process, or both.
+/// What a slot move copies of this shard: every row of `pastes`, whatever
+/// its state (docs/design.md#moving-slots).
+pub static MOVED_TABLE: MovedTable = MovedTable {
+    table: "pastes",
+    id: "id",
+    state: "state",
+    states: &["live", "tombstoned"],
+    columns: &[
+        ("id", ColumnType::Text),
+        ("state", ColumnType::Text),
+        ("created_at", ColumnType::Integer),
+        ("delete_token_sha256", ColumnType::Text),
+        ("expires_at", ColumnType::Integer),
+        ("size", ColumnType::Integer),
+        ("content_sha256", ColumnType::Text),
+        ("tombstoned_at", ColumnType::Integer),
+        ("tombstone_reason", ColumnType::Text),
+        ("media_type", ColumnType::Text),
+        ("file_name", ColumnType::Text),
+        ("language", ColumnType::Text),
+        ("burn_after_reading", ColumnType::Integer),
+    ],
+    slot_column: "id",
+    slot_of: |id| pastebin_core::PasteId::parse(id).ok().map(|id| id.slot()),
+};
+
+/// `store` as the P shard owning `slots`, behind gRPC with the slot-move
+/// service beside it (with health, and TLS and reflection as `options`
+/// say): to serve on a listener, to call in process, or both.
 pub async fn server(
     store: PasteStore,
-    slots: pastebin_core::SlotRange,
+    slots: ShardSlots,
     options: pastebin_runtime::grpc::ServerOptions,
 ) -> anyhow::Result<pastebin_runtime::grpc::GrpcServer> {
-    let routes = tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server());
+    let moves = SlotMovesService::new(slots.clone(), store.database().clone(), &MOVED_TABLE, store.clock().clone());
+    let routes =
+        tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());
     let described = pastebin_runtime::grpc::Described {
-        services: &[SERVICE_NAME],
+        services: &[SERVICE_NAME, pastebin_runtime::slot_moves::SERVICE_NAME],
         descriptors: pastebin_proto::pastes::v1::FILE_DESCRIPTOR_SET,
     };
     pastebin_runtime::grpc::GrpcServer::new(routes, described, options).await

@@ -1,9 +1,9 @@
-use pastebin_core::{to_millis, DeleteToken, PasteId, SlotRange};
+use pastebin_core::{to_millis, DeleteToken, PasteId};
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
     grpc::{store_status, StoreFailure},
-    shard_slots,
+    shard_slots::ShardSlots,
 };
 use tonic::{Request, Response, Status};
 
@@ -14,31 +14,34 @@ const MAX_BATCH: usize = 1_000;
 const MAX_PAGE: u32 = 10_000;
 
 /// Shard P over gRPC. Every field is validated before storage is touched,
-/// and an id whose slot is outside `slots` is FAILED_PRECONDITION.
+/// an id whose slot is outside `slots` is FAILED_PRECONDITION, and a write
+/// for a slot frozen by a move is UNAVAILABLE, "not executed"
+/// (docs/design.md#moving-slots).
 pub struct PasteServiceImpl {
     store: PasteStore,
-    slots: SlotRange,
+    slots: ShardSlots,
 }
 
 impl PasteServiceImpl {
-    pub fn new(store: PasteStore, slots: SlotRange) -> Self {
+    pub fn new(store: PasteStore, slots: ShardSlots) -> Self {
         Self { store, slots }
     }
 
-    /// `id`, refused unless this shard owns its slot.
-    fn owned(&self, id: PasteId) -> Result<PasteId, Status> {
-        shard_slots::ensure_owned(self.slots, id.slot())?;
+    /// `id`, for a read, refused unless this shard owns its slot.
+    async fn owned(&self, id: PasteId) -> Result<PasteId, Status> {
+        self.slots.readable(id.slot()).await?;
         Ok(id)
     }
 
     /// A batch of ids, each valid and owned. One id outside the range refuses
     /// the whole batch: the caller's slot map is wrong, and no fence goes up
     /// for any of them.
-    fn owned_batch(&self, raw: &[String]) -> Result<Vec<PasteId>, Status> {
-        if raw.len() > MAX_BATCH {
-            return Err(Status::invalid_argument("at most 1000 ids per batch"));
+    async fn owned_batch(&self, raw: &[String]) -> Result<Vec<PasteId>, Status> {
+        let ids = valid_batch(raw)?;
+        for id in &ids {
+            self.slots.readable(id.slot()).await?;
         }
-        raw.iter().map(|id| self.owned(convert::id(id)?)).collect()
+        Ok(ids)
     }
 
     pub fn into_server(self) -> pb::paste_service_server::PasteServiceServer<Self> {
@@ -66,6 +69,13 @@ fn id_lookup(raw: &str) -> Result<PasteId, Status> {
     PasteId::parse(raw).map_err(|_| not_found())
 }
 
+fn valid_batch(raw: &[String]) -> Result<Vec<PasteId>, Status> {
+    if raw.len() > MAX_BATCH {
+        return Err(Status::invalid_argument("at most 1000 ids per batch"));
+    }
+    raw.iter().map(|id| Ok(convert::id(id)?)).collect()
+}
+
 fn not_found() -> Status {
     Status::not_found("no such paste")
 }
@@ -74,12 +84,12 @@ fn not_found() -> Status {
 impl pb::paste_service_server::PasteService for PasteServiceImpl {
     async fn insert(&self, request: Request<pb::InsertRequest>) -> Result<Response<pb::InsertResponse>, Status> {
         let paste = convert::new_paste(request.into_inner())?;
-        self.owned(paste.id.clone())?;
+        let _writing = self.slots.writable([paste.id.slot()]).await?;
         Ok(Response::new(convert::outcome_to_pb(self.store.insert(&paste).await?)))
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Paste>, Status> {
-        let id = self.owned(id_lookup(&request.into_inner().id)?)?;
+        let id = self.owned(id_lookup(&request.into_inner().id)?).await?;
         let row = self.store.get_live(&id).await?.ok_or_else(not_found)?;
         Ok(Response::new(convert::paste_to_pb(row)))
     }
@@ -88,13 +98,14 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::TombstoneRequest>,
     ) -> Result<Response<pb::TombstoneResponse>, Status> {
-        let id = self.owned(convert::id(&request.into_inner().id)?)?;
+        let id = convert::id(&request.into_inner().id)?;
+        let _writing = self.slots.writable([id.slot()]).await?;
         let fate = self.store.tombstone_unless_live(&id).await?;
         Ok(Response::new(pb::TombstoneResponse { fate: convert::fate_to_pb(fate) }))
     }
 
     async fn fate(&self, request: Request<pb::TombstoneRequest>) -> Result<Response<pb::TombstoneResponse>, Status> {
-        let id = self.owned(convert::id(&request.into_inner().id)?)?;
+        let id = self.owned(convert::id(&request.into_inner().id)?).await?;
         let fate = self.store.peek_fate(&id).await?.map(convert::fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into());
         Ok(Response::new(pb::TombstoneResponse { fate }))
     }
@@ -103,7 +114,9 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::ResolveBatchRequest>,
     ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
-        let ids = self.owned_batch(&request.into_inner().ids)?;
+        // Fencing writes: a frozen slot refuses the batch as "not executed".
+        let ids = valid_batch(&request.into_inner().ids)?;
+        let _writing = self.slots.writable(ids.iter().map(PasteId::slot)).await?;
         let fates = self.store.resolve_batch(&ids).await?;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
@@ -117,7 +130,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::ResolveBatchRequest>,
     ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
-        let ids = self.owned_batch(&request.into_inner().ids)?;
+        let ids = self.owned_batch(&request.into_inner().ids).await?;
         let fates = self.store.peek_batch(&ids).await?;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
@@ -131,14 +144,16 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     }
 
     async fn claim_burn(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::ClaimBurnResponse>, Status> {
-        let id = self.owned(id_lookup(&request.into_inner().id)?)?;
+        let id = id_lookup(&request.into_inner().id)?;
+        let _writing = self.slots.writable([id.slot()]).await?;
         let claimed = self.store.claim_burn(&id).await? == BurnClaim::Claimed;
         Ok(Response::new(pb::ClaimBurnResponse { claimed }))
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let request = request.into_inner();
-        let id = self.owned(id_lookup(&request.id)?)?;
+        let id = id_lookup(&request.id)?;
+        let _writing = self.slots.writable([id.slot()]).await?;
         match self.store.delete(&id, &DeleteToken::presented(&request.delete_token)).await? {
             DeleteOutcome::Deleted => {
                 failpoints::hit(AFTER_P_DELETE).await;
@@ -149,23 +164,6 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         }
     }
 
-    async fn list_slot(
-        &self,
-        request: Request<pb::ListSlotRowsRequest>,
-    ) -> Result<Response<pb::ListSlotRowsResponse>, Status> {
-        let request = request.into_inner();
-        if request.limit == 0 || request.limit > MAX_PAGE {
-            return Err(Status::invalid_argument("limit must be 1 to 10000"));
-        }
-        let slot = u8::try_from(request.slot)
-            .map(pastebin_core::Slot)
-            .map_err(|_| Status::invalid_argument("slot must be 0 to 255"))?;
-        shard_slots::ensure_owned(self.slots, slot)?;
-        let after = if request.after_id.is_empty() { None } else { Some(convert::id(&request.after_id)?) };
-        let rows = self.store.list_slot(slot, after.as_ref(), request.limit).await?;
-        Ok(Response::new(pb::ListSlotRowsResponse { rows: rows.into_iter().map(convert::slot_row_to_pb).collect() }))
-    }
-
     async fn purge_expired(
         &self,
         request: Request<pb::PurgeExpiredRequest>,
@@ -174,6 +172,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if limit == 0 || limit > MAX_PAGE {
             return Err(Status::invalid_argument("limit must be 1 to 10000"));
         }
+        let _writing = self.slots.writable_everywhere().await?;
         let ids = self.store.purge_expired(limit).await?;
         Ok(Response::new(pb::PurgeExpiredResponse { ids: ids.iter().map(ToString::to_string).collect() }))
     }
@@ -190,6 +189,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if min_age < crate::MIN_TOMBSTONE_AGE {
             return Err(Status::invalid_argument("min_age_seconds must be at least 93600 (26 h)"));
         }
+        let _writing = self.slots.writable_everywhere().await?;
         let deleted = self.store.purge_tombstones(min_age, request.limit).await?;
         Ok(Response::new(pb::PurgeTombstonesResponse { deleted }))
     }
@@ -199,6 +199,6 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         _request: Request<shard_pb::DescribeRequest>,
     ) -> Result<Response<shard_pb::ShardDescription>, Status> {
         let now = to_millis(self.store.clock().now());
-        Ok(Response::new(shard_slots::description(shard_pb::ShardKind::Paste, self.slots, now)))
+        Ok(Response::new(self.slots.description(now).await))
     }
 }

@@ -1,21 +1,20 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
 //! code path for PostgreSQL and SQLite, writes grouped into one commit on
-//! SQLite) and runs the migrations it is given, on the server of a
-//! [`database_url`] that takes writes, found again by [`reconnect`] when lost, [`failpoints`] are crash points
+//! SQLite) and runs the migrations it is given, [`failpoints`] are crash points
 //! for tests, [`grpc`] serves a service with `grpc.health.v1` (and reflection,
 //! if asked) beside it, [`tls`] loads the mutual-TLS files every server and
 //! client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain ([`with_drain_timeout`] bounds it), [`metrics`] names
 //! every Prometheus metric the services export, [`shard_slots`] keeps a
-//! shard's slot range in its database and refuses calls outside it, and
+//! shard's slot range in its database and refuses calls outside it,
+//! [`slot_moves`] is a shard's half of moving slots to another shard, and
 //! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
 //! [`readiness`] is what `/readyz` and gRPC health say about whether the
 //! process can work, [`help`] names the headings `--help` groups flags
 //! under, and [`lock`] keeps two processes off one data directory, SQLite
 //! file or objects directory.
 
-pub mod database_url;
 pub mod db;
 pub mod failpoints;
 pub mod files;
@@ -26,9 +25,9 @@ pub mod http;
 pub mod lock;
 pub mod metrics;
 pub mod readiness;
-pub mod reconnect;
 pub mod shard_slots;
 mod shutdown;
+pub mod slot_moves;
 pub mod telemetry;
 pub mod tls;
 

@@ -22,11 +22,6 @@ pub const SWEEPER_DECISIONS: &str = "pastebin_sweeper_decisions_total";
 /// Ids the reaper or recovery left unfenced because a done key names them
 /// while their P shard has no row: lost pastes (run `ctl reconcile`).
 pub const LOST_PASTES_SPARED: &str = "pastebin_lost_pastes_spared_total";
-/// What the sweeper's running cross-check of K, P and the objects found, summed
-/// over every slot's latest check, by `kind`: `lost_paste` (done key, no paste
-/// row), `missing_object` (done key or live row, no object), `orphan` (live
-/// paste, no key). Anything above 0 is a loss: run `ctl reconcile`.
-pub const DIVERGENT_IDS: &str = "pastebin_divergent_ids";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";
 /// 1 if the sweeper reached this P shard in its last round, else 0 (`shard` label).
@@ -42,19 +37,18 @@ pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 /// Burn-after-reading pastes read (and so deleted) by their one reader.
 pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 
-/// Highlighted renders of paste pages, by how they ended: `highlighted`,
-/// `out_of_time` (plain text from then on) or `abandoned` (every view waiting
-/// for it went away). At most one per paste per gateway, reveals included.
-pub const PAGE_RENDERS: &str = "pastebin_page_renders_total";
-/// `POST /{id}` reveals (the "show it" button of a paste page).
-pub const PAGE_REVEALS: &str = "pastebin_page_reveals_total";
-
 /// Connections and requests the edge turned away, by `reason`:
 /// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
 pub const EDGE_REFUSALS: &str = "pastebin_edge_refusals_total";
 /// Writes per SQLite group commit (one transaction, one fsync), by
 /// `database` (the file name, e.g. `keys.db`): near 1 means no batching.
 pub const GROUP_COMMIT_WRITES: &str = "pastebin_group_commit_writes";
+/// Slots this shard owns but has frozen while they move to another shard
+/// (docs/design.md#moving-slots); 0 when no move is copying.
+pub const FROZEN_SLOTS: &str = "pastebin_shard_frozen_slots";
+/// Rows of a slot move handled by this shard, by `direction`: `exported`
+/// and `deleted` on the source, `imported` on the target.
+pub const SLOT_MOVE_ROWS: &str = "pastebin_slot_move_rows_total";
 
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
@@ -64,7 +58,6 @@ pub const ALL: &[&str] = &[
     OLDEST_PENDING_AGE_SECONDS,
     PENDING_KEYS_OLDER_THAN,
     SWEEPER_DECISIONS,
-    DIVERGENT_IDS,
     SWEEPER_LAST_SUCCESS,
     PASTE_SHARD_REACHABLE,
     RETIRED_KEYS,
@@ -72,10 +65,10 @@ pub const ALL: &[&str] = &[
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
     PASTES_BURNED,
-    PAGE_RENDERS,
-    PAGE_REVEALS,
     EDGE_REFUSALS,
     GROUP_COMMIT_WRITES,
+    FROZEN_SLOTS,
+    SLOT_MOVE_ROWS,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use pastebin_core::SlotRange;
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::{grpc::CallError, tls::MutualTls};
+use pastebin_runtime::{grpc::CallError, shard_slots::Described, tls::MutualTls};
 use tokio::time::Instant;
 
 use crate::{address_book, AddressError, CoverageError, Shard, ShardAddresses, SlotMap};
@@ -53,14 +52,35 @@ pub async fn discover(
         describe_all::<PasteClient>(&pastes, tls, patience, call_timeout),
     )
     .await;
-    Ok(SlotMap::new(keys?, pastes?)?)
+    let (keys, pastes) = (keys?, pastes?);
+    let generation = keys.iter().map(|(_, generation)| generation).chain(pastes.iter().map(|(_, g)| g)).sum();
+    Ok(SlotMap::new(without_generations(keys), without_generations(pastes))?.at_generation(generation))
+}
+
+fn without_generations<C>(described: Vec<(Shard<C>, u64)>) -> Vec<Shard<C>> {
+    described.into_iter().map(|(shard, _)| shard).collect()
+}
+
+/// How a running gateway or sweeper discovers its slot map again: every
+/// shard must answer within `timeout` (else the current map stays).
+pub fn rediscovery(addresses: ShardAddresses, tls: Option<MutualTls>, timeout: Duration) -> crate::Rediscover {
+    std::sync::Arc::new(move || {
+        let (addresses, tls) = (addresses.clone(), tls.clone());
+        Box::pin(async move {
+            let discovery = discover(&addresses, tls.as_ref(), Patience::WaitForEveryShard, timeout);
+            match tokio::time::timeout(timeout, discovery).await {
+                Ok(map) => Ok(map?),
+                Err(_) => anyhow::bail!("not every shard answered within {timeout:?}"),
+            }
+        })
+    })
 }
 
 /// A client of one kind of shard, as discovery needs it.
 trait DescribedShard: Sized {
     const KIND: &'static str;
     fn connect(channel: tonic::transport::Channel) -> Self;
-    async fn describe_by(&self, deadline: Instant) -> Result<SlotRange, CallError>;
+    async fn describe_by(&self, deadline: Instant) -> Result<Described, CallError>;
 }
 
 impl DescribedShard for KeyClient {
@@ -68,7 +88,7 @@ impl DescribedShard for KeyClient {
     fn connect(channel: tonic::transport::Channel) -> Self {
         KeyClient::new(channel)
     }
-    async fn describe_by(&self, deadline: Instant) -> Result<SlotRange, CallError> {
+    async fn describe_by(&self, deadline: Instant) -> Result<Described, CallError> {
         self.with_deadline(deadline).describe().await
     }
 }
@@ -78,17 +98,18 @@ impl DescribedShard for PasteClient {
     fn connect(channel: tonic::transport::Channel) -> Self {
         PasteClient::new(channel)
     }
-    async fn describe_by(&self, deadline: Instant) -> Result<SlotRange, CallError> {
+    async fn describe_by(&self, deadline: Instant) -> Result<Described, CallError> {
         self.with_deadline(deadline).describe().await
     }
 }
 
+/// Each shard with its generation (0 for a silent one).
 async fn describe_all<C: DescribedShard>(
     addresses: &[String],
     tls: Option<&MutualTls>,
     patience: Patience,
     call_timeout: Duration,
-) -> Result<Vec<Shard<C>>, DiscoveryError> {
+) -> Result<Vec<(Shard<C>, u64)>, DiscoveryError> {
     let shards = addresses.iter().map(|address| describe_one::<C>(address, tls, patience, call_timeout));
     futures::future::join_all(shards).await.into_iter().collect()
 }
@@ -109,15 +130,16 @@ async fn describe_one<C: DescribedShard>(
     tls: Option<&MutualTls>,
     patience: Patience,
     call_timeout: Duration,
-) -> Result<Shard<C>, DiscoveryError> {
+) -> Result<(Shard<C>, u64), DiscoveryError> {
     let client = C::connect(address_book::channel(address, tls)?);
     let mut delay = Duration::from_millis(200);
     loop {
         let answer = tokio::time::timeout(call_timeout, client.describe_by(Instant::now() + call_timeout)).await;
         let error = match answer {
-            Ok(Ok(slots)) => {
-                tracing::debug!(kind = C::KIND, %address, %slots, "shard owns slots");
-                return Ok(Shard { address: address.to_owned(), slots: Some(slots), client });
+            Ok(Ok(described)) => {
+                tracing::debug!(kind = C::KIND, %address, slots = %described.owned, "shard owns slots");
+                let shard = Shard { address: address.to_owned(), slots: Some(described.owned), client };
+                return Ok((shard, described.generation));
             }
             Ok(Err(CallError::Refused(status))) => {
                 let reason = status.message().to_owned();
@@ -129,11 +151,12 @@ async fn describe_one<C: DescribedShard>(
                 }
                 status.message().to_owned()
             }
+            Ok(Err(CallError::NotExecuted(status))) => status.message().to_owned(),
             Err(_) => "no answer in time".to_owned(),
         };
         if patience == Patience::AskOnce {
             tracing::warn!(kind = C::KIND, %address, %error, "shard did not say which slots it owns");
-            return Ok(Shard { address: address.to_owned(), slots: None, client });
+            return Ok((Shard { address: address.to_owned(), slots: None, client }, 0));
         }
         tracing::warn!(kind = C::KIND, %address, %error, "waiting for the shard to say which slots it owns");
         tokio::time::sleep(delay).await;

@@ -4,14 +4,15 @@
 
 use std::fmt;
 
-use pastebin_core::{Slot, SlotRange, SLOT_COUNT};
+use pastebin_core::{OwnedSlots, Slot, SlotRange, SLOT_COUNT};
 
-/// One shard of a kind as discovery found it: its address, and the range it
-/// said it owns (`None`: it did not answer, for callers that go on without it).
+/// One shard of a kind as discovery found it: its address, and what it
+/// said it owns (`None`: it did not answer, for callers that go on without
+/// it). A shard that owns nothing is listed and routed nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub address: String,
-    pub slots: Option<SlotRange>,
+    pub slots: Option<OwnedSlots>,
 }
 
 /// Why a set of claims is not a slot map. Starting on it would route some
@@ -45,7 +46,7 @@ impl SlotTable {
         }
         let mut owner: Vec<Option<usize>> = vec![None; SLOT_COUNT];
         for (index, claim) in claims.iter().enumerate() {
-            let Some(range) = claim.slots else { continue };
+            let Some(OwnedSlots::Range(range)) = claim.slots else { continue };
             for slot in range.slots() {
                 if let Some(earlier) = owner[slot.index()] {
                     return Err(overlap(kind, &claims[earlier], claim));
@@ -77,7 +78,8 @@ impl SlotTable {
 
 fn overlap(kind: &'static str, first: &Claim, second: &Claim) -> CoverageError {
     // Both are answering shards: only those are ever entered in the table.
-    let (a, b) = (first.slots.unwrap_or_default(), second.slots.unwrap_or_default());
+    let range = |claim: &Claim| claim.slots.and_then(OwnedSlots::range).unwrap_or_default();
+    let (a, b) = (range(first), range(second));
     let slots = SlotRange::new(a.first().max(b.first()).0, a.last().min(b.last()).0).unwrap_or(a);
     CoverageError::Overlap { kind, first: first.address.clone(), second: second.address.clone(), slots }
 }
@@ -122,6 +124,10 @@ mod tests {
         Claim { address: address.into(), slots: Some(slots.parse().unwrap()) }
     }
 
+    fn empty(address: &str) -> Claim {
+        Claim { address: address.into(), slots: Some(OwnedSlots::Nothing) }
+    }
+
     fn silent(address: &str) -> Claim {
         Claim { address: address.into(), slots: None }
     }
@@ -160,6 +166,14 @@ mod tests {
         let error = SlotTable::build("paste", &[claim("a", "64-127"), claim("b", "130-199"), claim("c", "200-254")])
             .unwrap_err();
         assert_eq!(error.to_string(), "no paste shard claims slots 0-63, 128-129, 255-255");
+    }
+
+    #[test]
+    fn a_shard_that_owns_nothing_is_listed_and_routed_nothing() {
+        let table = SlotTable::build("key", &[empty("new"), claim("old", "0-255")]).unwrap();
+        assert!((0..=255).map(Slot).all(|slot| table.owner(slot) == Some(1)));
+        let gap = SlotTable::build("key", &[empty("new"), claim("old", "0-127")]).unwrap_err();
+        assert_eq!(gap.to_string(), "no key shard claims slots 128-255", "owning nothing is not silence");
     }
 
     #[test]

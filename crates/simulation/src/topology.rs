@@ -8,6 +8,8 @@ use pastebin_core::{Minter, SlotRange};
 use pastebin_gateway::{Gateway, GatewaySettings, PasteApiService, SlotMapCell};
 use pastebin_keys::{KeyClient, KeyServiceImpl, KeyStore};
 use pastebin_pastes::{PasteClient, PasteServiceImpl, PasteStore};
+use pastebin_proto::shard::v1::ShardKind;
+use pastebin_runtime::shard_slots::{Resharding, ShardSlots};
 use pastebin_shards::{Shard, SlotMap};
 use pastebin_sweeper::{Sweeper, SweeperSettings};
 use tonic::{
@@ -62,17 +64,25 @@ fn shards<C>(list: &[(&str, u8, u8)], client: fn(Channel) -> C) -> anyhow::Resul
     list.iter()
         .map(|&(name, first, last)| {
             let address = format!("{name}:{}", net::PORT);
-            Ok(Shard { address, slots: Some(range(first, last)?), client: client(net::channel(name)?) })
+            Ok(Shard { address, slots: Some(range(first, last)?.into()), client: client(net::channel(name)?) })
         })
         .collect()
 }
 
 pub async fn serve_keys(store: KeyStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    serve_shard(Routes::new(KeyServiceImpl::new(store, range(slots.0, slots.1)?).into_server()), disk).await
+    let slots = claimed(store.database(), ShardKind::Key, slots).await?;
+    serve_shard(Routes::new(KeyServiceImpl::new(store, slots).into_server()), disk).await
 }
 
 pub async fn serve_pastes(store: PasteStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    serve_shard(Routes::new(PasteServiceImpl::new(store, range(slots.0, slots.1)?).into_server()), disk).await
+    let slots = claimed(store.database(), ShardKind::Paste, slots).await?;
+    serve_shard(Routes::new(PasteServiceImpl::new(store, slots).into_server()), disk).await
+}
+
+/// The shard's range, stored in its database as a real shard's start does.
+async fn claimed(db: &pastebin_runtime::db::Database, kind: ShardKind, slots: (u8, u8)) -> anyhow::Result<ShardSlots> {
+    let asked = Some(range(slots.0, slots.1)?.into());
+    Ok(ShardSlots::claim(db.pool(), kind, asked, Resharding::Allow, 0).await?)
 }
 
 /// A shard's service on the simulated network, each RPC one step on the disk.

@@ -3,29 +3,21 @@
 //! [`recovery`] finishes or aborts pending keys older than the recovery
 //! threshold (60 s), always after reading shard P, never blind. [`reapers`]
 //! deletes retired keys (25 h), purges expired pastes, reaps orphan
-//! objects behind a tombstone and, much later, purges the tombstones.
-//! [`audit`] cross-checks one slot of K, P and the objects per round for
-//! the divergence gauges (lost pastes, missing objects, orphans). All state lives in K and P: a sweeper can be
+//! objects behind a tombstone and, much later, purges the tombstones. All state lives in K and P: a sweeper can be
 //! killed at any point and restarted, and several can run at once, because
 //! every change it makes is a guarded update.
 
-mod audit;
 mod observe;
 mod reapers;
 mod recovery;
 
-use std::{
-    future::Future,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use pastebin_core::Clock;
 use pastebin_objects::ObjectStore;
-use pastebin_shards::SlotMap;
+use pastebin_shards::{Rediscover, SlotMap, SlotMapCell};
 
-pub use audit::Divergence;
-pub use observe::Observation;
+pub use observe::{MovingSlots, Observation};
 pub use pastebin_shards::Decision;
 pub use reapers::ReapReport;
 pub use recovery::RecoveryReport;
@@ -66,12 +58,10 @@ impl Default for SweeperSettings {
 
 #[derive(Clone)]
 pub struct Sweeper {
-    slots: SlotMap,
+    slots: SlotMapCell,
     objects: Arc<dyn ObjectStore>,
     clock: Arc<dyn Clock>,
     settings: SweeperSettings,
-    /// Shared by the clones of one sweeper, so their rounds walk the slots together.
-    audit: Arc<Mutex<audit::Audit>>,
 }
 
 /// What one round did.
@@ -106,7 +96,19 @@ impl Sweeper {
         clock: Arc<dyn Clock>,
         settings: SweeperSettings,
     ) -> Self {
-        Self { slots, objects, clock, settings, audit: Arc::default() }
+        Self { slots: SlotMapCell::ready(slots), objects, clock, settings }
+    }
+
+    /// The same sweeper, discovering its slot map again before each round,
+    /// so it follows slot moves without a restart (docs/design.md#moving-slots).
+    pub fn rediscovering(self, rediscover: Rediscover) -> Self {
+        self.slots.rediscover_with(rediscover);
+        self
+    }
+
+    fn slot_map(&self) -> Arc<SlotMap> {
+        // Filled when the sweeper was made, and never emptied.
+        self.slots.get().expect("a sweeper always has a slot map")
     }
 
     pub fn settings(&self) -> &SweeperSettings {
@@ -114,9 +116,9 @@ impl Sweeper {
     }
 
     /// One round: recovery first (it is what clients wait for), then key
-    /// retention and paste expiry; the object reaper when `reap_objects`;
-    /// last, the cross-check of one slot.
+    /// retention and paste expiry; the object reaper when `reap_objects`.
     pub async fn round(&self, reap_objects: bool) -> RoundReport {
+        self.slots.refresh().await;
         let recovery = self.recover_stale().await;
         let (retired, expired) = (self.retire_keys_drained().await, self.purge_expired_pastes_drained().await);
         let purged = self.purge_tombstones_drained().await;
@@ -136,7 +138,6 @@ impl Sweeper {
         let report = RoundReport { recovery, reap };
         observe::record("sweeper rounds", &report);
         self.observe().await;
-        self.audit_next_slot().await;
         if report != RoundReport::default() {
             tracing::info!(?report, "sweeper round");
         }

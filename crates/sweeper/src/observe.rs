@@ -1,17 +1,30 @@
 //! What the sweeper sees of the deployment each round, exported as metrics
 //! and returned to the dashboard and the operator CLI.
 
+use pastebin_core::SlotRange;
 use pastebin_keys::PendingStats;
 use pastebin_runtime::metrics as names;
 
 use crate::{RoundReport, Sweeper};
 
-/// Pending statistics of every K shard (None: unreachable) and whether each
-/// P shard answered.
+/// Pending statistics of every K shard (None: unreachable), whether each
+/// P shard answered, and the slots any shard has frozen for a move.
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
     pub key_shards: Vec<Option<PendingStats>>,
     pub paste_shards_reachable: Vec<bool>,
+    pub moving: Vec<MovingSlots>,
+}
+
+/// Slots a shard has frozen while they move to another shard
+/// (docs/design.md#moving-slots): their writes wait until the move switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovingSlots {
+    /// `key` or `paste`.
+    pub kind: &'static str,
+    /// The shard's index in the sweeper's list of that kind.
+    pub shard: usize,
+    pub frozen: SlotRange,
 }
 
 impl Observation {
@@ -34,7 +47,7 @@ impl Sweeper {
     /// (an empty `ResolveBatch`), and sets the gauges.
     pub async fn observe(&self) -> Observation {
         let mut observation = Observation::default();
-        for (shard, keys) in self.slots.key_shards().iter().enumerate() {
+        for (shard, keys) in self.slot_map().key_shards().iter().enumerate() {
             let stats = keys.with_deadline(self.deadline()).pending_stats().await.ok();
             if let Some(stats) = &stats {
                 let shard = shard.to_string();
@@ -46,8 +59,11 @@ impl Sweeper {
                     .set(stats.older_than_60s as f64);
             }
             observation.key_shards.push(stats);
+            if let Ok(Some(frozen)) = keys.with_deadline(self.deadline()).describe().await.map(|d| d.frozen) {
+                observation.moving.push(MovingSlots { kind: "key", shard, frozen });
+            }
         }
-        for (shard, pastes) in self.slots.paste_shards().iter().enumerate() {
+        for (shard, pastes) in self.slot_map().paste_shards().iter().enumerate() {
             let reachable = pastes.with_deadline(self.deadline()).resolve_batch(&[]).await.is_ok();
             metrics::gauge!(names::PASTE_SHARD_REACHABLE, "shard" => shard.to_string()).set(if reachable {
                 1.0
@@ -55,6 +71,9 @@ impl Sweeper {
                 0.0
             });
             observation.paste_shards_reachable.push(reachable);
+            if let Ok(Some(frozen)) = pastes.with_deadline(self.deadline()).describe().await.map(|d| d.frozen) {
+                observation.moving.push(MovingSlots { kind: "paste", shard, frozen });
+            }
         }
         observation
     }

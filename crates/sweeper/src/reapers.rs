@@ -86,7 +86,7 @@ impl Sweeper {
 
     pub(crate) async fn retire_keys_drained(&self) -> Drained {
         let mut retired = Drained::default();
-        for keys in self.slots.key_shards() {
+        for keys in self.slot_map().key_shards() {
             retired += self
                 .drain("key retention", || {
                     let keys = keys.with_deadline(self.deadline());
@@ -108,7 +108,7 @@ impl Sweeper {
     pub(crate) async fn purge_tombstones_drained(&self) -> Drained {
         let (retention, limit) = (self.settings.tombstone_retention, self.settings.batch_size);
         let mut purged = Drained::default();
-        for pastes in self.slots.paste_shards() {
+        for pastes in self.slot_map().paste_shards() {
             purged += self
                 .drain("tombstone purge", || {
                     let pastes = pastes.with_deadline(self.deadline());
@@ -127,7 +127,7 @@ impl Sweeper {
 
     pub(crate) async fn purge_expired_pastes_drained(&self) -> Drained {
         let mut purged = Drained::default();
-        for pastes in self.slots.paste_shards() {
+        for pastes in self.slot_map().paste_shards() {
             for _ in 0..MAX_BATCHES_PER_ROUND {
                 let ids = match pastes.with_deadline(self.deadline()).purge_expired(self.settings.batch_size).await {
                     Ok(ids) => ids,
@@ -175,17 +175,18 @@ impl Sweeper {
             after = Some(last.paste_id.clone());
             // Grouped by the K shard and the P shard of each id's slot: the
             // fence asks both.
+            let slots = self.slot_map();
             let mut by_shards: BTreeMap<(usize, usize), Vec<PasteId>> = BTreeMap::new();
             for object in page.iter().filter(|o| o.created_at < old_before) {
                 // Objects not named like a paste id are not ours to judge.
                 if let Ok(id) = PasteId::parse(&object.paste_id) {
-                    let shards = (self.slots.key_shard_index(id.slot()), self.slots.paste_shard_index(id.slot()));
+                    let shards = (slots.key_shard_index(id.slot()), slots.paste_shard_index(id.slot()));
                     by_shards.entry(shards).or_default().push(id);
                 }
             }
             for ((key_shard, paste_shard), ids) in by_shards {
-                let keys = self.slots.key_shards()[key_shard].with_deadline(self.deadline());
-                let pastes = self.slots.paste_shards()[paste_shard].with_deadline(self.deadline());
+                let keys = slots.key_shards()[key_shard].with_deadline(self.deadline());
+                let pastes = slots.paste_shards()[paste_shard].with_deadline(self.deadline());
                 let fenced = match pastebin_shards::fence_batch(&keys, &pastes, &ids).await {
                     Ok(fenced) => fenced,
                     Err(error) => {

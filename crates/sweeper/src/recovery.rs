@@ -51,7 +51,7 @@ impl Sweeper {
     /// One pass over every K shard's stale pendings, oldest first.
     pub async fn recover_stale(&self) -> RecoveryReport {
         let mut report = RecoveryReport::default();
-        for (shard, keys) in self.slots.key_shards().iter().enumerate() {
+        for (shard, keys) in self.slot_map().key_shards().iter().enumerate() {
             self.recover_shard(shard, keys, &mut report).await;
         }
         report
@@ -90,8 +90,9 @@ impl Sweeper {
     /// map"): fencing them would tombstone ids on another shard's behalf, and
     /// one of them in a batch used to make K refuse the shard's own verdicts.
     fn owned_by(&self, shard: usize, page: Vec<PendingKey>, report: &mut RecoveryReport) -> Vec<PendingKey> {
+        let slots = self.slot_map();
         let (owned, foreign): (Vec<_>, Vec<_>) =
-            page.into_iter().partition(|pending| self.slots.key_shard_index(pending.key.slot()) == shard);
+            page.into_iter().partition(|pending| slots.key_shard_index(pending.key.slot()) == shard);
         report.not_owned += foreign.len() as u64;
         owned
     }
@@ -111,11 +112,11 @@ impl Sweeper {
         }
         let mut by_paste_shard: BTreeMap<usize, Vec<PendingKey>> = BTreeMap::new();
         for pending in page {
-            by_paste_shard.entry(self.slots.paste_shard_index(pending.paste_id.slot())).or_default().push(pending);
+            by_paste_shard.entry(self.slot_map().paste_shard_index(pending.paste_id.slot())).or_default().push(pending);
         }
         let keys = &keys.with_deadline(self.deadline());
         let batches = by_paste_shard.into_iter().map(|(shard, batch)| {
-            let pastes = self.slots.paste_shards()[shard].with_deadline(self.deadline());
+            let pastes = self.slot_map().paste_shards()[shard].with_deadline(self.deadline());
             async move {
                 pastebin_shards::recover_batch(keys, &pastes, &batch)
                     .instrument(tracing::info_span!("recover", paste_shard = shard))
@@ -129,6 +130,6 @@ impl Sweeper {
     /// With `dry_run`, P is only read — no tombstone, no update — and the
     /// decision says what would happen.
     pub async fn recover_key(&self, key: &IdempotencyKey, dry_run: bool) -> Decision {
-        pastebin_shards::recover_key(&self.slots, key, dry_run, self.deadline()).await
+        pastebin_shards::recover_key(&self.slot_map(), key, dry_run, self.deadline()).await
     }
 }

@@ -124,7 +124,10 @@ async fn two_key_shards_and_two_paste_shards_route_by_slot() {
         let other_keys = pastebin_tests::cluster::key_table(&cluster.key_database_urls[1 - key_shard]).await;
         assert!(!other_keys.iter().any(|row| row.0 == parsed_key.canonical()), "the key is only on its own K shard");
         let refused = keys[1 - key_shard].get(&parsed_key).await;
-        assert!(matches!(refused, Err(CallError::Refused(_))), "the other K shard does not own the slot: {refused:?}");
+        assert!(
+            matches!(refused, Err(CallError::NotExecuted(_))),
+            "the other K shard does not own the slot: {refused:?}"
+        );
 
         let paste_shard = paste_id.slot().index() * 2 / 256;
         let row = pastes[paste_shard].get(&paste_id).await.unwrap().expect("the paste is on its prefix's P shard");
@@ -132,7 +135,10 @@ async fn two_key_shards_and_two_paste_shards_route_by_slot() {
         let other_pastes = pastebin_tests::cluster::live_ids(&cluster.paste_database_urls[1 - paste_shard]).await;
         assert!(!other_pastes.contains(&id), "the paste is only on its own P shard");
         let refused = pastes[1 - paste_shard].get(&paste_id).await;
-        assert!(matches!(refused, Err(CallError::Refused(_))), "the other P shard does not own the slot: {refused:?}");
+        assert!(
+            matches!(refused, Err(CallError::NotExecuted(_))),
+            "the other P shard does not own the slot: {refused:?}"
+        );
 
         key_shards_used.insert(key_shard);
         paste_shards_used.insert(paste_shard);

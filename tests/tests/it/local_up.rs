@@ -176,12 +176,12 @@ async fn an_in_process_call_to_a_stalled_shard_ends_at_the_call_timeout() {
     let slots = SlotMap::new(
         vec![Shard {
             address: "in process".into(),
-            slots: Some(SlotRange::ALL),
+            slots: Some(SlotRange::ALL.into()),
             client: KeyClient::new(keys.in_process()),
         }],
         vec![Shard {
             address: "in process".into(),
-            slots: Some(SlotRange::ALL),
+            slots: Some(SlotRange::ALL.into()),
             client: PasteClient::new(pastes.in_process()),
         }],
     )

@@ -12,7 +12,7 @@ use pastebin_keys::NewKey;
 use pastebin_objects::{LocalDirStore, ObjectStore};
 use pastebin_pastes::IdFate;
 use pastebin_proto::{keys::v1 as kpb, pastes::v1 as ppb, shard::v1 as spb};
-use pastebin_runtime::shard_slots::{self, Resharding, SlotClaimError};
+use pastebin_runtime::shard_slots::{Resharding, ShardSlots, SlotClaimError};
 use pastebin_shards::{Shard, SlotMap};
 use pastebin_tests::{
     api::{create, get, new_key},
@@ -23,6 +23,7 @@ use pastebin_tests::{
     },
 };
 use reqwest::StatusCode;
+use sqlx::AnyPool;
 use tonic::Code;
 
 fn t0() -> DateTime<Utc> {
@@ -54,6 +55,17 @@ fn new_key_in(slots: SlotRange) -> NewKey {
         paste_id: PasteId::mint(key.slot()),
         response_body: ResponseBody::new("{\"id\":\"x\"}".into()),
     }
+}
+
+/// What a shard started with `--slots asked` on `pool` owns.
+async fn claim(
+    pool: &AnyPool,
+    asked: SlotRange,
+    resharding: Resharding,
+    now: i64,
+) -> Result<SlotRange, SlotClaimError> {
+    let slots = ShardSlots::claim(pool, spb::ShardKind::Key, Some(asked.into()), resharding, now).await?;
+    Ok(slots.ownership().await.owned.range().expect("a range was asked for"))
 }
 
 fn expect_refused<T: std::fmt::Debug>(what: &str, result: Result<tonic::Response<T>, tonic::Status>) {
@@ -106,17 +118,17 @@ pastebin_tests::both_backends! {
     /// refused unless it is a deliberate resharding step.
     async fn a_shard_database_keeps_the_range_it_was_first_started_with(backend: Backend) {
         let pool = fresh_pool(backend, &pastebin_pastes::MIGRATIONS, 2).await.pool().clone();
-        assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 1).await.unwrap(), range(LOW));
-        assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 2).await.unwrap(), range(LOW));
-        let refused = shard_slots::claim(&pool, SlotRange::ALL, Resharding::Refuse, 3).await.unwrap_err();
-        assert!(matches!(refused, SlotClaimError::Mismatch { stored, asked } if stored == range(LOW) && asked == SlotRange::ALL));
+        assert_eq!(claim(&pool, range(LOW), Resharding::Refuse, 1).await.unwrap(), range(LOW));
+        assert_eq!(claim(&pool, range(LOW), Resharding::Refuse, 2).await.unwrap(), range(LOW));
+        let refused = claim(&pool, SlotRange::ALL, Resharding::Refuse, 3).await.unwrap_err();
+        assert!(matches!(refused, SlotClaimError::Mismatch { stored, asked } if stored == range(LOW).into() && asked == SlotRange::ALL.into()));
         assert!(refused.to_string().contains("--reshard"), "{refused}");
-        assert_eq!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 4).await.unwrap(), range(LOW), "refusal changed nothing");
-        assert_eq!(shard_slots::claim(&pool, range(HIGH), Resharding::Allow, 5).await.unwrap(), range(HIGH));
-        assert!(shard_slots::claim(&pool, range(LOW), Resharding::Refuse, 6).await.is_err(), "the new range is the stored one");
+        assert_eq!(claim(&pool, range(LOW), Resharding::Refuse, 4).await.unwrap(), range(LOW), "refusal changed nothing");
+        assert_eq!(claim(&pool, range(HIGH), Resharding::Allow, 5).await.unwrap(), range(HIGH));
+        assert!(claim(&pool, range(LOW), Resharding::Refuse, 6).await.is_err(), "the new range is the stored one");
 
         let keys = fresh_pool(backend, &pastebin_keys::MIGRATIONS, 2).await.pool().clone();
-        assert_eq!(shard_slots::claim(&keys, range(HIGH), Resharding::Refuse, 1).await.unwrap(), range(HIGH));
+        assert_eq!(claim(&keys, range(HIGH), Resharding::Refuse, 1).await.unwrap(), range(HIGH));
     }
 
     /// Every K call that names a key outside the range is FAILED_PRECONDITION
@@ -129,7 +141,7 @@ pastebin_tests::both_backends! {
         let described = raw.describe(spb::DescribeRequest {}).await.unwrap().into_inner();
         assert_eq!((described.kind, described.first_slot, described.last_slot), (spb::ShardKind::Key as i32, 0, 127));
         assert_eq!(described.now_ms, t0().timestamp_millis(), "the shard's own clock");
-        assert_eq!(client.describe().await.unwrap(), range(LOW));
+        assert_eq!(client.describe().await.unwrap().owned, range(LOW).into());
 
         let outside = new_key_in(range(HIGH));
         let begin = kpb::BeginRequest {
@@ -172,7 +184,7 @@ pastebin_tests::both_backends! {
         let store = paste_store(backend, Arc::new(ManualClock::starting_at(t0()))).await;
         let (address, client) = spawn_paste_service_owning(store.clone(), range(LOW), Default::default()).await;
         let mut raw = ppb::paste_service_client::PasteServiceClient::connect(address).await.unwrap();
-        assert_eq!(client.describe().await.unwrap(), range(LOW));
+        assert_eq!(client.describe().await.unwrap().owned, range(LOW).into());
         let described = raw.describe(spb::DescribeRequest {}).await.unwrap().into_inner();
         assert_eq!(described.kind, spb::ShardKind::Paste as i32);
 
@@ -243,12 +255,12 @@ async fn a_sweeper_with_a_wrong_slot_map_is_refused_and_leaves_everything_alone(
         objects.put(id.as_str(), bytes::Bytes::from_static(b"content")).await.unwrap();
     }
 
-    let every = Some(SlotRange::ALL);
+    let every = Some(SlotRange::ALL.into());
     let wrong = SlotMap::new(
         vec![Shard { address: key_address, slots: every, client: keys.clone() }],
         vec![
-            Shard { address: low_address, slots: Some(range(HIGH)), client: low },
-            Shard { address: high_address, slots: Some(range(LOW)), client: high },
+            Shard { address: low_address, slots: Some(range(HIGH).into()), client: low },
+            Shard { address: high_address, slots: Some(range(LOW).into()), client: high },
         ],
     )
     .unwrap();
@@ -315,10 +327,10 @@ async fn foreign_copies_on_a_key_shard_never_block_its_own_stale_pendings() {
 
     let map = SlotMap::new(
         vec![
-            Shard { address: old_address, slots: Some(range(LOW)), client: old.clone() },
-            Shard { address: new_address, slots: Some(range(HIGH)), client: new.clone() },
+            Shard { address: old_address, slots: Some(range(LOW).into()), client: old.clone() },
+            Shard { address: new_address, slots: Some(range(HIGH).into()), client: new.clone() },
         ],
-        vec![Shard { address: paste_address, slots: Some(SlotRange::ALL), client: pastes }],
+        vec![Shard { address: paste_address, slots: Some(SlotRange::ALL.into()), client: pastes }],
     )
     .unwrap();
     let objects_dir = tempfile::tempdir().unwrap();
@@ -376,7 +388,7 @@ async fn a_paste_shard_restarted_with_other_slots_refuses_to_start_unless_reshar
             .await;
     let client =
         pastebin_pastes::PasteClient::new(pastebin_shards::channel(resharded.address("paste-service"), None).unwrap());
-    assert_eq!(client.describe().await.unwrap(), SlotRange::ALL);
+    assert_eq!(client.describe().await.unwrap().owned, SlotRange::ALL.into());
 }
 
 /// Starts K and P shards on SQLite owning `key_ranges` and `paste_ranges`;

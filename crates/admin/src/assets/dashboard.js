@@ -114,6 +114,21 @@ function renderShards(status) {
   }));
 }
 
+function renderMoves(status) {
+  const moves = status.moving || [];
+  byId("moving").replaceChildren(...(moves.length === 0 ? [null] : moves).map((m) => {
+    const li = document.createElement("li");
+    if (m === null) {
+      li.textContent = "none";
+      return li;
+    }
+    li.className = "warn";
+    li.textContent = (m.kind === "key" ? "K" : "P") + m.shard + ": slots " + m.frozen +
+      " frozen while they move (their creates wait; pending keys there may age until it switches)";
+    return li;
+  }));
+}
+
 function renderRounds(status) {
   const t = status.decisions;
   byId("decision-totals").textContent = t.rounds === 0
@@ -192,6 +207,7 @@ async function refresh() {
     renderNumbers(status);
     renderCard(status);
     renderShards(status);
+    renderMoves(status);
     renderRounds(status);
     renderPlots(status);
     document.body.dataset.stale = "false";

@@ -1,0 +1,503 @@
+//! `pastebin ctl reshard`: moves a slot range from one K (or P) shard to
+//! another while gateways and sweepers keep running
+//! (docs/design.md#moving-slots, docs/operations.md#moving-slots).
+//!
+//! The command keeps no state of its own: every step is recorded by the
+//! shards before they answer, and every call is idempotent, so the command
+//! reads where the move stands and runs the remaining steps. A rerun (or
+//! `--resume`) after a crash of ctl or of a shard finishes the move;
+//! `--abandon` undoes it if the source has not given the slots up yet.
+//!
+//! 1. target: PrepareImport (record the move; the slots stay refused there);
+//! 2. source: Freeze (writes for the slots refused as "not executed");
+//! 3. copy every row of the slots, page by page (ExportRows → ImportRows);
+//! 4. verify: rows and a checksum per state on both sides;
+//! 5. source: Release (it no longer owns the slots);
+//! 6. target: Take (it owns them; creates for them go on);
+//! 7. source: DeleteMoved, page by page, last.
+
+use std::{collections::BTreeMap, io::Write, time::Duration};
+
+use pastebin_core::{OwnedSlots, SlotRange};
+use pastebin_proto::shard::v1::{self as pb, slot_moves_client::SlotMovesClient};
+use pastebin_runtime::{
+    failpoints,
+    shard_slots::{described, span, span_range},
+};
+use tonic::transport::Channel;
+
+use crate::{CtlError, EndpointArgs, Exit};
+
+/// Crash points between the steps, for the crash tests (`PASTEBIN_FAILPOINTS`).
+pub mod failpoint {
+    pub const AFTER_PREPARE: &str = "reshard_after_prepare";
+    pub const AFTER_FREEZE: &str = "reshard_after_freeze";
+    /// After the first page of rows was imported.
+    pub const MID_COPY: &str = "reshard_mid_copy";
+    pub const AFTER_COPY: &str = "reshard_after_copy";
+    pub const AFTER_RELEASE: &str = "reshard_after_release";
+    pub const AFTER_TAKE: &str = "reshard_after_take";
+    /// After the first page of the source's copies was deleted.
+    pub const MID_CLEANUP: &str = "reshard_mid_cleanup";
+    pub const ALL: [&str; 7] =
+        [AFTER_PREPARE, AFTER_FREEZE, MID_COPY, AFTER_COPY, AFTER_RELEASE, AFTER_TAKE, MID_CLEANUP];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Key service shards (K).
+    Key,
+    /// Paste service shards (P).
+    Paste,
+}
+
+impl Kind {
+    fn shard_kind(self) -> pb::ShardKind {
+        match self {
+            Kind::Key => pb::ShardKind::Key,
+            Kind::Paste => pb::ShardKind::Paste,
+        }
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReshardArgs {
+    /// Which kind of shard the slots move between.
+    #[arg(long, value_enum, help_heading = "Required")]
+    pub kind: Kind,
+    /// The shard that owns the slots now.
+    #[arg(long, help_heading = "Required")]
+    pub from: String,
+    /// The shard that will own them: one that owns nothing (`--slots none`)
+    /// or the run next to them.
+    #[arg(long, help_heading = "Required")]
+    pub to: String,
+    /// FIRST-LAST: the slots to move, at one end of the source's range.
+    /// Not needed to resume a move.
+    #[arg(long)]
+    pub slots: Option<SlotRange>,
+    /// Finish the move in progress between --from and --to (a rerun does the same).
+    #[arg(long, conflicts_with_all = ["status", "abandon"])]
+    pub resume: bool,
+    /// Print both shards' ranges and the move in progress, and change nothing.
+    #[arg(long, conflicts_with = "abandon")]
+    pub status: bool,
+    /// Undo the move in progress, if the source has not given the slots up yet.
+    #[arg(long)]
+    pub abandon: bool,
+    /// Rows per page of the copy.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub batch: u32,
+}
+
+/// The shortest deadline of one step's call, whatever `--timeout-secs`
+/// says: a freeze waits for the writes in flight, and a prepare, a digest or
+/// a page of deletes reads the whole range on a busy database. A shard that
+/// is down still fails at once (the connection is refused).
+const MIN_STEP_SECS: u64 = 30;
+
+/// One end of the move.
+struct End {
+    name: &'static str,
+    address: String,
+    client: SlotMovesClient<Channel>,
+    timeout: Duration,
+}
+
+/// A shard's answer to `MoveStatus`, checked.
+struct Status {
+    owned: OwnedSlots,
+    generation: u64,
+    frozen: Option<SlotRange>,
+    active: Option<pb::Move>,
+    now_ms: i64,
+}
+
+impl End {
+    fn connect(name: &'static str, address: &str, args: &EndpointArgs) -> Result<Self, CtlError> {
+        let tls = args.tls.load().map_err(|error| CtlError::Usage(error.to_string()))?;
+        let channel =
+            pastebin_shards::channel(address, tls.as_ref()).map_err(|error| CtlError::Usage(error.to_string()))?;
+        let timeout = Duration::from_secs(args.timeout_secs.max(MIN_STEP_SECS));
+        Ok(Self { name, address: address.trim().to_owned(), client: SlotMovesClient::new(channel), timeout })
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(self.timeout);
+        request
+    }
+
+    fn failed(&self, step: &str, status: tonic::Status) -> CtlError {
+        let what = format!("{step} on the {} {}: {}", self.name, self.address, status.message());
+        match status.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown => {
+                CtlError::Unreachable(format!("{what}; nothing is lost: rerun the same command when the shard answers"))
+            }
+            tonic::Code::Unimplemented => {
+                CtlError::Usage(format!("{what}: is it a shard of this version, serving slot moves?"))
+            }
+            _ => CtlError::Failed(what),
+        }
+    }
+
+    async fn status(&self, kind: Kind) -> Result<Status, CtlError> {
+        let reply = self
+            .client
+            .clone()
+            .move_status(self.request(pb::MoveStatusRequest {}))
+            .await
+            .map_err(|s| self.failed("MoveStatus", s))?
+            .into_inner();
+        let shard = reply.shard.unwrap_or_default();
+        let checked = described(kind.shard_kind(), &shard).map_err(|error| {
+            CtlError::Usage(format!("the {} {} is not a {kind:?} shard: {error}", self.name, self.address))
+        })?;
+        Ok(Status {
+            owned: checked.owned,
+            generation: checked.generation,
+            frozen: checked.frozen,
+            active: reply.r#move,
+            now_ms: shard.now_ms,
+        })
+    }
+}
+
+/// What the copy moved, per state.
+#[derive(Debug, Default)]
+struct Copied(BTreeMap<String, u64>);
+
+impl Copied {
+    fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+impl std::fmt::Display for Copied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(state, rows)| format!("{state} {rows}")).collect();
+        write!(f, "{}", if parts.is_empty() { "no rows".to_owned() } else { parts.join(", ") })
+    }
+}
+
+pub async fn run(
+    args: &ReshardArgs,
+    endpoints: &EndpointArgs,
+    out: &mut (dyn Write + Send),
+    _err: &mut (dyn Write + Send),
+) -> Result<Exit, CtlError> {
+    let source = End::connect("source", &args.from, endpoints)?;
+    let target = End::connect("target", &args.to, endpoints)?;
+    if source.address == target.address {
+        return Err(CtlError::Usage("--from and --to are the same shard".into()));
+    }
+    let (from, to) = (source.status(args.kind).await?, target.status(args.kind).await?);
+    if args.status {
+        print_status(out, &source, &from)?;
+        print_status(out, &target, &to)?;
+        return Ok(Exit::Ok);
+    }
+    let (move_id, slots) = which_move(args, &source, &from, &target, &to)?;
+    if args.abandon {
+        return abandon(out, &source, &target, &move_id).await;
+    }
+    writeln!(
+        out,
+        "moving {kind:?} slots {slots} from {} to {} (move {move_id})",
+        source.address,
+        target.address,
+        kind = args.kind
+    )?;
+    Handover { out, source: &source, target: &target, move_id: &move_id, slots, batch: args.batch, kind: args.kind }
+        .run()
+        .await
+}
+
+fn print_status(out: &mut (dyn Write + Send), end: &End, status: &Status) -> Result<(), CtlError> {
+    let frozen = status.frozen.map(|f| format!(", frozen {f}")).unwrap_or_default();
+    writeln!(out, "{} {}: owns {}{frozen} (generation {})", end.name, end.address, status.owned, status.generation)?;
+    match &status.active {
+        Some(active) => {
+            let slots = span_range(active.slots.as_ref()).map(|s| s.to_string()).unwrap_or_else(|e| e);
+            let step = pb::MoveStep::try_from(active.step).map(|s| s.as_str_name()).unwrap_or("?");
+            let age = (status.now_ms - active.updated_at_ms).max(0) / 1000;
+            writeln!(out, "  move {} of slots {slots} with {}: {step} (for {age} s)", active.move_id, active.peer)?;
+        }
+        None => writeln!(out, "  no move in progress")?,
+    }
+    Ok(())
+}
+
+/// The move to run: the one in progress between these two shards, or a new
+/// one of `--slots` that leaves every slot with exactly one owner.
+fn which_move(
+    args: &ReshardArgs,
+    source: &End,
+    from: &Status,
+    target: &End,
+    to: &Status,
+) -> Result<(String, SlotRange), CtlError> {
+    let in_progress = from.active.as_ref().or(to.active.as_ref());
+    if let Some(active) = in_progress {
+        let slots = span_range(active.slots.as_ref()).map_err(CtlError::Failed)?;
+        for (end, status) in [(source, from), (target, to)] {
+            if let Some(other) = status.active.as_ref().filter(|m| m.move_id != active.move_id) {
+                return Err(CtlError::Failed(format!(
+                    "the {} {} is in another move ({}, with {}): finish that one first",
+                    end.name, end.address, other.move_id, other.peer
+                )));
+            }
+        }
+        if args.slots.is_some_and(|asked| asked != slots) {
+            return Err(CtlError::Failed(format!(
+                "move {} of slots {slots} is in progress between these shards: rerun with --slots {slots} (or \
+                 --resume) to finish it, or --abandon to undo it",
+                active.move_id
+            )));
+        }
+        return Ok((active.move_id.clone(), slots));
+    }
+    if args.resume || args.abandon {
+        return Err(CtlError::Failed(format!(
+            "no move is in progress between {} and {}: nothing to resume or abandon",
+            source.address, target.address
+        )));
+    }
+    let slots = args.slots.ok_or_else(|| CtlError::Usage("say which slots to move: --slots FIRST-LAST".into()))?;
+    let refused = |end: &End, error: pastebin_core::SlotMoveError| {
+        CtlError::Failed(format!(
+            "refusing to move slots {slots}: on the {} {}, {error}; no slot may be left with no owner or two",
+            end.name, end.address
+        ))
+    };
+    from.owned.without(slots).map_err(|e| refused(source, e))?;
+    to.owned.with(slots).map_err(|e| refused(target, e))?;
+    let id: String = pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(12).collect();
+    Ok((format!("move-{id}"), slots))
+}
+
+async fn abandon(out: &mut (dyn Write + Send), source: &End, target: &End, id: &str) -> Result<Exit, CtlError> {
+    let request = || pb::MoveRequest { move_id: id.to_owned() };
+    // The source first: once it serves writes again, the target's copies are stale.
+    source.client.clone().abandon(source.request(request())).await.map_err(|s| source.failed("Abandon", s))?;
+    target.client.clone().abandon(target.request(request())).await.map_err(|s| target.failed("Abandon", s))?;
+    writeln!(out, "move {id} abandoned: the source owns and serves its slots as before; the target's copies are gone")?;
+    Ok(Exit::Ok)
+}
+
+/// The steps of one move, each idempotent, run in order.
+struct Handover<'a> {
+    out: &'a mut (dyn Write + Send),
+    source: &'a End,
+    target: &'a End,
+    move_id: &'a str,
+    slots: SlotRange,
+    batch: u32,
+    kind: Kind,
+}
+
+/// Rows per state, as a digest counts them.
+fn rows_per_state(states: &[pb::StateDigest]) -> String {
+    let parts: Vec<String> = states.iter().map(|d| format!("{} {}", d.state, d.rows)).collect();
+    parts.join(", ")
+}
+
+impl Handover<'_> {
+    fn start(&self, end: &End) -> pb::MoveStart {
+        let peer = if std::ptr::eq(end, self.source) { &self.target.address } else { &self.source.address };
+        pb::MoveStart { move_id: self.move_id.to_owned(), slots: Some(span(self.slots)), peer: peer.clone() }
+    }
+
+    fn id(&self) -> pb::MoveRequest {
+        pb::MoveRequest { move_id: self.move_id.to_owned() }
+    }
+
+    async fn run(mut self) -> Result<Exit, CtlError> {
+        let (source, target) = (self.source, self.target);
+        target
+            .client
+            .clone()
+            .prepare_import(target.request(self.start(target)))
+            .await
+            .map_err(|s| target.failed("PrepareImport", s))?;
+        writeln!(self.out, "[1/7] the target recorded the move")?;
+        failpoints::hit(failpoint::AFTER_PREPARE).await;
+        source
+            .client
+            .clone()
+            .freeze(source.request(self.start(source)))
+            .await
+            .map_err(|s| source.failed("Freeze", s))?;
+        failpoints::hit(failpoint::AFTER_FREEZE).await;
+        let status = source.status(self.kind).await?;
+        let frozen_since = status.active.as_ref().map(|m| m.started_at_ms);
+        // The source's rows, fixed while it is frozen: what the copy must
+        // reach, and what the target must match. Past the release (a rerun)
+        // the copy was already verified.
+        let mut moved = None;
+        if status.frozen.is_some() {
+            writeln!(self.out, "[2/7] slots {} frozen on the source: their writes wait", self.slots)?;
+            let expected = self.digest(source).await?;
+            let total = expected.iter().map(|d| d.rows).sum();
+            let copying = std::time::Instant::now();
+            self.copy(total).await?;
+            let seconds = copying.elapsed().as_secs_f64();
+            failpoints::hit(failpoint::AFTER_COPY).await;
+            self.verify(&expected).await?;
+            source.client.clone().release(source.request(self.id())).await.map_err(|s| source.failed("Release", s))?;
+            writeln!(self.out, "[5/7] the source gave slots {} up", self.slots)?;
+            failpoints::hit(failpoint::AFTER_RELEASE).await;
+            moved = Some((expected, seconds));
+        }
+        let taken =
+            target.client.clone().take(target.request(self.id())).await.map_err(|s| target.failed("Take", s))?;
+        failpoints::hit(failpoint::AFTER_TAKE).await;
+        let frozen_for = match (frozen_since, source.status(self.kind).await) {
+            (Some(since), Ok(now)) => Some((now.now_ms - since).max(0) as f64 / 1000.0),
+            _ => None,
+        };
+        let owned = taken.into_inner().shard.map(|s| described(self.kind.shard_kind(), &s));
+        let owned = owned.and_then(Result::ok).map(|d| d.owned.to_string()).unwrap_or_default();
+        writeln!(self.out, "[6/7] the target owns slots {owned}: writes for them go on there")?;
+        let deleted = self.delete_copies().await?;
+        let moved = match &moved {
+            Some((states, seconds)) => {
+                let total = states.iter().map(|d| d.rows).sum::<u64>();
+                let rate = total as f64 / seconds.max(0.001);
+                format!("{} ({total} in all, copied in {seconds:.1} s, {rate:.0} rows/s)", rows_per_state(states))
+            }
+            None => "copied by an earlier run".to_owned(),
+        };
+        let frozen = frozen_for.map(|s| format!("{s:.1} s")).unwrap_or_else(|| "unknown (resumed)".into());
+        writeln!(
+            self.out,
+            "done: slots {} moved from {} to {}; rows moved: {moved}; copies deleted on the source: {deleted}; \
+             slots frozen for {frozen}",
+            self.slots, source.address, target.address,
+        )?;
+        Ok(Exit::Ok)
+    }
+
+    async fn digest(&self, end: &End) -> Result<Vec<pb::StateDigest>, CtlError> {
+        let reply = end.client.clone().digest(end.request(self.id())).await.map_err(|s| end.failed("Digest", s))?;
+        Ok(reply.into_inner().states)
+    }
+
+    /// Step 3: every row of the slots, every state, page by page.
+    async fn copy(&mut self, total: u64) -> Result<(), CtlError> {
+        let (source, target) = (self.source, self.target);
+        let (mut after, mut copied, mut pages) = (String::new(), Copied::default(), 0u64);
+        let mut progress = Progress::new(total);
+        loop {
+            let request =
+                pb::ExportRequest { move_id: self.move_id.to_owned(), after_id: after.clone(), limit: self.batch };
+            let page = source
+                .client
+                .clone()
+                .export_rows(source.request(request))
+                .await
+                .map_err(|s| source.failed("ExportRows", s))?
+                .into_inner();
+            for row in &page.rows {
+                *copied.0.entry(row.state.clone()).or_default() += 1;
+            }
+            if !page.rows.is_empty() {
+                let import = pb::ImportRequest { move_id: self.move_id.to_owned(), rows: page.rows };
+                target
+                    .client
+                    .clone()
+                    .import_rows(target.request(import))
+                    .await
+                    .map_err(|s| target.failed("ImportRows", s))?;
+                pages += 1;
+                if pages == 1 {
+                    failpoints::hit(failpoint::MID_COPY).await;
+                }
+            }
+            progress.show(self.out, &copied)?;
+            if page.finished {
+                progress.finish();
+                return Ok(());
+            }
+            after = page.last_scanned_id;
+        }
+    }
+
+    /// Step 4: the same rows, state by state, on both sides.
+    async fn verify(&mut self, expected: &[pb::StateDigest]) -> Result<(), CtlError> {
+        let copies = self.digest(self.target).await?;
+        if copies != expected {
+            return Err(CtlError::Failed(format!(
+                "the copies do not match the source (source: {}; target: {}); nothing was switched: rerun to copy \
+                 again, or --abandon",
+                rows_per_state(expected),
+                rows_per_state(&copies)
+            )));
+        }
+        writeln!(self.out, "[4/7] verified: the same rows and checksums per state on both shards")?;
+        Ok(())
+    }
+
+    /// Step 7: the source's copies, last.
+    async fn delete_copies(&mut self) -> Result<u64, CtlError> {
+        let source = self.source;
+        let mut deleted = 0;
+        loop {
+            let request = pb::DeleteMovedRequest { move_id: self.move_id.to_owned(), limit: self.batch };
+            let reply = source
+                .client
+                .clone()
+                .delete_moved(source.request(request))
+                .await
+                .map_err(|s| source.failed("DeleteMoved", s))?
+                .into_inner();
+            deleted += reply.deleted;
+            writeln!(self.out, "[7/7] deleted {deleted} copies on the source")?;
+            if reply.finished {
+                return Ok(deleted);
+            }
+            failpoints::hit(failpoint::MID_CLEANUP).await;
+        }
+    }
+}
+
+/// The copy's progress: a bar (rows per state, rate, time left) on a
+/// terminal, one plain line per page otherwise (logs, pipes, tests).
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    Lines { started: std::time::Instant, total: u64 },
+}
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Self::Lines { started: std::time::Instant::now(), total };
+        }
+        let bar = indicatif::ProgressBar::new(total);
+        let style =
+            indicatif::ProgressStyle::with_template("[3/7] {bar:30} {pos}/{len} rows, {per_sec}, {eta} left: {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        bar.set_style(style);
+        Self::Bar(bar)
+    }
+
+    fn show(&mut self, out: &mut (dyn Write + Send), copied: &Copied) -> std::io::Result<()> {
+        match self {
+            Self::Bar(bar) => {
+                bar.set_position(copied.total());
+                bar.set_message(copied.to_string());
+                Ok(())
+            }
+            Self::Lines { started, total } => {
+                let rate = copied.total() as f64 / started.elapsed().as_secs_f64().max(0.001);
+                writeln!(out, "[3/7] copied {}/{total} rows: {copied} ({rate:.0} rows/s)", copied.total())
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Self::Bar(bar) = self {
+            bar.finish();
+        }
+    }
+}

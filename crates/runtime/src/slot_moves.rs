@@ -1,0 +1,419 @@
+//! The shard's half of a slot move (docs/design.md#moving-slots): the
+//! `SlotMoves` gRPC service that K and P both serve beside their own, over
+//! the one table each moves. Rows travel as their columns' values in JSON,
+//! so the same code copies, verifies and deletes keys and pastes; each shard
+//! only says which table, which columns and how a row's id names its slot.
+
+use std::collections::BTreeMap;
+
+use pastebin_core::{Clock, PasteId, Slot, SlotRange};
+use pastebin_proto::shard::v1::{self as pb, slot_moves_server::SlotMoves};
+use sha2::{Digest, Sha256};
+use sqlx::{any::AnyRow, AssertSqlSafe, Column, Row};
+use tonic::{Request, Response, Status};
+
+use crate::{
+    db::{placeholders, Database},
+    shard_slots::{span_range, MoveRole, MoveStep, ShardSlots},
+};
+
+/// A column of a moved table, and how its values are read and written.
+#[derive(Debug, Clone, Copy)]
+pub enum ColumnType {
+    Text,
+    Integer,
+}
+
+/// The one table a shard moves, described for the generic copy.
+#[derive(Debug)]
+pub struct MovedTable {
+    pub table: &'static str,
+    /// The primary key; rows are paged in its order.
+    pub id: &'static str,
+    /// The state column the summary and the digests count by.
+    pub state: &'static str,
+    /// The states a row may be in, in the order they are reported.
+    pub states: &'static [&'static str],
+    /// Every column of the table. A table with a column missing here is
+    /// refused for moves: a copy that dropped a column would lose data.
+    pub columns: &'static [(&'static str, ColumnType)],
+    /// The slot a row's id is in (`None`: an id that names no slot).
+    pub slot_of: fn(&str) -> Option<Slot>,
+    /// The column whose first two characters encode the row's slot (a paste
+    /// id), indexed by (prefix, …) in the schema: rows are read slot by slot.
+    pub slot_column: &'static str,
+}
+
+/// The largest page of rows asked for at once.
+const MAX_PAGE: u32 = 5_000;
+
+/// `SlotMoves` over one shard's table.
+pub struct SlotMovesService {
+    slots: ShardSlots,
+    db: Database,
+    table: &'static MovedTable,
+    clock: std::sync::Arc<dyn Clock>,
+}
+
+impl SlotMovesService {
+    pub fn new(slots: ShardSlots, db: Database, table: &'static MovedTable, clock: std::sync::Arc<dyn Clock>) -> Self {
+        Self { slots, db, table, clock }
+    }
+
+    pub fn into_server(self) -> pb::slot_moves_server::SlotMovesServer<Self> {
+        pb::slot_moves_server::SlotMovesServer::new(self)
+    }
+
+    fn now_ms(&self) -> i64 {
+        pastebin_core::to_millis(self.clock.now())
+    }
+
+    async fn status(&self) -> Result<pb::MoveStatusResponse, Status> {
+        let ownership = self.slots.ownership().await;
+        Ok(pb::MoveStatusResponse {
+            shard: Some(self.slots.description(self.now_ms()).await),
+            r#move: ownership.active.as_ref().map(|m| m.to_pb()),
+        })
+    }
+
+    /// Up to `limit` rows of `slots` after the row `after` ("" for the
+    /// first page), and the id to ask the next page after (`None`: no row is
+    /// left). One query through the table's index on the slot prefix: rows
+    /// come in (prefix, id) order, both compared by the database itself, so
+    /// the pages do not depend on its collation.
+    async fn moving_rows(
+        &self,
+        slots: SlotRange,
+        after: &str,
+        limit: u32,
+    ) -> Result<(Vec<pb::MovedRow>, Option<String>), Status> {
+        let t = self.table;
+        let cursor = match (t.slot_of)(after) {
+            Some(slot) if slots.contains(slot) => Some((PasteId::slot_prefix_of(slot), after.to_owned())),
+            _ if after.is_empty() => None,
+            _ => return Err(bad(format!("the cursor {after:?} is not a row of slots {slots}"))),
+        };
+        let prefixes: Vec<String> = slots.slots().map(PasteId::slot_prefix_of).collect();
+        let prefix = format!("substr({}, 1, 2)", t.slot_column);
+        let after_cursor = match cursor {
+            Some(_) => {
+                let (p, id) = (prefixes.len() + 1, prefixes.len() + 2);
+                format!("AND ({prefix} > ${p} OR ({prefix} = ${p} AND {} > ${id}))", t.id)
+            }
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {prefix} IN ({}) {after_cursor} ORDER BY {prefix}, {} LIMIT {limit}",
+            t.columns.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", "),
+            t.table,
+            placeholders(prefixes.len(), |i| format!("${}", i + 1)),
+            t.id,
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for prefix in prefixes {
+            query = query.bind(prefix);
+        }
+        if let Some((prefix, id)) = cursor {
+            query = query.bind(prefix).bind(id);
+        }
+        let rows = query.fetch_all(self.db.pool()).await.map_err(database)?;
+        let moved = rows.iter().map(|row| self.encode(row)).collect::<Result<Vec<_>, _>>()?;
+        let next = (moved.len() == limit as usize).then(|| moved.last().map(|row| row.id.clone())).flatten();
+        Ok((moved, next))
+    }
+
+    fn encode(&self, row: &AnyRow) -> Result<pb::MovedRow, Status> {
+        let mut values = Vec::with_capacity(self.table.columns.len());
+        for (index, (_, kind)) in self.table.columns.iter().enumerate() {
+            let value = match kind {
+                ColumnType::Text => row.try_get::<Option<String>, _>(index).map(serde_json::Value::from),
+                ColumnType::Integer => row.try_get::<Option<i64>, _>(index).map(serde_json::Value::from),
+            };
+            values.push(value.map_err(database)?);
+        }
+        let id = row.try_get::<String, _>(self.table.id).map_err(database)?;
+        let state = row.try_get::<String, _>(self.table.state).map_err(database)?;
+        let record = serde_json::to_vec(&values).map_err(|e| Status::internal(e.to_string()))?;
+        Ok(pb::MovedRow { id, state, record })
+    }
+
+    /// Refuses a move of a table with columns this build does not copy.
+    async fn check_columns(&self) -> Result<(), Status> {
+        let sql = format!("SELECT * FROM {} LIMIT 1", self.table.table);
+        let Some(row) = sqlx::query(AssertSqlSafe(sql)).fetch_optional(self.db.pool()).await.map_err(database)? else {
+            return Ok(());
+        };
+        let known: Vec<&str> = self.table.columns.iter().map(|(name, _)| *name).collect();
+        match row.columns().iter().find(|column| !known.contains(&column.name())) {
+            Some(unknown) => Err(Status::failed_precondition(format!(
+                "table {} has a column {} that this build does not copy: upgrade every shard before moving slots",
+                self.table.table,
+                unknown.name()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Deletes every row of `slots` (the copies an abandoned attempt left on
+    /// a target, or the moved rows on a source), page by page.
+    async fn delete_all(&self, slots: SlotRange) -> Result<u64, Status> {
+        let (mut after, mut deleted) = (String::new(), 0);
+        loop {
+            let (rows, last) = self.moving_rows(slots, &after, MAX_PAGE).await?;
+            deleted += self.delete_rows(&rows).await?;
+            match last {
+                Some(last) => after = last,
+                None => return Ok(deleted),
+            }
+        }
+    }
+
+    async fn delete_rows(&self, rows: &[pb::MovedRow]) -> Result<u64, Status> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<String> = rows.iter().map(|row| row.id.clone()).collect();
+        let sql = format!(
+            "DELETE FROM {} WHERE {} IN ({})",
+            self.table.table,
+            self.table.id,
+            placeholders(ids.len(), |i| format!("${}", i + 1))
+        );
+        self.db
+            .write(move |conn| {
+                Box::pin(async move {
+                    let mut delete = sqlx::query(AssertSqlSafe(sql));
+                    for id in ids {
+                        delete = delete.bind(id);
+                    }
+                    Ok(delete.execute(&mut *conn).await?.rows_affected())
+                })
+            })
+            .await
+            .map_err(database)
+    }
+
+    async fn insert_rows(&self, rows: Vec<pb::MovedRow>) -> Result<u64, Status> {
+        let t = self.table;
+        let mut decoded = Vec::with_capacity(rows.len());
+        for row in rows {
+            let values: Vec<serde_json::Value> = serde_json::from_slice(&row.record)
+                .map_err(|e| Status::invalid_argument(format!("row {}: {e}", row.id)))?;
+            if values.len() != t.columns.len() {
+                return Err(Status::invalid_argument(format!("row {} has {} columns", row.id, values.len())));
+            }
+            decoded.push(values);
+        }
+        let names = t.columns.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ");
+        let width = t.columns.len();
+        let sql = format!(
+            "INSERT INTO {} ({names}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+            t.table,
+            placeholders(width, |i| format!("${}", i + 1)),
+            t.id
+        );
+        self.db
+            .write(move |conn| {
+                Box::pin(async move {
+                    let mut inserted = 0;
+                    for values in decoded {
+                        let mut insert = sqlx::query(AssertSqlSafe(sql.clone()));
+                        for ((_, kind), value) in t.columns.iter().zip(values) {
+                            insert = match kind {
+                                ColumnType::Text => insert.bind(value.as_str().map(str::to_owned)),
+                                ColumnType::Integer => insert.bind(value.as_i64()),
+                            };
+                        }
+                        inserted += insert.execute(&mut *conn).await?.rows_affected();
+                    }
+                    Ok(inserted)
+                })
+            })
+            .await
+            .map_err(database)
+    }
+}
+
+/// Copy progress for `/metrics` (`pastebin_slot_move_rows_total`).
+fn count_rows(direction: &'static str, rows: u64) {
+    metrics::counter!(crate::metrics::SLOT_MOVE_ROWS, "direction" => direction).increment(rows);
+}
+
+fn database(error: sqlx::Error) -> Status {
+    Status::unavailable(format!("shard database: {error}"))
+}
+
+fn bad(reason: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(reason.to_string())
+}
+
+/// Rows and an order-independent checksum per state: the XOR of the
+/// SHA-256 of each row's id, state and record.
+#[derive(Debug, Default)]
+struct Digests(BTreeMap<String, (u64, [u8; 32])>);
+
+impl Digests {
+    fn add(&mut self, row: &pb::MovedRow) {
+        let mut hash = Sha256::new();
+        for part in [row.id.as_bytes(), row.state.as_bytes(), &row.record] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part);
+        }
+        let entry = self.0.entry(row.state.clone()).or_insert((0, [0; 32]));
+        entry.0 += 1;
+        for (sum, byte) in entry.1.iter_mut().zip(hash.finalize()) {
+            *sum ^= byte;
+        }
+    }
+
+    fn into_pb(self, states: &[&str]) -> Vec<pb::StateDigest> {
+        let mut by_state = self.0;
+        let mut digests: Vec<pb::StateDigest> = states
+            .iter()
+            .map(|state| {
+                let (rows, checksum) = by_state.remove(*state).unwrap_or((0, [0; 32]));
+                pb::StateDigest { state: (*state).to_owned(), rows, checksum: checksum.to_vec() }
+            })
+            .collect();
+        digests.extend(by_state.into_iter().map(|(state, (rows, checksum))| pb::StateDigest {
+            state,
+            rows,
+            checksum: checksum.to_vec(),
+        }));
+        digests
+    }
+}
+
+#[tonic::async_trait]
+impl SlotMoves for SlotMovesService {
+    async fn move_status(
+        &self,
+        _request: Request<pb::MoveStatusRequest>,
+    ) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn prepare_import(
+        &self,
+        request: Request<pb::MoveStart>,
+    ) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let request = request.into_inner();
+        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
+        self.check_columns().await?;
+        if self.slots.prepare_import(&request.move_id, slots, &request.peer, self.now_ms()).await? {
+            let stale = self.delete_all(slots).await?;
+            if stale > 0 {
+                tracing::warn!(move_id = %request.move_id, %slots, stale, "deleted rows an abandoned move left here");
+            }
+        }
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn freeze(&self, request: Request<pb::MoveStart>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let request = request.into_inner();
+        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
+        self.check_columns().await?;
+        self.slots.freeze(&request.move_id, slots, &request.peer, self.now_ms()).await?;
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn export_rows(&self, request: Request<pb::ExportRequest>) -> Result<Response<pb::ExportResponse>, Status> {
+        let request = request.into_inner();
+        let moving = self.slots.moving(&request.move_id).await?;
+        if moving.role != MoveRole::Source {
+            return Err(Status::failed_precondition("rows are exported by the source of a move"));
+        }
+        let limit = request.limit.clamp(1, MAX_PAGE);
+        let (rows, last) = self.moving_rows(moving.slots, &request.after_id, limit).await?;
+        count_rows("exported", rows.len() as u64);
+        Ok(Response::new(pb::ExportResponse {
+            rows,
+            finished: last.is_none(),
+            last_scanned_id: last.unwrap_or(request.after_id),
+        }))
+    }
+
+    async fn import_rows(&self, request: Request<pb::ImportRequest>) -> Result<Response<pb::ImportResponse>, Status> {
+        let request = request.into_inner();
+        let moving = self.slots.moving(&request.move_id).await?;
+        if moving.role != MoveRole::Target {
+            return Err(Status::failed_precondition("rows are imported by the target of a move"));
+        }
+        if let Some(foreign) =
+            request.rows.iter().find(|row| !(self.table.slot_of)(&row.id).is_some_and(|s| moving.slots.contains(s)))
+        {
+            return Err(bad(format!("row {} is not in the moving slots {}", foreign.state, moving.slots)));
+        }
+        let imported = self.insert_rows(request.rows).await?;
+        count_rows("imported", imported);
+        Ok(Response::new(pb::ImportResponse { imported }))
+    }
+
+    async fn digest(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::DigestResponse>, Status> {
+        let moving = self.slots.moving(&request.into_inner().move_id).await?;
+        let (mut after, mut digests) = (String::new(), Digests::default());
+        loop {
+            let (rows, last) = self.moving_rows(moving.slots, &after, MAX_PAGE).await?;
+            rows.iter().for_each(|row| digests.add(row));
+            match last {
+                Some(last) => after = last,
+                None => break,
+            }
+        }
+        Ok(Response::new(pb::DigestResponse { states: digests.into_pb(self.table.states) }))
+    }
+
+    async fn release(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.slots.release(&request.into_inner().move_id, self.now_ms()).await?;
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn take(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.slots.take(&request.into_inner().move_id, self.now_ms()).await?;
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn delete_moved(
+        &self,
+        request: Request<pb::DeleteMovedRequest>,
+    ) -> Result<Response<pb::DeleteMovedResponse>, Status> {
+        let request = request.into_inner();
+        let moving = match self.slots.moving(&request.move_id).await {
+            Ok(moving) => moving,
+            // Rerun after the last page: already finished.
+            Err(_) if self.slots.ownership().await.active.is_none() => {
+                return Ok(Response::new(pb::DeleteMovedResponse { deleted: 0, finished: true }))
+            }
+            Err(error) => return Err(error.into()),
+        };
+        if moving.role != MoveRole::Source {
+            return Err(Status::failed_precondition("moved rows are deleted on the source of a move"));
+        }
+        if moving.step != MoveStep::Released {
+            return Err(Status::failed_precondition(
+                "the source still owns these slots: its rows are deleted only after it released them",
+            ));
+        }
+        // From the first slot each time: the rows the last call deleted are gone.
+        let (batch, rest) = self.moving_rows(moving.slots, "", request.limit.clamp(1, MAX_PAGE)).await?;
+        let finished = rest.is_none();
+        let deleted = self.delete_rows(&batch).await?;
+        count_rows("deleted", deleted);
+        if !finished {
+            return Ok(Response::new(pb::DeleteMovedResponse { deleted, finished }));
+        }
+        self.slots.finish(&request.move_id, self.now_ms()).await?;
+        Ok(Response::new(pb::DeleteMovedResponse { deleted, finished: true }))
+    }
+
+    async fn abandon(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let abandoned = self.slots.abandon(&request.into_inner().move_id, self.now_ms()).await?;
+        if let Some(abandoned) = abandoned.filter(|m| m.role == MoveRole::Target) {
+            self.delete_all(abandoned.slots).await?;
+        }
+        Ok(Response::new(self.status().await?))
+    }
+}
+
+/// The gRPC service name, for health reporting.
+pub const SERVICE_NAME: &str = "pastebin.shard.v1.SlotMoves";

@@ -74,15 +74,26 @@ impl Workspace {
         let err = out.try_clone().unwrap();
         let shell = self.bash(block).stdout(out).stderr(err).spawn().unwrap();
         let group = shell.id().expect("a process just spawned has an id");
-        Started { shell, group, log }
+        Started { shell, group, log, stopped: false }
     }
 }
 
-/// A block running in the background, in process group `group`.
+/// A block running in the background, in process group `group`. Dropped
+/// before [`Started::stop`] (a failed assertion), it kills the whole group:
+/// what the block started must not outlive the test and hold its ports.
 struct Started {
     shell: tokio::process::Child,
     group: u32,
     log: PathBuf,
+    stopped: bool,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if !self.stopped {
+            signal_group(self.group, "KILL");
+        }
+    }
 }
 
 impl Started {
@@ -109,10 +120,9 @@ impl Started {
             }
         };
         if tokio::time::timeout(BOUND, gone).await.is_err() {
-            let left = live_members(self.group);
-            signal_group(self.group, "KILL");
-            panic!("{left:?} still running {BOUND:?} after SIGTERM:\n{}", self.log());
+            panic!("{:?} still running {BOUND:?} after SIGTERM:\n{}", live_members(self.group), self.log());
         }
+        self.stopped = true;
         status
     }
 }

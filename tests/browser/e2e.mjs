@@ -5,6 +5,7 @@
 //   node e2e.mjs create                 BASE_URL, ARTIFACTS
 //   node e2e.mjs view-delete ID TOKEN   BASE_URL, ARTIFACTS
 //   node e2e.mjs reader                 BASE_URL, ARTIFACTS
+//   node e2e.mjs share                  BASE_URL, ARTIFACTS
 //
 // Each phase prints one line `RESULT {json}` for the Rust test and exits 0,
 // or prints what went wrong and exits 1. Screenshots go to $ARTIFACTS.
@@ -153,6 +154,8 @@ async function viewAndDeleteWithoutScript(browser, id, token) {
   const font = await page.$eval("ol.code", (ol) => getComputedStyle(ol).fontFamily);
   assert.match(font, /mono/i);
   assert.equal(await page.getAttribute("a[href^='/raw/']", "href"), `/raw/${id}`);
+  assert.equal(await page.isVisible("button[data-copy=page-url]"), false, "no dead copy buttons without the script");
+  assert.equal(await page.isVisible("#copy-content"), false);
   await screenshot(page, "05-view");
 
   await page.click(`a[href='/${id}/delete']`);
@@ -408,6 +411,93 @@ async function fileUpload(browser) {
   return { fileId: id, fileKey: posts[0].key, fileBase64: bytes.toString("base64"), droppedId: dropped };
 }
 
+/** What a page shows for a time: "in 4 weeks", "now", "2 minutes ago". */
+const RELATIVE = /^(now|in \d+ \w+|next \w+|\d+ \w+ ago|last \w+|tomorrow|yesterday)$/;
+const EXACT_UTC = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? UTC$/;
+
+/**
+ * A page to share from. The form suggests the highlighter's languages; after
+ * a save the address bar shows the paste's link while the one-time token
+ * stays on screen with its warning; the paste page copies its link and its
+ * content, shows the QR code when asked, and says times relatively with the
+ * exact time on hover.
+ */
+async function sharing(browser) {
+  const context = await browser.newContext({ viewport: { width: 1000, height: 900 } });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: BASE });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+  const clipboard = () => page.evaluate(() => navigator.clipboard.readText());
+
+  await page.goto(`${BASE}/`);
+  assert.equal(await page.getAttribute("#language", "list"), "languages");
+  const languages = await page.$$eval("#languages option", (options) => options.map((option) => option.value));
+  assert.ok(languages.length > 30, `a list of the highlighter's languages: ${languages}`);
+  for (const language of ["Rust", "Python", "JavaScript"]) assert.ok(languages.includes(language), `${language} in ${languages}`);
+  await page.fill("#content", RUST_SAMPLE);
+  await page.fill("#language", "Rust");
+  await page.click("#save");
+  await page.locator("#created").waitFor({ state: "visible" });
+  const id = await page.getAttribute("#created", "data-paste-id");
+  const shareUrl = await page.inputValue("#share-url");
+  assert.equal(page.url(), `${BASE}/${id}`, "the address bar shows the paste's link");
+  assert.ok((await page.inputValue("#delete-token")).length > 10, "the token is still on screen");
+  await page.locator("#created .warning", { hasText: "will not be shown again" }).waitFor();
+  const expires = page.locator("#created-expires");
+  assert.match(await expires.textContent(), RELATIVE);
+  assert.match(await expires.getAttribute("title"), EXACT_UTC);
+  await screenshot(page, "share-saved");
+  await page.screenshot({ path: path.join(ARTIFACTS, "paste-saved.png") });
+
+  // A reload keeps the link (the paste's page), not the shown-once token.
+  await page.reload();
+  await page.locator("ol.code li").first().waitFor();
+  assert.equal(await page.locator("#delete-token").count(), 0);
+  assert.ok((await page.locator("ol.code span[class*='hl-']").count()) > 10, "the language from the list highlights");
+
+  assert.equal(await page.inputValue("#page-url"), shareUrl);
+  await page.click("button[data-copy=page-url]");
+  await page.locator("button[data-copy=page-url]", { hasText: "Copied" }).waitFor();
+  assert.equal(await clipboard(), shareUrl, "Copy link copies the share link");
+  await page.click("#copy-content");
+  await page.locator("#copy-content", { hasText: "Copied" }).waitFor();
+  assert.equal(await clipboard(), RUST_SAMPLE.replace(/\n$/, ""), "Copy content copies the text as it is");
+
+  assert.equal(await page.isVisible("#page-qr"), false, "the QR code waits until asked for");
+  await page.click("details.qr summary");
+  await page.waitForFunction(() => document.getElementById("page-qr").naturalWidth > 0);
+  assert.equal(await page.getAttribute("#page-qr", "src"), `/${id}/qr.svg`);
+
+  const times = await page.$$eval(".meta time", (all) => all.map((t) => ({ text: t.textContent, title: t.title, at: t.dateTime })));
+  assert.equal(times.length, 2, "created and expires");
+  for (const time of times) {
+    assert.match(time.text, RELATIVE);
+    assert.equal(time.title, time.at.replace("T", " ").replace("Z", " UTC"), "the exact time on hover");
+  }
+  assert.match(times[0].text, /^now$|ago$/, "created just now");
+  assert.match(times[1].text, /^(in|next) /, "expires later");
+  // For the docs: the page as a reader first sees it, the QR code opened.
+  await page.reload();
+  await page.click("details.qr summary");
+  await page.waitForFunction(() => document.getElementById("page-qr").naturalWidth > 0);
+  await page.screenshot({ path: path.join(ARTIFACTS, "paste-share.png") });
+
+  // Free text beside the list: a language the highlighter does not know is plain text.
+  await page.goto(`${BASE}/`);
+  await page.fill("#content", "plain words");
+  await page.fill("#language", "no-such-language");
+  await page.click("#save");
+  await page.locator("#created").waitFor({ state: "visible" });
+  await page.click("#view-link");
+  await page.locator("ol.code li", { hasText: "plain words" }).waitFor();
+  assert.equal(await page.locator(".meta", { hasText: "no-such-language" }).count(), 1);
+
+  assert.deepEqual(problems, []);
+  await context.close();
+  return { id };
+}
+
 const browser = await launch();
 try {
   let result;
@@ -421,8 +511,10 @@ try {
     const highlightedId = await highlightedAndDark(browser);
     const burnId = await burnNotice(browser);
     result = { highlightedId, burnId, ...(await fileUpload(browser)) };
+  } else if (phase === "share") {
+    result = await sharing(browser);
   } else {
-    fail(`unknown phase ${phase}; use create, view-delete or reader`);
+    fail(`unknown phase ${phase}; use create, view-delete, reader or share`);
   }
   console.log(`RESULT ${JSON.stringify(result)}`);
 } catch (error) {

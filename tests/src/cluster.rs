@@ -252,6 +252,10 @@ pub struct ClusterOptions {
     pub tls: Option<ClusterTls>,
     /// Environment of every process (e.g. where to export spans).
     pub env: Vec<(String, String)>,
+    /// The database of K shard `i` is the `i`-th URL here (e.g. a replicated
+    /// server, or one behind an endpoint); shards past the list get a fresh
+    /// database on the shared test server.
+    pub key_database_urls: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -265,6 +269,7 @@ impl Default for ClusterOptions {
             s3_endpoint: None,
             tls: None,
             env: Vec::new(),
+            key_database_urls: Vec::new(),
         }
     }
 }
@@ -381,7 +386,10 @@ impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
         for shard in 0..options.key_shards + options.empty_key_shards {
-            let url = crate::postgres::fresh_database_url().await;
+            let url = match options.key_database_urls.get(shard) {
+                Some(url) => url.clone(),
+                None => crate::postgres::fresh_database_url().await,
+            };
             let tls = options.tls.as_ref().map(|tls| &tls.key_service);
             let slots = initial_slots(shard, options.key_shards);
             let (process, address) = start_shard("key-service", &url, slots, tls, &options.env).await;

@@ -1,8 +1,11 @@
 pub mod api;
+pub mod auto_failover;
 pub mod browser;
 pub mod cluster;
+pub mod endpoint;
 pub mod freezer;
 pub mod postgres;
+pub mod replication;
 pub mod s3;
 pub mod shards;
 pub mod tls;

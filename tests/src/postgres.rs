@@ -46,7 +46,7 @@ pub async fn fresh_database_url() -> String {
 }
 
 /// Creates a new, empty database on the server at `admin` and returns its URL.
-async fn database_on(admin: &str) -> String {
+pub(crate) async fn database_on(admin: &str) -> String {
     let name = format!("t_{}", uuid::Uuid::new_v4().simple());
     let sql = format!("CREATE DATABASE \"{name}\"");
 
@@ -183,7 +183,7 @@ fn find_pg_bin() -> Result<PathBuf, String> {
 }
 
 /// Builds a command that runs `program` as `postgres` when we are root.
-fn pg_command(as_postgres: bool, program: &Path) -> Command {
+pub(crate) fn pg_command(as_postgres: bool, program: &Path) -> Command {
     if as_postgres {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
@@ -197,7 +197,7 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("binding 127.0.0.1:0: {e}"))?;
     let port = l.local_addr().map_err(|e| e.to_string())?.port();
     drop(l);
@@ -221,14 +221,42 @@ fn start_server() -> Result<String, String> {
 
 /// A fresh data directory (`initdb`) and how to run `pg_ctl` on it.
 #[derive(Clone)]
-struct Cluster {
-    bin: PathBuf,
-    as_postgres: bool,
-    dir: PathBuf,
+pub(crate) struct Cluster {
+    pub(crate) bin: PathBuf,
+    pub(crate) as_postgres: bool,
+    pub(crate) dir: PathBuf,
 }
 
 impl Cluster {
-    fn init() -> Result<Cluster, String> {
+    /// A data directory made by `initdb`.
+    pub(crate) fn init() -> Result<Cluster, String> {
+        let cluster = Cluster::empty()?;
+        let out = pg_command(cluster.as_postgres, &cluster.bin.join("initdb"))
+            .arg("-D")
+            .arg(cluster.data())
+            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .current_dir(&cluster.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed ({}):\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(cluster)
+    }
+
+    /// The data directory (absent until `initdb` or `pg_basebackup` makes it).
+    pub(crate) fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// A directory of its own, owned by `postgres`, removed when this process exits.
+    pub(crate) fn empty() -> Result<Cluster, String> {
         let bin = find_pg_bin()?;
         let as_postgres = is_root();
         if as_postgres && Command::new("runuser").arg("--help").output().is_err() {
@@ -265,27 +293,16 @@ impl Cluster {
             }
         }
 
-        let out = pg_command(as_postgres, &bin.join("initdb"))
-            .arg("-D")
-            .arg(dir.join("data"))
-            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("running initdb: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "initdb failed ({}):\n{}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
         Ok(Cluster { bin, as_postgres, dir })
     }
 
     /// `pg_ctl start` on `port`, waiting until the server accepts connections.
     fn start(&self, port: u16) -> Result<(), String> {
+        self.start_with(port, SERVER_SETTINGS)
+    }
+
+    /// `pg_ctl start` on `port` with `settings` (`-c name=value ...`).
+    pub(crate) fn start_with(&self, port: u16, settings: &str) -> Result<(), String> {
         let (dir_s, log) = (self.dir.to_string_lossy(), self.dir.join("log"));
         // pg_ctl's own output goes to a file: nothing of the server may keep our pipes open.
         let out_path = self.dir.join("pg_ctl.out");
@@ -298,7 +315,7 @@ impl Cluster {
             .arg(&log)
             .arg("-w")
             .arg("-o")
-            .arg(format!("-p {port} -k {dir_s} {SERVER_SETTINGS}"))
+            .arg(format!("-p {port} -k {dir_s} {settings}"))
             .arg("start")
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -317,7 +334,7 @@ impl Cluster {
     }
 
     /// `pg_ctl stop -m immediate`: like a crash, every connection is cut.
-    fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let _ = pg_command(self.as_postgres, &self.bin.join("pg_ctl"))
             .arg("-D")
             .arg(self.dir.join("data"))
@@ -354,6 +371,11 @@ impl OwnServer {
         })
         .await
         .expect("the start-up task does not panic")
+    }
+
+    /// `127.0.0.1:PORT`, where the server listens.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// A new, empty database on this server.

@@ -110,6 +110,8 @@ pub struct GatewayCommand {
 #[command(next_help_heading = help::DATABASE)]
 pub struct ShardArgs {
     /// postgres://... or sqlite:path (created if missing). Migrations run at start-up.
+    /// Several PostgreSQL servers, libpq's way, fail over without a proxy:
+    /// postgres://u@db1:5432,db2:5432/keys?target_session_attrs=read-write
     #[arg(long, env = "PASTEBIN_DATABASE_URL", hide_env_values = true)]
     pub database_url: secret::Secret,
     /// The slots this shard owns, FIRST-LAST inclusive, or `none` for a new
@@ -136,11 +138,11 @@ pub struct ShardArgs {
     pub reflection: bool,
     #[command(flatten)]
     pub limits: flags::LimitArgs,
-    #[command(flatten)]
-    pub admin: flags::AdminArgs,
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub admin: flags::AdminArgs,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -237,7 +239,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     // Required: a shard without its database can do nothing.
     readiness::start_checking("database", readiness::Weight::Required, move || {
         let database = database.clone();
-        async move { db::check_reachable(database.pool()).await }
+        async move { db::check_reachable(&database).await }
     })
     .await;
     let listener = bind(args.listen, what).await?;
@@ -430,6 +432,19 @@ mod tests {
                 .map(|arg| arg.get_id().to_string())
                 .collect();
             assert!(loose.is_empty(), "`pastebin {part} --help` lists {loose:?} under no heading");
+        }
+    }
+
+    #[test]
+    fn the_client_commands_show_their_own_flags_first_then_where_the_server_and_journal_are() {
+        for (command, own) in [("paste", "--expires"), ("pastes", "--all"), ("delete", "<ID>")] {
+            let help = help_of(&[command]);
+            let heading = help.find("\nServer and journal:\n").unwrap_or_else(|| panic!("`{command} --help`:\n{help}"));
+            let (first, then) = help.split_at(heading);
+            assert!(first.contains(own), "`{command} --help` shows {own} first:\n{help}");
+            for flag in ["--server", "--state-dir", "--timeout", "--create-token"] {
+                assert!(then.contains(flag) && !first.contains(flag), "`{command} --help` groups {flag}:\n{help}");
+            }
         }
     }
 

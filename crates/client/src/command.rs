@@ -42,7 +42,12 @@ pub enum ClientCommand {
     Delete(DeleteArgs),
 }
 
+/// Under a heading of their own in `--help`, after what the command itself
+/// takes (so each command flattens them last: a heading holds for every
+/// flag after it). The words match the serving parts' headings (Shards,
+/// TLS, ...), kept in `pastebin-runtime`, which this client does not link.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Server and journal")]
 pub struct ClientArgs {
     /// The pastebin: http(s)://HOST:PORT (JSON API; HTTPS trusts the system's CAs,
     /// or the bundle named by SSL_CERT_FILE) or grpc://HOST:PORT (gRPC API).
@@ -63,8 +68,6 @@ pub struct ClientArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct PasteArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
     /// The file to paste; standard input when absent. UTF-8 text is pasted as
     /// text; anything else as it is, with a media type from its extension
     /// (or --media-type) and its file name.
@@ -89,26 +92,28 @@ pub struct PasteArgs {
     /// Sends in this run before leaving the paste pending for a later run.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub attempts: u32,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct PastesArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
     /// Also show deleted, refused and abandoned saves.
     #[arg(long)]
     pub all: bool,
     /// One JSON object per line instead of a table (never the delete token).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct DeleteArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
     /// The paste's id (as printed by `pastebin pastes`).
     pub id: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 /// Runs one client command; returns the process exit code.

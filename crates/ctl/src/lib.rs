@@ -2,7 +2,10 @@
 //!
 //! - `pending`: stale pending keys across every K shard, oldest first;
 //! - `recover KEY`: resolve one key now with the sweeper's rules (reads P first);
-//! - `reconcile`: a read-only report of what K, P and the object store disagree on;
+//! - `reconcile`: a read-only, slot-by-slot report of what K, P and the
+//!   object store disagree on (lost pastes, missing objects, orphans);
+//! - `repair [--apply]`: rebuilds the paste rows P lost from K's stored 201
+//!   and the object (a dry run unless `--apply`);
 //! - `stats`: pending counts, oldest age and the alert-card level per shard;
 //! - `certs`: a development CA and a certificate for each part (mutual TLS).
 //! - `tokens`: the create tokens file of `--require-create-token`;
@@ -16,7 +19,8 @@
 //! Exit codes: 0 ok, 1 refused or failed, 2 usage (including a TLS
 //! mismatch, named with the flags to add), 3 a shard or the object store
 //! could not be reached (what could be read is still printed; `stats` then
-//! reports the level `unknown`).
+//! reports the level `unknown`); `reconcile` found lost pastes 4, missing
+//! objects 5, orphans 6 (the worst one found wins).
 //! No command ever prints a delete token or a stored response body: K's
 //! listing carries neither, and the one record read in full (`recover`) is
 //! shown field by field, without its body.
@@ -25,8 +29,10 @@ mod certs;
 mod deployment;
 mod format;
 mod pending;
+mod progress;
 mod reconcile;
 mod recover;
+mod repair;
 pub mod reshard;
 mod stats;
 mod tokens;
@@ -37,6 +43,7 @@ use clap::{Parser, Subcommand};
 
 pub use deployment::{Deployment, EndpointArgs};
 pub use format::parse_duration;
+pub use progress::ProgressTo;
 
 /// `pastebin ctl [shard options] COMMAND`.
 #[derive(Debug, Clone, clap::Args)]
@@ -55,9 +62,15 @@ pub enum CtlCommand {
     /// mark done (paste exists) or fence and abort (no paste); leave it
     /// pending if P cannot be read.
     Recover(recover::RecoverArgs),
-    /// Read-only report: pending keys whose paste exists, objects without a
-    /// live paste row, paste rows whose object is missing.
+    /// Read-only cross-check of K, P and the objects, slot by slot: lost
+    /// pastes (done key, no row), missing objects, orphans (live paste, no
+    /// key) grouped by content, pending keys whose paste exists, objects
+    /// without a live row. Exit 4, 5 or 6 when it finds the first three.
     Reconcile(reconcile::ReconcileArgs),
+    /// Rebuild the paste rows P lost (done key, no row) from K's stored 201
+    /// and the object. A dry run that only reads unless --apply; never
+    /// re-creates an id a tombstone holds.
+    Repair(repair::RepairArgs),
     /// Pending count, oldest pending age and alert level, per K shard and in total.
     Stats(stats::StatsArgs),
     /// Create tokens for `--require-create-token`: add (prints the token once), list, revoke.
@@ -81,6 +94,12 @@ pub enum Exit {
     /// A shard or the object store could not be reached; partial output was
     /// printed, and `stats` says level `unknown`.
     Unreachable = 3,
+    /// `reconcile`: done keys whose paste row is gone (run `ctl repair`).
+    LostPastes = 4,
+    /// `reconcile`: ids the product answered for whose bytes are gone.
+    MissingObjects = 5,
+    /// `reconcile`: live pastes no key names (K lost keys; likely duplicates).
+    Orphans = 6,
 }
 
 impl Exit {
@@ -118,13 +137,26 @@ impl From<std::io::Error> for CtlError {
 
 /// Runs a command with the process's stdout and stderr; returns the exit code.
 /// Errors are printed as one line on stderr, never as a backtrace.
+/// Long commands draw a progress bar when stderr is a terminal.
 pub async fn run(args: CtlArgs) -> anyhow::Result<i32> {
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
-    Ok(execute(args, &mut out, &mut err).await.code())
+    let progress = if std::io::IsTerminal::is_terminal(&err) { ProgressTo::Terminal } else { ProgressTo::Lines };
+    Ok(execute_with(args, progress, &mut out, &mut err).await.code())
 }
 
-/// Runs a command, writing its report to `out` and warnings and errors to `err`.
+/// Runs a command, writing its report to `out` and warnings, progress lines
+/// and errors to `err`.
 pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Exit {
+    execute_with(args, ProgressTo::Lines, out, err).await
+}
+
+/// [`execute`], with progress drawn where `progress` says.
+pub async fn execute_with(
+    args: CtlArgs,
+    progress: ProgressTo,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Exit {
     let result = async {
         // Resolved only by the commands that talk to shards: `certs` comes
         // before there is anything to reach, and tokens live in a file of their own.
@@ -132,7 +164,8 @@ pub async fn execute(args: CtlArgs, out: &mut (dyn Write + Send), err: &mut (dyn
         match &args.command {
             CtlCommand::Pending(command) => pending::run(&deployment().await?, command, out, err).await,
             CtlCommand::Recover(command) => recover::run(&deployment().await?, command, out, err).await,
-            CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, out, err).await,
+            CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, progress, out, err).await,
+            CtlCommand::Repair(command) => repair::run(&deployment().await?, command, progress, out, err).await,
             CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
             CtlCommand::Reshard(command) => reshard::run(command, &args.endpoints, out, err).await,
             CtlCommand::Certs(command) => certs::run(command, out),

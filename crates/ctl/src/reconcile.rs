@@ -1,33 +1,38 @@
 //! `pastebin ctl reconcile`: where K, P and the object store disagree, read
-//! only. P is read with `Get`, never with the fencing `ResolveBatch`, so a
-//! report changes nothing. Each finding says who repairs it:
+//! only, slot by slot (each slot read on the K and P shards that own it and
+//! under its prefix in the store; the rules are in `pastebin_shards::reconcile`).
+//! Nothing here calls a fencing RPC, so a report changes nothing. Each
+//! finding says who repairs it:
 //!
+//! - a **lost paste** (a done key, no paste row): `ctl repair` rebuilds the row
+//!   from the key's stored 201 and the object; exit 4;
+//! - a **missing object** (a done key or a live row, no object): nothing
+//!   rebuilds the bytes; exit 5;
+//! - an **orphan** (a live paste no key names: K lost the key, and a retry
+//!   may have minted a duplicate, shown by content hash); exit 6;
 //! - a pending key whose paste exists: the sweeper marks it done after 60 s
 //!   (or `ctl recover KEY` now);
 //! - an object without a live paste row: the reaper deletes it once it is
-//!   older than the age floor (1 h) and its id is tombstoned;
-//! - a paste row whose object is missing: a lost PUT or a deleted object,
-//!   which nothing repairs by itself. P has no listing call yet, so this is
-//!   checked for the pastes of pending keys only (see docs/alerts.md).
+//!   older than the age floor (1 h) and its id is tombstoned — unless a done
+//!   key names it, when it is a lost paste's only copy.
 
-use std::{collections::HashMap, io::Write, time::Duration};
+use std::{collections::BTreeMap, io::Write, time::Duration};
 
 use chrono::{DateTime, Utc};
 use futures::{stream, StreamExt};
-use pastebin_core::PasteId;
-use pastebin_keys::PendingKey;
+use pastebin_core::Slot;
+use pastebin_shards::reconcile::{reconcile_slot, ReconcileError, SlotReport};
 use serde::Serialize;
 
 use crate::{
     format::{age, parse_duration, seconds_between, table},
-    pending::unreachable,
+    progress::{ProgressTo, SlotProgress},
     CtlError, Deployment, Exit,
 };
 
-/// Calls to P in flight at once.
-const CONCURRENCY: usize = 16;
-const PAGE: u32 = 1000;
-/// The reaper's default age floor: younger orphans may still get their row.
+/// Slots read at once.
+const CONCURRENCY: usize = 4;
+/// The reaper's default age floor: younger orphan objects may still get their row.
 const OBJECT_AGE_FLOOR: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, clap::Args)]
@@ -35,18 +40,40 @@ pub struct ReconcileArgs {
     /// Pending keys younger than this are creates in flight, not findings.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub older_than: Duration,
-    /// Examples listed per finding (the counts are always complete for what was scanned).
+    /// Examples listed per finding (the counts are always complete for what was read).
     #[arg(long, default_value_t = 20)]
     pub samples: usize,
-    /// Stop after this many pending keys per K shard.
-    #[arg(long, default_value_t = 100_000)]
-    pub max_keys: usize,
-    /// Stop after this many objects.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub max_objects: usize,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LostPaste {
+    pub paste_id: String,
+    pub key: String,
+    pub key_shard: usize,
+    pub paste_shard: usize,
+    /// False: the bytes are gone too, and `ctl repair` cannot rebuild it.
+    pub object_present: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Orphan {
+    pub paste_id: String,
+    pub paste_shard: usize,
+    pub age_seconds: f64,
+    pub content_sha256: String,
+    /// Other live pastes of the slot with the same bytes: likely duplicates.
+    pub same_content: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MissingObject {
+    pub paste_id: String,
+    pub paste_shard: usize,
+    /// A done key names it (the product answered 201 for it).
+    pub key_done: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,7 +82,7 @@ pub struct PendingWithPaste {
     pub paste_id: String,
     pub paste_shard: usize,
     pub age_seconds: f64,
-    pub object_present: Option<bool>,
+    pub object_present: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -63,16 +90,12 @@ pub struct OrphanObject {
     pub paste_id: String,
     pub age_seconds: f64,
     pub size: u64,
-    /// Older than the reaper's age floor: the reaper will take it.
+    /// Older than the reaper's age floor: the reaper will take it (unless `key_done`).
     pub past_age_floor: bool,
     /// Its id belongs to a key still pending: the sweeper resolves the key first.
     pub key_pending: bool,
-}
-
-#[derive(Debug, Serialize)]
-pub struct MissingObject {
-    pub paste_id: String,
-    pub paste_shard: usize,
+    /// Its id belongs to a done key: a lost paste's only copy; the reaper spares it.
+    pub key_done: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -97,214 +120,258 @@ impl<T> Finding<T> {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub read_only: bool,
-    pub pending_keys_scanned: usize,
-    pub pending_keys_checked: usize,
-    pub objects_scanned: usize,
-    /// False when a limit or an unreachable part cut a scan short.
+    pub slots_read: usize,
+    pub keys_read: u64,
+    pub rows_read: u64,
+    pub objects_read: u64,
+    /// False when a slot could not be read (see `unreachable`).
     pub complete: bool,
+    pub lost_pastes: Finding<LostPaste>,
+    pub missing_objects: Finding<MissingObject>,
+    pub orphans: Finding<Orphan>,
+    /// Orphans that share their bytes with another live paste of their slot.
+    pub likely_duplicates: usize,
     pub pending_with_paste: Finding<PendingWithPaste>,
     pub orphan_objects: Finding<OrphanObject>,
-    pub rows_without_objects: Finding<MissingObject>,
-    pub rows_without_objects_scope: &'static str,
     pub unreachable: Vec<String>,
 }
 
-struct Pending {
-    key: PendingKey,
-    age_seconds: f64,
+impl Report {
+    fn new() -> Self {
+        Self {
+            read_only: true,
+            slots_read: 0,
+            keys_read: 0,
+            rows_read: 0,
+            objects_read: 0,
+            complete: true,
+            lost_pastes: Finding::new(),
+            missing_objects: Finding::new(),
+            orphans: Finding::new(),
+            likely_duplicates: 0,
+            pending_with_paste: Finding::new(),
+            orphan_objects: Finding::new(),
+            unreachable: Vec::new(),
+        }
+    }
+
+    /// The worst finding decides the exit code; a partial read with no
+    /// finding is "unreachable", never "ok".
+    fn exit(&self) -> Exit {
+        if self.lost_pastes.count > 0 {
+            Exit::LostPastes
+        } else if self.missing_objects.count > 0 {
+            Exit::MissingObjects
+        } else if self.orphans.count > 0 {
+            Exit::Orphans
+        } else if !self.complete {
+            Exit::Unreachable
+        } else {
+            Exit::Ok
+        }
+    }
 }
 
 pub async fn run(
     deployment: &Deployment,
     args: &ReconcileArgs,
+    progress: ProgressTo,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
     let objects = deployment.object_store().await?;
-    let mut report = Report {
-        read_only: true,
-        pending_keys_scanned: 0,
-        pending_keys_checked: 0,
-        objects_scanned: 0,
-        complete: true,
-        pending_with_paste: Finding::new(),
-        orphan_objects: Finding::new(),
-        rows_without_objects: Finding::new(),
-        rows_without_objects_scope: "paste rows of pending keys (P has no listing call)",
-        unreachable: Vec::new(),
-    };
-
-    // 1. Every pending key, oldest first, per K shard.
-    let mut pending: Vec<Pending> = Vec::new();
-    for shard in 0..deployment.key_addresses().len() {
-        match scan_pending(deployment, shard, args.max_keys).await {
-            Ok((keys, full)) => {
-                report.complete &= !full;
-                pending.extend(keys);
-            }
-            Err(error) => report.unreachable.push(unreachable(deployment, "K", shard, &error)),
-        }
-    }
-    report.pending_keys_scanned = pending.len();
-    let pending_ids: HashMap<String, usize> =
-        pending.iter().enumerate().map(|(i, p)| (p.key.paste_id.to_string(), i)).collect();
-
-    // 2. Of those past the in-flight window: is their paste on P? And its object?
-    let threshold = args.older_than.as_secs_f64();
-    let stale: Vec<&Pending> = pending.iter().filter(|p| p.age_seconds >= threshold).collect();
-    report.pending_keys_checked = stale.len();
-    let lookups = stream::iter(stale)
-        .map(|p| async move {
-            let shard = deployment.slots.paste_shard_index(p.key.paste_id.slot());
-            (p, shard, deployment.pastes(shard).get(&p.key.paste_id).await)
-        })
-        .buffered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    let mut p_errors: HashMap<usize, String> = HashMap::new();
-    for (p, shard, found) in lookups {
-        match found {
-            Ok(Some(_)) => {
-                let object_present = match objects.get(p.key.paste_id.as_str()).await {
-                    Ok(found) => Some(found.is_some()),
-                    Err(error) => {
-                        report.unreachable.push(format!("object store: {error}"));
-                        None
-                    }
-                };
-                if object_present == Some(false) {
-                    let missing = MissingObject { paste_id: p.key.paste_id.to_string(), paste_shard: shard };
-                    report.rows_without_objects.push(missing, args.samples);
-                }
-                let finding = PendingWithPaste {
-                    key: p.key.key.canonical(),
-                    paste_id: p.key.paste_id.to_string(),
-                    paste_shard: shard,
-                    age_seconds: p.age_seconds,
-                    object_present,
-                };
-                report.pending_with_paste.push(finding, args.samples);
-            }
-            Ok(None) => {}
-            Err(error) => {
-                p_errors.entry(shard).or_insert_with(|| error.to_string());
-            }
-        }
-    }
-
-    // 3. Every object: does a live row hold its id?
     let now = Utc::now();
-    let mut after: Option<String> = None;
-    'pages: loop {
-        let page = match objects.list(after.as_deref(), PAGE as usize).await {
-            Ok(page) => page,
+    let mut report = Report::new();
+    let mut unreachable: BTreeMap<String, String> = BTreeMap::new();
+    let mut bar = SlotProgress::new(progress, "reconcile", 256);
+    let mut slots = stream::iter(0..=u8::MAX)
+        .map(|slot| {
+            let objects = objects.clone();
+            async move {
+                let slot = Slot(slot);
+                (slot, reconcile_slot(&deployment.slots, objects.as_ref(), slot, now, deployment.timeout).await)
+            }
+        })
+        .buffered(CONCURRENCY);
+    while let Some((slot, result)) = slots.next().await {
+        match result {
+            Ok(found) => {
+                bar.slot_done(found.keys_read + found.rows_read + found.objects_read, err)?;
+                add(&mut report, deployment, slot, found, now, args);
+            }
             Err(error) => {
-                report.unreachable.push(format!("object store: {error}"));
-                break;
-            }
-        };
-        let Some(last) = page.last() else { break };
-        after = Some(last.paste_id.clone());
-        let lookups = stream::iter(page)
-            .map(|object| async move {
-                let id = PasteId::parse(&object.paste_id).ok();
-                let found = match &id {
-                    Some(id) => {
-                        let shard = deployment.slots.paste_shard_index(id.slot());
-                        Some((shard, deployment.pastes(shard).get(id).await))
-                    }
-                    None => None,
-                };
-                (object, found)
-            })
-            .buffered(CONCURRENCY)
-            .collect::<Vec<_>>()
-            .await;
-        for (object, found) in lookups {
-            report.objects_scanned += 1;
-            let live = match found {
-                // Not a paste id at all: nothing can ever hold it.
-                None => false,
-                Some((_, Ok(row))) => row.is_some(),
-                Some((shard, Err(error))) => {
-                    p_errors.entry(shard).or_insert_with(|| error.to_string());
-                    continue;
-                }
-            };
-            if !live {
-                let age_seconds = seconds_between(object.created_at, now);
-                let orphan = OrphanObject {
-                    key_pending: pending_ids.contains_key(&object.paste_id),
-                    past_age_floor: age_seconds >= OBJECT_AGE_FLOOR.as_secs_f64(),
-                    paste_id: object.paste_id,
-                    age_seconds,
-                    size: object.size,
-                };
-                report.orphan_objects.push(orphan, args.samples);
-            }
-            if report.objects_scanned >= args.max_objects {
+                bar.slot_done(0, err)?;
                 report.complete = false;
-                break 'pages;
+                unreachable.entry(part(&error)).or_insert_with(|| error.to_string());
             }
         }
     }
-    let mut p_errors: Vec<_> = p_errors.into_iter().collect();
-    p_errors.sort();
-    for (shard, error) in p_errors {
-        report.unreachable.push(unreachable(deployment, "P", shard, &error));
-    }
-    report.unreachable.dedup();
-    report.complete &= report.unreachable.is_empty();
-
-    let exit = if report.unreachable.is_empty() { Exit::Ok } else { Exit::Unreachable };
+    bar.finish();
+    report.unreachable = unreachable.into_values().collect();
     for problem in &report.unreachable {
-        writeln!(err, "warning: {problem}; the report is incomplete")?;
+        writeln!(err, "warning: {problem}; the slots it owns were not checked, the report is incomplete")?;
     }
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
     } else {
-        print_text(&report, args, out)?;
+        print_text(&report, out)?;
     }
-    Ok(exit)
+    Ok(report.exit())
 }
 
-/// Pending keys of one shard, oldest first, at most `max`; and whether it stopped at `max`.
-async fn scan_pending(deployment: &Deployment, shard: usize, max: usize) -> Result<(Vec<Pending>, bool), String> {
-    let keys = deployment.keys(shard);
-    let now: DateTime<Utc> = keys.pending_stats().await.map_err(|e| e.to_string())?.now;
-    let mut found = Vec::new();
-    let mut cursor: Option<PendingKey> = None;
-    loop {
-        let page = deployment
-            .keys(shard)
-            .list_pending(Duration::ZERO, cursor.as_ref(), PAGE)
-            .await
-            .map_err(|e| e.to_string())?;
-        let full = page.len() == PAGE as usize;
-        cursor = page.last().cloned();
-        for key in page {
-            if found.len() >= max {
-                return Ok((found, true));
-            }
-            found.push(Pending { age_seconds: seconds_between(key.created_at, now), key });
-        }
-        if !full {
-            return Ok((found, false));
-        }
+/// The part a failure is about, so each is warned about once.
+fn part(error: &ReconcileError) -> String {
+    match error {
+        ReconcileError::KeyShard(shard, ..) => format!("K{shard}"),
+        ReconcileError::PasteShard(shard, ..) => format!("P{shard}"),
+        ReconcileError::Objects(_) => "objects".into(),
     }
 }
 
-fn print_text(report: &Report, args: &ReconcileArgs, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
+fn add(
+    report: &mut Report,
+    deployment: &Deployment,
+    slot: Slot,
+    found: SlotReport,
+    now: DateTime<Utc>,
+    args: &ReconcileArgs,
+) {
+    let n = args.samples;
+    let key_shard = deployment.slots.key_shard_index(slot);
+    let paste_shard = deployment.slots.paste_shard_index(slot);
+    report.slots_read += 1;
+    report.keys_read += found.keys_read;
+    report.rows_read += found.rows_read;
+    report.objects_read += found.objects_read;
+    for lost in found.lost {
+        let finding = LostPaste {
+            paste_id: lost.paste_id.to_string(),
+            key: lost.key.canonical(),
+            key_shard,
+            paste_shard,
+            object_present: lost.object_present,
+        };
+        report.lost_pastes.push(finding, n);
+    }
+    for missing in &found.missing_objects {
+        let finding = MissingObject { paste_id: missing.paste_id.to_string(), paste_shard, key_done: missing.key_done };
+        report.missing_objects.push(finding, n);
+    }
+    for orphan in found.orphans {
+        if !orphan.same_content.is_empty() {
+            report.likely_duplicates += 1;
+        }
+        let finding = Orphan {
+            paste_id: orphan.paste_id.to_string(),
+            paste_shard,
+            age_seconds: seconds_between(orphan.created_at, now),
+            content_sha256: hex::encode(orphan.content_sha256),
+            same_content: orphan.same_content.iter().map(ToString::to_string).collect(),
+        };
+        report.orphans.push(finding, n);
+    }
+    let threshold = args.older_than.as_secs_f64();
+    for key in &found.pending_with_paste {
+        let age_seconds = seconds_between(key.created_at, now);
+        if age_seconds < threshold {
+            continue;
+        }
+        let finding = PendingWithPaste {
+            key: key.key.canonical(),
+            paste_id: key.paste_id.to_string(),
+            paste_shard,
+            age_seconds,
+            object_present: !found.missing_objects.iter().any(|missing| missing.paste_id == key.paste_id),
+        };
+        report.pending_with_paste.push(finding, n);
+    }
+    for orphan in found.orphan_objects {
+        let age_seconds = seconds_between(orphan.object.created_at, now);
+        let finding = OrphanObject {
+            past_age_floor: age_seconds >= OBJECT_AGE_FLOOR.as_secs_f64(),
+            paste_id: orphan.object.paste_id,
+            age_seconds,
+            size: orphan.object.size,
+            key_pending: orphan.key_pending,
+            key_done: orphan.key_done,
+        };
+        report.orphan_objects.push(finding, n);
+    }
+}
+
+fn print_text(report: &Report, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
     writeln!(
         out,
-        "reconcile (read-only): {} pending key(s) scanned, {} older than {} checked on P; {} object(s) scanned{}",
-        report.pending_keys_scanned,
-        report.pending_keys_checked,
-        age(args.older_than.as_secs_f64()),
-        report.objects_scanned,
-        if report.complete { "" } else { " (INCOMPLETE: see warnings and limits)" }
+        "reconcile (read-only): {}/256 slots read: {} key(s), {} paste row(s), {} object(s){}",
+        report.slots_read,
+        report.keys_read,
+        report.rows_read,
+        report.objects_read,
+        if report.complete { "" } else { " (INCOMPLETE: see warnings)" }
     )?;
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+
+    writeln!(out, "\nlost pastes (done key, no paste row): {}", report.lost_pastes.count)?;
+    if report.lost_pastes.count > 0 {
+        writeln!(
+            out,
+            "  the product answered 201 for these; `pastebin ctl repair` shows what it can rebuild, `--apply` rebuilds it"
+        )?;
+        let rows: Vec<Vec<String>> = report
+            .lost_pastes
+            .samples
+            .iter()
+            .map(|l| {
+                vec![
+                    l.paste_id.clone(),
+                    l.key.clone(),
+                    format!("K{}", l.key_shard),
+                    format!("P{}", l.paste_shard),
+                    yes_no(l.object_present),
+                ]
+            })
+            .collect();
+        write_indented(out, &table(&["PASTE ID", "KEY", "K SHARD", "P SHARD", "OBJECT"], &rows))?;
+    }
+
+    writeln!(out, "\nmissing objects (done key or live row, no object): {}", report.missing_objects.count)?;
+    if report.missing_objects.count > 0 {
+        writeln!(out, "  the bytes are gone: restore them from a backup of the bucket; nothing rebuilds them")?;
+        let rows: Vec<Vec<String>> = report
+            .missing_objects
+            .samples
+            .iter()
+            .map(|m| vec![m.paste_id.clone(), format!("P{}", m.paste_shard), yes_no(m.key_done)])
+            .collect();
+        write_indented(out, &table(&["PASTE ID", "P SHARD", "DONE KEY"], &rows))?;
+    }
+
+    writeln!(
+        out,
+        "\norphans (live paste, no key): {} ({} likely duplicate(s) of another live paste)",
+        report.orphans.count, report.likely_duplicates
+    )?;
+    if report.orphans.count > 0 {
+        writeln!(
+            out,
+            "  K lost their keys (an unsafe failover?): a retry may have created a second paste; see docs/operations.md#finding-and-repairing-lost-pastes"
+        )?;
+        let rows: Vec<Vec<String>> = report
+            .orphans
+            .samples
+            .iter()
+            .map(|o| {
+                vec![
+                    age(o.age_seconds),
+                    o.paste_id.clone(),
+                    format!("P{}", o.paste_shard),
+                    o.content_sha256[..12].to_owned(),
+                    if o.same_content.is_empty() { "-".into() } else { o.same_content.join(",") },
+                ]
+            })
+            .collect();
+        write_indented(out, &table(&["AGE", "PASTE ID", "P SHARD", "CONTENT", "SAME CONTENT"], &rows))?;
+    }
 
     writeln!(out, "\npending keys whose paste exists: {}", report.pending_with_paste.count)?;
     if report.pending_with_paste.count > 0 {
@@ -319,7 +386,7 @@ fn print_text(report: &Report, args: &ReconcileArgs, out: &mut (dyn Write + Send
                     f.key.clone(),
                     f.paste_id.clone(),
                     format!("P{}", f.paste_shard),
-                    f.object_present.map(yes_no).unwrap_or_else(|| "?".into()),
+                    yes_no(f.object_present),
                 ]
             })
             .collect();
@@ -330,7 +397,7 @@ fn print_text(report: &Report, args: &ReconcileArgs, out: &mut (dyn Write + Send
     if report.orphan_objects.count > 0 {
         writeln!(
             out,
-            "  the reaper deletes these once older than the age floor (1h), behind a tombstone; never delete them by hand"
+            "  the reaper deletes these once older than the age floor (1h), behind a tombstone, and spares those a done key names; never delete them by hand"
         )?;
         let rows: Vec<Vec<String>> = report
             .orphan_objects
@@ -343,25 +410,11 @@ fn print_text(report: &Report, args: &ReconcileArgs, out: &mut (dyn Write + Send
                     o.size.to_string(),
                     yes_no(o.past_age_floor),
                     yes_no(o.key_pending),
+                    yes_no(o.key_done),
                 ]
             })
             .collect();
-        write_indented(out, &table(&["AGE", "PASTE ID", "BYTES", "PAST FLOOR", "KEY PENDING"], &rows))?;
-    }
-
-    writeln!(
-        out,
-        "\npaste rows whose object is missing: {} (checked: {})",
-        report.rows_without_objects.count, report.rows_without_objects_scope
-    )?;
-    if report.rows_without_objects.count > 0 {
-        let rows: Vec<Vec<String>> = report
-            .rows_without_objects
-            .samples
-            .iter()
-            .map(|m| vec![m.paste_id.clone(), format!("P{}", m.paste_shard)])
-            .collect();
-        write_indented(out, &table(&["PASTE ID", "P SHARD"], &rows))?;
+        write_indented(out, &table(&["AGE", "PASTE ID", "BYTES", "PAST FLOOR", "KEY PENDING", "DONE KEY"], &rows))?;
     }
     Ok(())
 }

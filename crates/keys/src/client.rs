@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use pastebin_core::{to_millis, IdempotencyKey, PasteId, ResponseBody};
+use pastebin_core::{to_millis, IdempotencyKey, PasteId, ResponseBody, Slot};
 use pastebin_proto::{
     keys::v1::{self as pb, key_service_client::KeyServiceClient},
     shard::v1 as shard_pb,
@@ -11,7 +11,7 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+use crate::{convert, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 /// A K shard as the gateway, the sweeper and operators see it: domain types
 /// in, domain types out, every failure classified as refused or uncertain.
@@ -148,6 +148,19 @@ impl KeyClient {
         let request = pb::PasteIds { paste_ids: paste_ids.iter().map(ToString::to_string).collect() };
         let reply = self.inner.clone().named_by_done_keys(self.deadline.request(request)).await?.into_inner();
         reply.paste_ids.iter().map(|id| convert::paste_id(id).map_err(bad_reply)).collect()
+    }
+
+    /// One page of the keys whose paste id is in `slot`, after `after` (the
+    /// last key of the previous page).
+    pub async fn list_slot(&self, slot: Slot, after: Option<&SlotKey>, limit: u32) -> Result<Vec<SlotKey>, CallError> {
+        let request = pb::ListSlotKeysRequest {
+            slot: u32::from(slot.0),
+            after_paste_id: after.map(|k| k.paste_id.to_string()).unwrap_or_default(),
+            after_key: after.map(|k| k.key.canonical()).unwrap_or_default(),
+            limit,
+        };
+        let reply = self.inner.clone().list_slot(self.deadline.request(request)).await?.into_inner();
+        reply.keys.into_iter().map(|raw| convert::slot_key_from_pb(raw).map_err(bad_reply)).collect()
     }
 
     /// What the shard says it owns (and its generation, and what it froze).

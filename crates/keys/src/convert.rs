@@ -7,7 +7,7 @@ use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, PasteId, R
 use pastebin_proto::keys::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
-use crate::{KeyRecord, NewKey, PendingKey, PendingStats};
+use crate::{KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 pub(crate) fn key(raw: &str) -> Result<IdempotencyKey, Malformed> {
     IdempotencyKey::parse(raw).map_err(|e| Malformed(e.to_string()))
@@ -57,6 +57,24 @@ pub(crate) fn new_key(request: pb::BeginRequest) -> Result<NewKey, Malformed> {
         request_hash: request_hash(request.request_hash)?,
         paste_id: paste_id(&request.paste_id)?,
         response_body: response_body(request.response_body)?,
+    })
+}
+
+pub(crate) fn slot_key_to_pb(key: SlotKey) -> pb::SlotKey {
+    pb::SlotKey {
+        key: key.key.canonical(),
+        paste_id: key.paste_id.to_string(),
+        state: state_to_pb(key.state).into(),
+        created_at_ms: to_millis(key.created_at),
+    }
+}
+
+pub(crate) fn slot_key_from_pb(raw: pb::SlotKey) -> Result<SlotKey, Malformed> {
+    Ok(SlotKey {
+        key: key(&raw.key)?,
+        paste_id: paste_id(&raw.paste_id)?,
+        state: state_from_pb(raw.state)?,
+        created_at: from_millis(raw.created_at_ms),
     })
 }
 

@@ -38,6 +38,15 @@ pub struct PendingKey {
     pub created_at: DateTime<Utc>,
 }
 
+/// One key as `ctl reconcile` lists a slot: no response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotKey {
+    pub key: IdempotencyKey,
+    pub paste_id: PasteId,
+    pub state: KeyState,
+    pub created_at: DateTime<Utc>,
+}
+
 /// What `ApplyVerdicts` did with a batch: the keys it changed, and the keys
 /// it left alone because another shard owns their slot. Every other key of
 /// the batch was already resolved (or gone).

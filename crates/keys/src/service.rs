@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState};
+use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, Slot};
 use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     grpc::{store_status, Malformed, StoreFailure},
@@ -215,6 +215,24 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         }
         let named = self.store.named_by_done_keys(&ids).await?;
         Ok(Response::new(pb::PasteIds { paste_ids: named.iter().map(ToString::to_string).collect() }))
+    }
+
+    async fn list_slot(
+        &self,
+        request: Request<pb::ListSlotKeysRequest>,
+    ) -> Result<Response<pb::ListSlotKeysResponse>, Status> {
+        let request = request.into_inner();
+        let limit = check_limit(request.limit)?;
+        let slot =
+            u8::try_from(request.slot).map(Slot).map_err(|_| Status::invalid_argument("slot must be 0 to 255"))?;
+        self.slots.readable(slot).await?;
+        let after = if request.after_paste_id.is_empty() {
+            None
+        } else {
+            Some((convert::paste_id(&request.after_paste_id)?, key(&request.after_key)?))
+        };
+        let keys = self.store.list_slot(slot, after.as_ref().map(|(id, key)| (id, key)), limit).await?;
+        Ok(Response::new(pb::ListSlotKeysResponse { keys: keys.into_iter().map(convert::slot_key_to_pb).collect() }))
     }
 
     async fn describe(

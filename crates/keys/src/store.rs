@@ -2,12 +2,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use pastebin_core::{
-    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, KEY_RETENTION,
+    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, Slot,
+    KEY_RETENTION,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats};
+use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyStoreError {
@@ -23,7 +24,7 @@ pub enum KeyStoreError {
 }
 
 /// Shard K's storage. The same SQL runs on PostgreSQL and SQLite. Reads go
-/// to the pool; every write goes through [`Database::execute`], which has
+/// through [`Database::read`]; every write goes through [`Database::execute`], which has
 /// committed it (on SQLite, in a group) when it returns.
 #[derive(Clone)]
 pub struct KeyStore {
@@ -93,13 +94,17 @@ impl KeyStore {
     }
 
     pub async fn get(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, KeyStoreError> {
-        let row = sqlx::query(
-            "SELECT key, request_hash, paste_id, state, response_body, created_at, retain_until
+        let row = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT key, request_hash, paste_id, state, response_body, created_at, retain_until
                FROM idempotency_keys WHERE key = $1",
-        )
-        .bind(key.canonical())
-        .fetch_optional(self.db.pool())
-        .await?;
+                )
+                .bind(key.canonical())
+                .fetch_optional(pool)
+            })
+            .await?;
         row.as_ref().map(record_from_row).transpose()
     }
 
@@ -214,12 +219,44 @@ impl KeyStore {
             for id in chunk {
                 read = read.bind(id.slot_prefix().to_owned()).bind(id.to_string());
             }
-            let found: Vec<String> = read.fetch_all(self.db.pool()).await?;
+            let found: Vec<String> = self.db.read(|pool| read.fetch_all(pool)).await?;
             for id in found {
                 named.push(PasteId::parse(&id).map_err(corrupt)?);
             }
         }
         Ok(named)
+    }
+
+    /// Up to `limit` keys whose paste id is in `slot`, ordered by (paste id,
+    /// key), after the cursor `after` (the last of the previous page).
+    pub async fn list_slot(
+        &self,
+        slot: Slot,
+        after: Option<(&PasteId, &IdempotencyKey)>,
+        limit: u32,
+    ) -> Result<Vec<SlotKey>, KeyStoreError> {
+        let (after_id, after_key) = after.map(|(id, key)| (id.to_string(), key.canonical())).unwrap_or_default();
+        let rows = sqlx::query(
+            "SELECT key, paste_id, state, created_at FROM idempotency_keys
+              WHERE substr(paste_id, 1, 2) = $1 AND (paste_id > $2 OR (paste_id = $2 AND key > $3))
+              ORDER BY paste_id, key LIMIT $4",
+        )
+        .bind(PasteId::slot_prefix_of(slot))
+        .bind(after_id)
+        .bind(after_key)
+        .bind(i64::from(limit))
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(SlotKey {
+                    key: parse_key(row)?,
+                    paste_id: parse_paste_id(row)?,
+                    state: row.try_get::<String, _>("state")?.parse().map_err(corrupt)?,
+                    created_at: from_millis(row.try_get("created_at")?),
+                })
+            })
+            .collect()
     }
 
     /// aborted → pending with a fresh paste id and body. The key's clock
@@ -264,17 +301,21 @@ impl KeyStore {
             Some((at, key)) => (to_millis(at), key.canonical()),
             None => (i64::MIN, String::new()),
         };
-        let rows = sqlx::query(
-            "SELECT key, paste_id, created_at FROM idempotency_keys
+        let rows = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT key, paste_id, created_at FROM idempotency_keys
               WHERE state = 'pending' AND created_at < $1 AND (created_at > $2 OR (created_at = $2 AND key > $3))
               ORDER BY created_at, key LIMIT $4",
-        )
-        .bind(to_millis(created_before))
-        .bind(after_at)
-        .bind(after_key)
-        .bind(i64::from(limit))
-        .fetch_all(self.db.pool())
-        .await?;
+                )
+                .bind(to_millis(created_before))
+                .bind(after_at)
+                .bind(after_key)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+            })
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(PendingKey {
@@ -292,16 +333,20 @@ impl KeyStore {
         let cutoff = |age: std::time::Duration| {
             to_millis(now - chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX))
         };
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest,
+        let row = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest,
                     COUNT(*) FILTER (WHERE created_at < $1) AS older_2s,
                     COUNT(*) FILTER (WHERE created_at < $2) AS older_60s
                FROM idempotency_keys WHERE state = 'pending'",
-        )
-        .bind(cutoff(alert::SLOW_AFTER))
-        .bind(cutoff(alert::RECOVERY_AFTER))
-        .fetch_one(self.db.pool())
-        .await?;
+                )
+                .bind(cutoff(alert::SLOW_AFTER))
+                .bind(cutoff(alert::RECOVERY_AFTER))
+                .fetch_one(pool)
+            })
+            .await?;
         let count =
             |name: &str| -> Result<u64, KeyStoreError> { Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0)) };
         Ok(PendingStats {

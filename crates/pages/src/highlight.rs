@@ -8,10 +8,9 @@
 //! its time budget (default [`TIME_BUDGET`]) falls back to plain text too. Unknown
 //! languages are plain text, never an error.
 
-use std::{
-    sync::LazyLock,
-    time::{Duration, Instant},
-};
+use std::{sync::LazyLock, time::Duration};
+
+use bytes::Bytes;
 
 use syntect::{
     highlighting::ThemeSet,
@@ -88,42 +87,148 @@ fn syntax_for(language: Option<&str>, extension: Option<&str>) -> Option<&'stati
     (found.name != "Plain Text").then_some(found)
 }
 
-/// One `<li>` per line, highlighted when a syntax applies, the paste is
-/// within the bounds and the render finishes within `budget`; escaped plain
-/// text otherwise.
-pub(crate) fn render_lines(text: &str, language: Option<&str>, extension: Option<&str>, budget: Duration) -> String {
+/// The languages the new-paste form offers (its `<datalist>`): each
+/// grammar's name, or its first extension where the name is not a valid
+/// `language` (`Bourne Again Shell (bash)` is offered as `sh`), each one a
+/// value that finds that very grammar. Sorted, without plain text.
+pub(crate) static LANGUAGES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    let finds = |token: &str, syntax: &SyntaxReference| {
+        pastebin_core::Language::parse(token).is_ok()
+            && SYNTAXES.find_syntax_by_token(token).is_some_and(|found| found.name == syntax.name)
+    };
+    let mut languages: Vec<&'static str> = SYNTAXES
+        .syntaxes()
+        .iter()
+        .filter(|syntax| syntax.name != "Plain Text")
+        .filter_map(|syntax| {
+            std::iter::once(&syntax.name).chain(&syntax.file_extensions).find(|token| finds(token, syntax))
+        })
+        .map(String::as_str)
+        .collect();
+    languages.sort_unstable_by_key(|name| name.to_ascii_lowercase());
+    languages.dedup();
+    languages
+});
+
+/// A grammar chosen for a paste within the bounds: what a render runs.
+#[derive(Clone, Copy)]
+pub(crate) struct Grammar(&'static SyntaxReference);
+
+/// The grammar that highlights `text`, if a syntax applies and the paste is
+/// within [`MAX_BYTES`] and [`MAX_LINE_BYTES`]; `None` means plain text,
+/// without a render.
+pub(crate) fn grammar_for(text: &str, language: Option<&str>, extension: Option<&str>) -> Option<Grammar> {
     let body = text.strip_suffix('\n').unwrap_or(text);
     let within_bounds = body.len() <= MAX_BYTES && body.split('\n').all(|line| line.len() <= MAX_LINE_BYTES);
-    syntax_for(language, extension)
-        .filter(|_| within_bounds)
-        .and_then(|syntax| highlighted(&body.replace("\r\n", "\n"), syntax, Instant::now() + budget))
-        .unwrap_or_else(|| plain(body))
+    syntax_for(language, extension).filter(|_| within_bounds).map(Grammar)
 }
 
-/// Escaped lines, no highlighting.
-pub(crate) fn plain_lines(text: &str) -> String {
-    plain(text.strip_suffix('\n').unwrap_or(text))
-}
+/// How much of a line the grammar is given at once: the render checks
+/// whether to stop between pieces, so its budget holds inside a long line
+/// too (a grammar's cost grows faster than a line's length). A token cut
+/// in two may be coloured as two; the text is never changed.
+const PIECE_BYTES: usize = 512;
 
-fn plain(body: &str) -> String {
-    body.split('\n').map(|line| format!("<li>{}</li>", escape(line.strip_suffix('\r').unwrap_or(line)))).collect()
-}
+/// Bytes of HTML per block: what a page writes at a time. hyper takes at
+/// most 16 blocks from a body before the client has read some, so a
+/// connection that stops reading holds about 64 KiB of its page
+/// (docs/security.md#what-a-page-costs).
+pub(crate) const BLOCK_BYTES: usize = 4 * 1024;
 
-/// `None` when the budget ran out or the grammar failed: the caller shows
-/// plain text instead.
-fn highlighted(body: &str, syntax: &SyntaxReference, deadline: Instant) -> Option<String> {
-    let mut generator = ClassedHTMLGenerator::new_with_class_style(syntax, &SYNTAXES, CLASS_STYLE);
+/// Highlights `text` as `<li>` items in blocks of about [`BLOCK_BYTES`]
+/// (each block whole items). `stop` is asked between pieces of lines;
+/// `None` when it said stop (out of time, nobody waiting) or the grammar
+/// failed: the caller shows plain text instead.
+pub(crate) fn highlight(text: &str, grammar: Grammar, stop: &dyn Fn() -> bool) -> Option<Vec<Bytes>> {
+    let body = text.strip_suffix('\n').unwrap_or(text).replace("\r\n", "\n");
+    let mut generator = ClassedHTMLGenerator::new_with_class_style(grammar.0, &SYNTAXES, CLASS_STYLE);
     let mut lines = 0;
-    // The generator wants every line to end in a newline, the last one too.
     for line in body.split('\n') {
-        if Instant::now() > deadline {
-            tracing::debug!("highlighting ran out of time; showing plain text");
+        let mut rest = line;
+        while rest.len() > PIECE_BYTES {
+            let cut = piece_end(rest);
+            if stop() {
+                return None;
+            }
+            generator.parse_html_for_line_which_includes_newline(&rest[..cut]).ok()?;
+            rest = &rest[cut..];
+        }
+        if stop() {
             return None;
         }
-        generator.parse_html_for_line_which_includes_newline(&format!("{line}\n")).ok()?;
+        // The generator wants every line to end in a newline, the last one too.
+        generator.parse_html_for_line_which_includes_newline(&format!("{rest}\n")).ok()?;
         lines += 1;
     }
-    Some(split_into_items(&generator.finalize(), lines))
+    Some(into_blocks(&split_into_items(&generator.finalize(), lines)))
+}
+
+/// Where the first piece of a long line ends: after the last space within
+/// [`PIECE_BYTES`] (fewer tokens cut), else at a character boundary.
+fn piece_end(line: &str) -> usize {
+    let mut cut = PIECE_BYTES;
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    line[..cut].rfind(' ').map_or(cut, |space| space + 1).max(1)
+}
+
+/// Cuts whole `<li>` items into blocks of about [`BLOCK_BYTES`].
+fn into_blocks(items: &str) -> Vec<Bytes> {
+    let mut blocks = Vec::with_capacity(items.len() / BLOCK_BYTES + 1);
+    let mut rest = items;
+    while !rest.is_empty() {
+        let end = if rest.len() <= BLOCK_BYTES {
+            rest.len()
+        } else {
+            rest[BLOCK_BYTES..].find("</li>").map_or(rest.len(), |at| BLOCK_BYTES + at + "</li>".len())
+        };
+        blocks.push(Bytes::copy_from_slice(&rest.as_bytes()[..end]));
+        rest = &rest[end..];
+    }
+    blocks
+}
+
+/// A text paste as escaped `<li>` items, block by block as a page writes
+/// them, never built whole: each block is about [`BLOCK_BYTES`] of HTML.
+pub(crate) struct PlainBlocks {
+    text: Bytes,
+    at: usize,
+}
+
+impl PlainBlocks {
+    /// `text` is UTF-8 (a text paste is checked when it is created); any
+    /// invalid byte shows as U+FFFD rather than failing the page.
+    pub(crate) fn new(text: Bytes) -> Self {
+        let text = match std::str::from_utf8(&text) {
+            Ok(_) => text,
+            Err(_) => Bytes::from(String::from_utf8_lossy(&text).into_owned()),
+        };
+        let end = text.strip_suffix(b"\n").map_or(text.len(), <[u8]>::len);
+        Self { text: text.slice(..end), at: 0 }
+    }
+}
+
+impl Iterator for PlainBlocks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        // The first call of an empty paste still writes its one empty line.
+        if self.at > self.text.len() {
+            return None;
+        }
+        let text = std::str::from_utf8(&self.text).expect("checked or made UTF-8 in PlainBlocks::new");
+        let mut block = String::with_capacity(BLOCK_BYTES + 1024);
+        while block.len() < BLOCK_BYTES && self.at <= text.len() {
+            let rest = &text[self.at..];
+            let line = rest.find('\n').map_or(rest, |end| &rest[..end]);
+            self.at += line.len() + 1;
+            block.push_str("<li>");
+            block.push_str(&escape(line.strip_suffix('\r').unwrap_or(line)));
+            block.push_str("</li>");
+        }
+        Some(Bytes::from(block))
+    }
 }
 
 /// Cuts the generator's HTML (one string, spans crossing newlines) into one
@@ -161,6 +266,19 @@ mod tests {
 
     /// Generous, so a slow debug build never decides what the tests see.
     const TEST_BUDGET: Duration = Duration::from_secs(600);
+
+    fn joined(blocks: impl IntoIterator<Item = Bytes>) -> String {
+        blocks.into_iter().map(|block| String::from_utf8(block.to_vec()).unwrap()).collect()
+    }
+
+    /// What a page shows: highlighted within `budget`, else plain text.
+    fn render_lines(text: &str, language: Option<&str>, extension: Option<&str>, budget: Duration) -> String {
+        let deadline = std::time::Instant::now() + budget;
+        let out_of_time = || std::time::Instant::now() >= deadline;
+        grammar_for(text, language, extension)
+            .and_then(|grammar| highlight(text, grammar, &out_of_time))
+            .map_or_else(|| joined(PlainBlocks::new(Bytes::copy_from_slice(text.as_bytes()))), joined)
+    }
 
     fn render(text: &str, language: Option<&str>, extension: Option<&str>) -> String {
         render_lines(text, language, extension, TEST_BUDGET)
@@ -203,6 +321,58 @@ mod tests {
     fn a_render_out_of_time_is_plain_text() {
         let rendered = render_lines("fn main() {}\nfn other() {}", Some("rust"), None, Duration::ZERO);
         assert_eq!(rendered, "<li>fn main() {}</li><li>fn other() {}</li>");
+    }
+
+    #[test]
+    fn the_budget_is_checked_inside_a_long_line() {
+        let grammar = grammar_for("x", Some("rust"), None).unwrap();
+        let line = "let x = 1; ".repeat(MAX_LINE_BYTES / 11);
+        let asked = std::cell::Cell::new(0);
+        let never = || {
+            asked.set(asked.get() + 1);
+            false
+        };
+        let html = joined(highlight(&line, grammar, &never).unwrap());
+        assert!(asked.get() >= MAX_LINE_BYTES / PIECE_BYTES, "asked {} times for one line", asked.get());
+        assert_eq!(html.matches("<li>").count(), 1);
+        let plain: String = html.split('<').filter_map(|tag| tag.split_once('>').map(|(_, text)| text)).collect();
+        assert_eq!(plain, line, "cutting a line into pieces changes no text");
+        let second = std::cell::Cell::new(0);
+        let stop_on_the_second = || {
+            second.set(second.get() + 1);
+            second.get() >= 2
+        };
+        assert!(highlight(&line, grammar, &stop_on_the_second).is_none(), "stopped in the middle of the line");
+    }
+
+    #[test]
+    fn blocks_are_whole_items_of_bounded_size() {
+        let text = "fn f() { let s = \"<x>\"; }\n".repeat(4_000);
+        let grammar = grammar_for(&text, Some("rust"), None).unwrap();
+        let blocks = highlight(&text, grammar, &|| false).unwrap();
+        let plain: Vec<Bytes> = PlainBlocks::new(Bytes::from(text.clone())).collect();
+        for blocks in [&blocks, &plain] {
+            assert!(blocks.len() > 2, "{} blocks", blocks.len());
+            for block in blocks.iter() {
+                let block = std::str::from_utf8(block).unwrap();
+                assert!(block.starts_with("<li>") && block.ends_with("</li>"), "{block}");
+                assert!(block.len() < BLOCK_BYTES + 1024, "{}", block.len());
+                assert!(balanced(block), "{block}");
+            }
+        }
+        assert_eq!(joined(plain).matches("<li>").count(), 4_000);
+        assert_eq!(joined(blocks).matches("<li>").count(), 4_000);
+        assert_eq!(joined(PlainBlocks::new(Bytes::new())), "<li></li>", "an empty paste is one empty line");
+    }
+
+    #[test]
+    fn every_offered_language_highlights() {
+        assert!(LANGUAGES.len() > 30, "{:?}", *LANGUAGES);
+        assert!(LANGUAGES.contains(&"Rust") && LANGUAGES.contains(&"Python"), "{:?}", *LANGUAGES);
+        for language in LANGUAGES.iter() {
+            assert!(pastebin_core::Language::parse(language).is_ok(), "{language} is a valid language");
+            assert!(grammar_for("x", Some(language), None).is_some(), "{language} finds a grammar");
+        }
     }
 
     #[test]

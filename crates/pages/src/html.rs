@@ -7,7 +7,9 @@
 
 use pastebin_gateway::PasteView;
 
-use crate::reader::PageContent;
+use bytes::Bytes;
+
+use crate::reader::{Lines, PageContent};
 
 /// Sent with every HTML page. Scripts and styles only from this origin (the
 /// two assets below), `fetch` only to this origin, forms post only here.
@@ -43,6 +45,11 @@ pub(crate) fn escape(text: &str) -> String {
 /// The frame every page shares. `title` is escaped here; `main` is HTML the
 /// caller built (with its own escaping); `script` adds the app script.
 fn layout(title: &str, main: &str, script: bool) -> String {
+    format!("{}{main}{LAYOUT_END}", layout_start(title, script))
+}
+
+/// The frame up to the page's `<main>` content.
+fn layout_start(title: &str, script: bool) -> String {
     let script = if script { "<script src=\"/assets/app.js\" defer></script>" } else { "" };
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -52,11 +59,41 @@ fn layout(title: &str, main: &str, script: bool) -> String {
          <link rel=\"stylesheet\" href=\"/assets/highlight.css\"><script src=\"/assets/theme.js\"></script>{script}</head>\
          <body><header class=\"bar\"><a class=\"brand\" href=\"/\">pastebin</a>\
          <nav><button type=\"button\" id=\"theme-toggle\" class=\"quiet\" hidden>Dark mode</button>\
-         <a class=\"new\" href=\"/\">New paste</a></nav></header><main>{main}</main>\
-         <footer>Links are shareable; anyone with the link can read the paste. \
-         <a href=\"/api/v1/openapi.json\">HTTP API</a></footer></body></html>",
+         <a class=\"new\" href=\"/\">New paste</a></nav></header><main>",
         title = escape(title)
     )
+}
+
+/// The frame after the page's `<main>` content.
+const LAYOUT_END: &str = "</main><footer>Links are shareable; anyone with the link can read the paste. \
+     <a href=\"/api/v1/openapi.json\">HTTP API</a></footer></body></html>";
+
+/// A page as it is written: whole, or a text paste's page around its lines,
+/// which are written block by block as the client reads (never the whole
+/// page in memory: a large paste's page is many times its size).
+pub(crate) struct Page {
+    start: String,
+    lines: Option<Lines>,
+    end: String,
+}
+
+impl From<String> for Page {
+    fn from(whole: String) -> Self {
+        Self { start: whole, lines: None, end: String::new() }
+    }
+}
+
+impl Page {
+    /// The page's bytes in the order they are written.
+    pub(crate) fn blocks(self) -> impl Iterator<Item = Bytes> + Send {
+        let lines = self.lines.map(Lines::blocks).into_iter().flatten();
+        std::iter::once(Bytes::from(self.start)).chain(lines).chain(std::iter::once(Bytes::from(self.end)))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn whole(self) -> String {
+        self.blocks().map(|block| String::from_utf8(block.to_vec()).expect("pages are UTF-8")).collect()
+    }
 }
 
 /// The expiry choices the new-paste page offers (all within the range of docs/design.md#expiry).
@@ -83,14 +120,15 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
          <div id=\"drop-zone\" class=\"drop\"><label for=\"file\">…or a file (pick one or drop it here)</label>\
          <input type=\"file\" id=\"file\" name=\"file\"><p id=\"file-chosen\" class=\"meta\"></p></div>\
          <div class=\"row\"><label for=\"language\">Language</label>\
-         <input id=\"language\" name=\"language\" class=\"short\" placeholder=\"e.g. rust (optional)\" maxlength=\"64\">\
+         <input id=\"language\" name=\"language\" class=\"short\" list=\"languages\" \
+         placeholder=\"e.g. Rust (optional)\" maxlength=\"64\" autocomplete=\"off\">{languages}\
          <label for=\"expiry\">Expires after</label>\
          <select id=\"expiry\" name=\"expires_in_seconds\">{options}</select>\
          <label class=\"check\"><input type=\"checkbox\" id=\"burn\" name=\"burn_after_reading\"> Burn after reading</label>\
          <button type=\"submit\" id=\"save\">Save paste</button></div>\
          <p id=\"status\" class=\"status\" role=\"status\" aria-live=\"polite\"></p></form></section>\
          <section id=\"created\" hidden><h1>Saved</h1>\
-         <p class=\"meta\">Expires <span id=\"created-expires\"></span>.</p>\
+         <p class=\"meta\">Expires <time id=\"created-expires\" data-relative></time>.</p>\
          <figure class=\"qr\"><img id=\"qr\" alt=\"QR code of the share link\" width=\"164\" height=\"164\">\
          <figcaption>Scan to open the share link on a phone.</figcaption></figure>\
          <label for=\"share-url\">Share link</label>\
@@ -100,20 +138,31 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
          <div class=\"warning\"><label for=\"delete-token\">Delete token</label>\
          <div class=\"copy\"><input id=\"delete-token\" readonly><button type=\"button\" data-copy=\"delete-token\">Copy</button></div>\
          <p><strong>This token is shown once and will not be shown again.</strong> Keep it somewhere safe: \
-         it is the only way to delete this paste.</p></div>\
+         it is the only way to delete this paste. The address bar already shows the paste's link; \
+         reloading or leaving this page shows the paste without its token.</p></div>\
          <p class=\"actions\"><a id=\"view-link\" href=\"/\">View the paste</a> · <a href=\"/\">New paste</a></p></section>",
         api = escape(&format!("{public_url}/api/v1/pastes")),
+        languages = language_list(),
     );
     layout("New paste", &main, true)
+}
+
+/// The `<datalist>` of the languages the highlighter knows: suggestions
+/// beside free text (an unknown language is plain text, never an error).
+fn language_list() -> String {
+    let options: String =
+        crate::highlight::LANGUAGES.iter().map(|name| format!("<option value=\"{}\">", escape(name))).collect();
+    format!("<datalist id=\"languages\">{options}</datalist>")
 }
 
 /// `/{id}`: the paste. Text as numbered lines (an ordered list numbers
 /// them without putting the numbers into copied text; lines wrap); a binary
 /// paste as its size, type and a download link (raster images inline); a
 /// burn paste as a notice with a button, never its content. `revealed`: this
-/// answer is the burn's one read. Works without JavaScript.
-pub(crate) fn paste(content: &PageContent, revealed: bool) -> String {
-    let view = match content {
+/// answer is the burn's one read. `public_url` makes the link to share.
+/// Works without JavaScript; with it, the copy buttons and relative times.
+pub(crate) fn paste(content: PageContent, revealed: bool, public_url: &str) -> Page {
+    let view = match &content {
         PageContent::Sealed(view) | PageContent::Binary(view) | PageContent::Text { view, .. } => view,
     };
     let id = escape(&view.id);
@@ -123,13 +172,18 @@ pub(crate) fn paste(content: &PageContent, revealed: bool) -> String {
     } else {
         ""
     };
-    let body = match content {
-        PageContent::Sealed(view) => sealed(view),
-        PageContent::Binary(view) => binary(view, revealed),
-        PageContent::Text { lines, .. } => format!("<ol class=\"code\">{lines}</ol>"),
-    };
-    let main = format!("<h1>Paste <code>{id}</code></h1>{meta}{burned}{body}", meta = meta(view));
-    layout(&format!("Paste {}", view.id), &main, false)
+    let share = share_bar(view, revealed, public_url, matches!(content, PageContent::Text { .. }));
+    let heading = format!("<h1>Paste <code>{id}</code></h1>{meta}{burned}{share}", meta = meta(view));
+    let title = format!("Paste {}", view.id);
+    match content {
+        PageContent::Sealed(view) => layout(&title, &(heading + &sealed(&view)), true).into(),
+        PageContent::Binary(view) => layout(&title, &(heading + &binary(&view, revealed)), true).into(),
+        PageContent::Text { lines, .. } => Page {
+            start: format!("{}{heading}<ol class=\"code\">", layout_start(&title, true)),
+            lines: Some(lines),
+            end: format!("</ol>{LAYOUT_END}"),
+        },
+    }
 }
 
 /// Size, type, times and links. A burn paste offers no raw or download link
@@ -144,14 +198,50 @@ fn meta(view: &PasteView) -> String {
     if let Some(language) = &attributes.language {
         parts.push(escape(language.as_str()));
     }
-    parts.push(format!("created {}", escape(&view.created_at)));
-    parts.push(format!("expires {}", escape(&view.expires_at)));
+    parts.push(format!("created {}", time(&view.created_at)));
+    parts.push(format!("expires {}", time(&view.expires_at)));
     if !attributes.burn_after_reading {
         parts.push(format!("<a href=\"/raw/{id}\">raw</a>"));
         parts.push(format!("<a id=\"download\" href=\"/raw/{id}?download\">download</a>"));
     }
     parts.push(format!("<a href=\"/{id}/delete\">delete</a>"));
     format!("<p class=\"meta\">{}</p>", parts.join(" · "))
+}
+
+/// A time as its exact UTC value, which the script turns into "in 3 days"
+/// or "5 minutes ago", keeping the exact time on hover (`title`).
+fn time(rfc3339: &str) -> String {
+    let exact = rfc3339.replacen('T', " ", 1).replace('Z', " UTC");
+    format!(
+        "<time datetime=\"{iso}\" title=\"{exact}\" data-relative>{exact}</time>",
+        iso = escape(rfc3339),
+        exact = escape(&exact)
+    )
+}
+
+/// What a reader shares the paste with: its link with a copy button, the
+/// link as a QR code (behind a disclosure, so it loads when asked for) and,
+/// for text, a button that copies the content. A burned paste has no link
+/// left to share, only its content to copy. The buttons need the script
+/// and stay hidden without it.
+fn share_bar(view: &PasteView, revealed: bool, public_url: &str, text: bool) -> String {
+    let id = escape(&view.id);
+    let copy_content = if text {
+        "<button type=\"button\" id=\"copy-content\" data-needs-script hidden>Copy content</button>"
+    } else {
+        ""
+    };
+    if revealed && view.attributes.burn_after_reading {
+        return format!("<div class=\"share\" id=\"share\">{copy_content}</div>");
+    }
+    format!(
+        "<div class=\"share\" id=\"share\"><div class=\"copy\">\
+         <input id=\"page-url\" aria-label=\"Link to this paste\" readonly value=\"{url}/{id}\">\
+         <button type=\"button\" data-copy=\"page-url\" data-needs-script hidden>Copy link</button>{copy_content}</div>\
+         <details class=\"qr\"><summary>QR code</summary><img id=\"page-qr\" src=\"/{id}/qr.svg\" \
+         alt=\"QR code of the link to this paste\" width=\"164\" height=\"164\" loading=\"lazy\"></details></div>",
+        url = escape(public_url),
+    )
 }
 
 /// A burn paste seen by `GET`: link previewers and chat unfurlers fetch
@@ -256,31 +346,64 @@ mod tests {
     use pastebin_core::{FileName, MediaType, PasteAttributes};
 
     fn described(attributes: PasteAttributes) -> PasteView {
-        PasteView { id: "00abc".into(), created_at: "t".into(), expires_at: "t".into(), size: 1, attributes }
+        PasteView {
+            id: "00abc".into(),
+            created_at: "2026-12-01T05:58:46Z".into(),
+            expires_at: "2026-12-31T05:58:46Z".into(),
+            size: 1,
+            attributes,
+        }
     }
 
     fn view(content: &str) -> PageContent {
-        let lines = crate::highlight::plain_lines(content).into();
+        let lines = Lines::Plain(Bytes::copy_from_slice(content.as_bytes()));
         PageContent::Text { view: described(PasteAttributes::default()), lines }
     }
 
     #[test]
     fn content_is_escaped() {
-        let page = paste(&view("<script>alert('x')</script> & \"q\""), false);
+        let page = paste(view("<script>alert('x')</script> & \"q\""), false, "http://x").whole();
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"));
     }
 
     #[test]
+    fn a_paste_page_shares_its_link_qr_code_and_content_with_exact_times_on_hover() {
+        let page = paste(view("x"), false, "https://paste.example").whole();
+        assert!(page.contains("value=\"https://paste.example/00abc\""), "{page}");
+        assert!(page.contains("data-copy=\"page-url\"") && page.contains("id=\"copy-content\""), "{page}");
+        assert!(page.contains("src=\"/00abc/qr.svg\""), "{page}");
+        assert!(page.contains("<script src=\"/assets/app.js\" defer>"), "{page}");
+        let time = "<time datetime=\"2026-12-31T05:58:46Z\" title=\"2026-12-31 05:58:46 UTC\" data-relative>";
+        assert!(page.contains(time), "{page}");
+    }
+
+    #[test]
+    fn a_burned_paste_offers_its_content_to_copy_but_no_dead_link() {
+        let attributes = PasteAttributes { burn_after_reading: true, ..Default::default() };
+        let lines = Lines::Plain(Bytes::from_static(b"secret"));
+        let page = paste(PageContent::Text { view: described(attributes), lines }, true, "http://x").whole();
+        assert!(page.contains("id=\"copy-content\""), "{page}");
+        assert!(!page.contains("page-url") && !page.contains("qr.svg"), "{page}");
+    }
+
+    #[test]
+    fn the_language_box_suggests_the_highlighters_languages() {
+        let page = new_paste("http://x", 10);
+        assert!(page.contains("list=\"languages\"") && page.contains("<datalist id=\"languages\">"), "{page}");
+        assert!(page.contains("<option value=\"Rust\">"), "{page}");
+    }
+
+    #[test]
     fn one_list_item_per_line() {
-        let page = paste(&view("a\r\n\nb\n"), false);
+        let page = paste(view("a\r\n\nb\n"), false, "http://x").whole();
         assert!(page.contains("<ol class=\"code\"><li>a</li><li></li><li>b</li></ol>"), "{page}");
     }
 
     #[test]
     fn a_sealed_burn_paste_shows_a_notice_and_no_reading_link() {
         let attributes = PasteAttributes { burn_after_reading: true, ..Default::default() };
-        let page = paste(&PageContent::Sealed(described(attributes)), false);
+        let page = paste(PageContent::Sealed(described(attributes)), false, "http://x").whole();
         assert!(page.contains("will be deleted when you view it"), "{page}");
         assert!(page.contains("method=\"post\" action=\"/00abc\""), "{page}");
         assert!(!page.contains("/raw/00abc"), "{page}");
@@ -293,7 +416,7 @@ mod tests {
             file_name: Some(FileName::parse("<cat>.png").unwrap()),
             ..Default::default()
         };
-        let page = paste(&PageContent::Binary(described(attributes)), false);
+        let page = paste(PageContent::Binary(described(attributes)), false, "http://x").whole();
         assert!(page.contains("href=\"/raw/00abc?download\""), "{page}");
         assert!(page.contains("<img class=\"inline\" src=\"/raw/00abc\""), "{page}");
         assert!(page.contains("&lt;cat&gt;.png") && page.contains("image/png"), "{page}");
@@ -314,7 +437,12 @@ mod tests {
 
     #[test]
     fn pages_have_no_inline_script_or_style() {
-        for page in [new_paste("http://x", 10), paste(&view("x"), false), delete_form("x", None), not_found()] {
+        for page in [
+            new_paste("http://x", 10),
+            paste(view("x"), false, "http://x").whole(),
+            delete_form("x", None),
+            not_found(),
+        ] {
             assert!(!page.contains("<script>") && !page.contains("<style") && !page.contains(" style="), "{page}");
         }
     }

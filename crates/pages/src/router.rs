@@ -4,9 +4,10 @@
 //! keeps the three in step.
 
 use axum::{
+    body::Body,
     extract::{rejection::FormRejection, Path, State},
     http::{header, HeaderValue, StatusCode},
-    response::{Html, IntoResponse, Response},
+    response::{IntoResponse, Response},
     routing::get,
     Form, Router,
 };
@@ -55,8 +56,10 @@ async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
 /// An HTML answer with the headers every page carries: the CSP, no MIME
 /// sniffing, no caching (a page can show a paste that is deleted later),
 /// and `Retry-After` on a 503 like the JSON API.
-fn page_response(status: StatusCode, page: String) -> Response {
-    let mut response = (status, Html(page)).into_response();
+fn page_response(status: StatusCode, page: impl Into<html::Page>) -> Response {
+    let blocks = page.into().blocks().map(Ok::<_, std::convert::Infallible>);
+    let body = Body::from_stream(futures::stream::iter(blocks));
+    let mut response = (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(html::CSP));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
@@ -87,7 +90,7 @@ async fn new_paste_page(State(pages): State<Pages>) -> Response {
 /// `GET /{id}`: never burns; a burn paste shows a notice and a button.
 async fn get_page(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Response {
     match pages.page(&id).await {
-        Ok(content) => page_response(StatusCode::OK, html::paste(&content, false)),
+        Ok(content) => page_response(StatusCode::OK, html::paste(content, false, &pages.gateway.settings().public_url)),
         Err(error) => error_page(&error),
     }
 }
@@ -95,7 +98,7 @@ async fn get_page(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) ->
 /// `POST /{id}`: the notice's button. Reads the paste, burning a burn paste.
 async fn reveal_page(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Response {
     match pages.reveal(&id).await {
-        Ok(content) => page_response(StatusCode::OK, html::paste(&content, true)),
+        Ok(content) => page_response(StatusCode::OK, html::paste(content, true, &pages.gateway.settings().public_url)),
         Err(error) => error_page(&error),
     }
 }

@@ -1,4 +1,4 @@
-use pastebin_core::{DeleteToken, PasteId};
+use pastebin_core::{DeleteToken, PasteId, Slot};
 use pastebin_proto::{
     pastes::v1::{self as pb, paste_service_client::PasteServiceClient},
     shard::v1 as shard_pb,
@@ -9,7 +9,7 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -112,6 +112,17 @@ impl PasteClient {
                 Ok((id, convert::fate_from_pb(seen.fate).map_err(bad_reply)?))
             })
             .collect()
+    }
+
+    /// One page of the rows of `slot`, after the id `after`.
+    pub async fn list_slot(&self, slot: Slot, after: Option<&PasteId>, limit: u32) -> Result<Vec<SlotRow>, CallError> {
+        let request = pb::ListSlotRowsRequest {
+            slot: u32::from(slot.0),
+            after_id: after.map(ToString::to_string).unwrap_or_default(),
+            limit,
+        };
+        let reply = self.inner.clone().list_slot(self.deadline.request(request)).await?.into_inner();
+        reply.rows.into_iter().map(|raw| convert::slot_row_from_pb(raw).map_err(bad_reply)).collect()
     }
 
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, CallError> {

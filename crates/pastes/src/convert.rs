@@ -7,7 +7,7 @@ use pastebin_core::{from_millis, to_millis, DeleteTokenHash, FileName, Language,
 use pastebin_proto::pastes::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
-use crate::{IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
 
 pub(crate) fn id(raw: &str) -> Result<PasteId, Malformed> {
     PasteId::parse(raw).map_err(|e| Malformed(format!("id: {e}")))
@@ -26,6 +26,28 @@ pub(crate) fn fate_to_pb(fate: IdFate) -> i32 {
 }
 
 /// `None` for `IdFate::Unspecified`: the fence would meet an id P never saw.
+pub(crate) fn slot_row_to_pb(row: SlotRow) -> pb::SlotRow {
+    pb::SlotRow {
+        id: row.id.to_string(),
+        fate: fate_to_pb(row.fate),
+        created_at_ms: to_millis(row.created_at),
+        content_sha256: row.content_sha256.map(|hash| hash.to_vec()).unwrap_or_default(),
+    }
+}
+
+pub(crate) fn slot_row_from_pb(raw: pb::SlotRow) -> Result<SlotRow, Malformed> {
+    Ok(SlotRow {
+        id: id(&raw.id)?,
+        fate: fate_from_pb(raw.fate)?.ok_or_else(|| Malformed("fate".into()))?,
+        created_at: from_millis(raw.created_at_ms),
+        content_sha256: if raw.content_sha256.is_empty() {
+            None
+        } else {
+            Some(sha256(raw.content_sha256, "content_sha256")?)
+        },
+    })
+}
+
 pub(crate) fn fate_from_pb(raw: i32) -> Result<Option<IdFate>, Malformed> {
     match pb::IdFate::try_from(raw) {
         Ok(pb::IdFate::Unspecified) => Ok(None),

@@ -19,7 +19,7 @@ use pastebin_runtime::{
 };
 
 pub use client::PasteClient;
-pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 

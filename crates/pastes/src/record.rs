@@ -33,6 +33,16 @@ pub enum InsertOutcome {
     Tombstoned,
 }
 
+/// One row as `ctl reconcile` lists a slot: no token hash, no attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotRow {
+    pub id: PasteId,
+    pub fate: IdFate,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Live rows only.
+    pub content_sha256: Option<[u8; 32]>,
+}
+
 /// What is true of an id after the fence ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdFate {

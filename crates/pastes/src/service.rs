@@ -164,6 +164,23 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         }
     }
 
+    async fn list_slot(
+        &self,
+        request: Request<pb::ListSlotRowsRequest>,
+    ) -> Result<Response<pb::ListSlotRowsResponse>, Status> {
+        let request = request.into_inner();
+        if request.limit == 0 || request.limit > MAX_PAGE {
+            return Err(Status::invalid_argument("limit must be 1 to 10000"));
+        }
+        let slot = u8::try_from(request.slot)
+            .map(pastebin_core::Slot)
+            .map_err(|_| Status::invalid_argument("slot must be 0 to 255"))?;
+        self.slots.readable(slot).await?;
+        let after = if request.after_id.is_empty() { None } else { Some(convert::id(&request.after_id)?) };
+        let rows = self.store.list_slot(slot, after.as_ref(), request.limit).await?;
+        Ok(Response::new(pb::ListSlotRowsResponse { rows: rows.into_iter().map(convert::slot_row_to_pb).collect() }))
+    }
+
     async fn purge_expired(
         &self,
         request: Request<pb::PurgeExpiredRequest>,

@@ -2,12 +2,12 @@ use std::{collections::HashMap, sync::Arc};
 
 use pastebin_core::{
     from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes,
-    PasteId,
+    PasteId, Slot,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow};
+use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasteStoreError {
@@ -38,7 +38,7 @@ impl TombstoneReason {
 }
 
 /// Shard P's storage. The same SQL runs on PostgreSQL and SQLite. Reads go
-/// to the pool; every write goes through [`Database::execute`] or
+/// through [`Database::read`]; every write goes through [`Database::execute`] or
 /// [`Database::write`], committed (on SQLite, in a group) when they return.
 #[derive(Clone)]
 pub struct PasteStore {
@@ -96,15 +96,21 @@ impl PasteStore {
     /// A readable paste: live and not yet expired. Expiry is checked here, so
     /// an expired paste is gone at once even before its row is purged.
     pub async fn get_live(&self, id: &PasteId) -> Result<Option<PasteRow>, PasteStoreError> {
-        let row = sqlx::query(
-            "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language, burn_after_reading
-               FROM pastes
-              WHERE id = $1 AND state = 'live' AND expires_at > $2",
-        )
-        .bind(id.as_str())
-        .bind(to_millis(self.clock.now()))
-        .fetch_optional(self.db.pool())
-        .await?;
+        let now = to_millis(self.clock.now());
+        let row = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language,
+                            burn_after_reading
+                       FROM pastes
+                      WHERE id = $1 AND state = 'live' AND expires_at > $2",
+                )
+                .bind(id.as_str())
+                .bind(now)
+                .fetch_optional(pool)
+            })
+            .await?;
         row.as_ref().map(paste_from_row).transpose()
     }
 
@@ -188,9 +194,11 @@ impl PasteStore {
     /// never seen it (the fence would tombstone it). An expired but not yet
     /// purged row is `Live`, exactly as the fence sees it.
     pub async fn peek_fate(&self, id: &PasteId) -> Result<Option<IdFate>, PasteStoreError> {
-        let state: Option<String> = sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(self.db.pool())
+        let state: Option<String> = self
+            .db
+            .read(|pool| {
+                sqlx::query_scalar("SELECT state FROM pastes WHERE id = $1").bind(id.as_str()).fetch_optional(pool)
+            })
             .await?;
         fate_of(state.as_deref())
     }
@@ -209,9 +217,48 @@ impl PasteStore {
         for id in ids {
             read = read.bind(id.to_string());
         }
-        let states: Vec<(String, String)> = read.fetch_all(self.db.pool()).await?;
+        let states: Vec<(String, String)> = self.db.read(|pool| read.fetch_all(pool)).await?;
         let states: HashMap<String, String> = states.into_iter().collect();
         ids.iter().map(|id| Ok((id.clone(), fate_of(states.get(id.as_str()).map(String::as_str))?))).collect()
+    }
+
+    /// Up to `limit` rows (live and tombstones) of `slot`, ordered by id,
+    /// after the id `after`.
+    pub async fn list_slot(
+        &self,
+        slot: Slot,
+        after: Option<&PasteId>,
+        limit: u32,
+    ) -> Result<Vec<SlotRow>, PasteStoreError> {
+        let rows = sqlx::query(
+            "SELECT id, state, created_at, content_sha256 FROM pastes
+              WHERE substr(id, 1, 2) = $1 AND id > $2 ORDER BY id LIMIT $3",
+        )
+        .bind(PasteId::slot_prefix_of(slot))
+        .bind(after.map(ToString::to_string).unwrap_or_default())
+        .bind(i64::from(limit))
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+                let state: String = row.try_get("state")?;
+                let content_sha256 = match row.try_get::<Option<String>, _>("content_sha256")? {
+                    Some(hex_text) if state == "live" => {
+                        let mut hash = [0u8; 32];
+                        hex::decode_to_slice(hex_text, &mut hash).map_err(|_| corrupt("content_sha256"))?;
+                        Some(hash)
+                    }
+                    _ => None,
+                };
+                Ok(SlotRow {
+                    id: PasteId::parse(&row.try_get::<String, _>("id")?).map_err(|_| corrupt("id"))?,
+                    fate: fate_of(Some(&state))?.ok_or_else(|| corrupt("state"))?,
+                    created_at: from_millis(row.try_get("created_at")?),
+                    content_sha256,
+                })
+            })
+            .collect()
     }
 
     /// Deleting turns the row into a tombstone, so the id can never be
@@ -219,13 +266,17 @@ impl PasteStore {
     /// time; the update is guarded so two deletes cannot both succeed.
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        let stored: Option<String> = sqlx::query_scalar(
-            "SELECT delete_token_sha256 FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
-        )
-        .bind(id.as_str())
-        .bind(now)
-        .fetch_optional(self.db.pool())
-        .await?;
+        let stored: Option<String> = self
+            .db
+            .read(|pool| {
+                sqlx::query_scalar(
+                    "SELECT delete_token_sha256 FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
+                )
+                .bind(id.as_str())
+                .bind(now)
+                .fetch_optional(pool)
+            })
+            .await?;
         let Some(stored) = stored else {
             return Ok(DeleteOutcome::NotFound);
         };

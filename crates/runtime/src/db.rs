@@ -4,7 +4,7 @@
 //! each shard crate owns its migrations (`pastebin_keys::MIGRATIONS`,
 //! `pastebin_pastes::MIGRATIONS`) and hands them to [`connect`].
 
-use std::time::Duration;
+use std::{future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sqlx::{
@@ -15,8 +15,11 @@ use sqlx::{
     Any, AnyConnection, AnyPool, Connection, Executor,
 };
 
-use crate::group_commit::GroupCommit;
 pub use crate::group_commit::Statement;
+use crate::{database_url::DatabaseUrl, group_commit::GroupCommit, reconnect::Reconnect};
+
+/// How long a pool waits for a connection, and a start-up for a server to use.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -44,17 +47,32 @@ const SQLITE_SETTINGS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = F
 /// A shard's database: a pool for reads and, on SQLite, one group-commit
 /// writer for every write ([`crate::group_commit`]). On PostgreSQL writes
 /// take a pooled connection each: the server already shares one WAL flush
-/// among the commits that arrive together.
+/// among the commits that arrive together, and every call goes through
+/// [`Reconnect`], which finds the server again when it is lost.
 #[derive(Clone)]
 pub struct Database {
     pool: AnyPool,
     writer: Option<GroupCommit>,
+    reconnect: Option<Arc<Reconnect>>,
 }
 
 impl Database {
-    /// The pool: reads, and anything that needs a plain connection.
+    /// The pool, for what runs once at start-up or in tests; a shard's calls
+    /// go through [`Self::read`], [`Self::write`] or [`Self::execute`].
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Runs `call` on the pool: fails at once while the shard looks for its
+    /// server, and starts that search if `call` finds the server gone.
+    pub async fn read<'a, T, Fut>(&'a self, call: impl FnOnce(&'a AnyPool) -> Fut) -> Result<T, sqlx::Error>
+    where
+        Fut: Future<Output = Result<T, sqlx::Error>> + 'a,
+    {
+        match &self.reconnect {
+            Some(reconnect) => reconnect.call(&self.pool, call(&self.pool)).await,
+            None => call(&self.pool).await,
+        }
     }
 
     /// Runs `statement` (one or more SQL statements) as one write, committed
@@ -69,10 +87,13 @@ impl Database {
         match &self.writer {
             Some(writer) => writer.write(statement).await,
             None => {
-                let mut transaction = self.pool.begin().await?;
-                let outcome = statement(&mut transaction).await?;
-                transaction.commit().await?;
-                Ok(outcome)
+                self.read(|pool| async move {
+                    let mut transaction = pool.begin().await?;
+                    let outcome = statement(&mut transaction).await?;
+                    transaction.commit().await?;
+                    Ok(outcome)
+                })
+                .await
             }
         }
     }
@@ -89,7 +110,7 @@ impl Database {
                     })
                     .await
             }
-            None => Ok(statement.execute(&self.pool).await?.rows_affected()),
+            None => self.read(|pool| async move { Ok(statement.execute(pool).await?.rows_affected()) }).await,
         }
     }
 }
@@ -115,17 +136,23 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
     if backend == Backend::Sqlite {
         make_sqlite_files_private(&url)?;
     }
-    let options = AnyPoolOptions::new().max_connections(max_connections).acquire_timeout(Duration::from_secs(5));
-    let options = match backend {
-        Backend::Sqlite => options.after_connect(|conn, _meta| {
-            Box::pin(async move {
-                conn.execute(SQLITE_SETTINGS).await?;
-                Ok(())
-            })
-        }),
-        Backend::Postgres => options,
+    let options = AnyPoolOptions::new().max_connections(max_connections).acquire_timeout(ACQUIRE_TIMEOUT);
+    let (pool, reconnect) = match backend {
+        Backend::Sqlite => {
+            let options = options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(SQLITE_SETTINGS).await?;
+                    Ok(())
+                })
+            });
+            (options.connect(&url).await.context("cannot connect to the database")?, None)
+        }
+        Backend::Postgres => {
+            let servers = DatabaseUrl::parse(&url)?;
+            let (pool, reconnect) = Reconnect::open(servers, options, ACQUIRE_TIMEOUT).await?;
+            (pool, Some(reconnect))
+        }
     };
-    let pool = options.connect(&url).await.context("cannot connect to the database")?;
     migrations.run(&pool).await.context("cannot run database migrations")?;
     let writer = match backend {
         Backend::Sqlite => {
@@ -135,7 +162,7 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         }
         Backend::Postgres => None,
     };
-    Ok(Database { pool, writer })
+    Ok(Database { pool, writer, reconnect })
 }
 
 /// Creates the SQLite database file as 0600 before SQLite does (it would
@@ -181,13 +208,14 @@ fn sqlite_file_name(url: &str) -> String {
     path.file_name().map_or_else(|| "memory".to_owned(), |name| name.to_string_lossy().into_owned())
 }
 
-/// Whether the database answers a trivial query now. The error says only
-/// that it does not: the driver's message is logged, never shown, as it can
-/// name the server.
-pub async fn check_reachable(pool: &AnyPool) -> Result<(), String> {
+/// Whether the database answers a trivial query now (a check that finds
+/// the server gone starts the search for it). The error says only that it
+/// does not: the driver's message is logged, never shown, as it can name
+/// the server.
+pub async fn check_reachable(database: &Database) -> Result<(), String> {
     // The pool keeps retrying a refused connection until its acquire timeout;
     // a readiness check wants the answer sooner.
-    let query = sqlx::query("SELECT 1").execute(pool);
+    let query = database.read(|pool| async move { sqlx::query("SELECT 1").execute(pool).await.map(drop) });
     match tokio::time::timeout(Duration::from_secs(1), query).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(error)) => {

@@ -455,11 +455,17 @@ pub trait StoreFailure: std::fmt::Display {
 }
 
 /// Every shard's store errors as gRPC status, in one place: losing the
-/// database (pool timeout, I/O, closed pool) is UNAVAILABLE, anything else
-/// INTERNAL. Callers read both as uncertain: the write may have committed.
+/// database (pool timeout, I/O, closed pool, a server that takes no writes
+/// or is going away) is UNAVAILABLE, anything else INTERNAL. Callers read
+/// both as uncertain: the write may have committed. That stays exact when
+/// the statement provably never ran (docs/design.md#database-failover):
+/// reading "not run" as "unknown" costs at most a pending key that recovery
+/// settles, never a wrong compensation.
 pub fn store_status(error: &impl StoreFailure) -> tonic::Status {
     match error.database() {
-        Some(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed) => {
+        Some(database)
+            if crate::reconnect::lost_the_server(database) || matches!(database, sqlx::Error::PoolClosed) =>
+        {
             tonic::Status::unavailable(error.to_string())
         }
         _ => tonic::Status::internal(error.to_string()),
@@ -485,6 +491,40 @@ mod tests {
             assert_eq!(read(unreadable), None, "{unreadable:?}");
         }
         assert_eq!(caller_timeout(&http::HeaderMap::new()), None);
+    }
+
+    /// A store failure that is the database error `0`.
+    struct Failed(sqlx::Error);
+
+    impl std::fmt::Display for Failed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+
+    impl super::StoreFailure for Failed {
+        fn database(&self) -> Option<&sqlx::Error> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn losing_the_database_is_unavailable_and_a_caller_reads_it_as_uncertain() {
+        let lost = [
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+        ];
+        for error in lost {
+            let status = super::store_status(&Failed(error));
+            assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+            // Even where the statement provably never ran, never a definite refusal that
+            // a saga would compensate: at worst a key stays pending until a retry settles it.
+            assert!(matches!(super::CallError::from(status), super::CallError::Uncertain(_)));
+        }
+        let other = super::store_status(&Failed(sqlx::Error::RowNotFound));
+        assert_eq!(other.code(), tonic::Code::Internal);
     }
 
     #[test]

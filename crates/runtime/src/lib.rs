@@ -1,6 +1,7 @@
 //! What every pastebin service shares: [`db`] opens a shard's database (one
 //! code path for PostgreSQL and SQLite, writes grouped into one commit on
-//! SQLite) and runs the migrations it is given, [`failpoints`] are crash points
+//! SQLite) and runs the migrations it is given, on the server of a
+//! [`database_url`] that takes writes, found again by [`reconnect`] when lost, [`failpoints`] are crash points
 //! for tests, [`grpc`] serves a service with `grpc.health.v1` (and reflection,
 //! if asked) beside it, [`tls`] loads the mutual-TLS files every server and
 //! client of K and P is given,
@@ -15,6 +16,7 @@
 //! under, and [`lock`] keeps two processes off one data directory, SQLite
 //! file or objects directory.
 
+pub mod database_url;
 pub mod db;
 pub mod failpoints;
 pub mod files;
@@ -25,6 +27,7 @@ pub mod http;
 pub mod lock;
 pub mod metrics;
 pub mod readiness;
+pub mod reconnect;
 pub mod shard_slots;
 mod shutdown;
 pub mod slot_moves;

@@ -22,6 +22,11 @@ pub const SWEEPER_DECISIONS: &str = "pastebin_sweeper_decisions_total";
 /// Ids the reaper or recovery left unfenced because a done key names them
 /// while their P shard has no row: lost pastes (run `ctl reconcile`).
 pub const LOST_PASTES_SPARED: &str = "pastebin_lost_pastes_spared_total";
+/// What the sweeper's running cross-check of K, P and the objects found, summed
+/// over every slot's latest check, by `kind`: `lost_paste` (done key, no paste
+/// row), `missing_object` (done key or live row, no object), `orphan` (live
+/// paste, no key). Anything above 0 is a loss: run `ctl reconcile`.
+pub const DIVERGENT_IDS: &str = "pastebin_divergent_ids";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";
 /// 1 if the sweeper reached this P shard in its last round, else 0 (`shard` label).
@@ -36,6 +41,13 @@ pub const REAPED_OBJECTS: &str = "pastebin_reaped_objects_total";
 pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 /// Burn-after-reading pastes read (and so deleted) by their one reader.
 pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
+
+/// Highlighted renders of paste pages, by how they ended: `highlighted`,
+/// `out_of_time` (plain text from then on) or `abandoned` (every view waiting
+/// for it went away). At most one per paste per gateway, reveals included.
+pub const PAGE_RENDERS: &str = "pastebin_page_renders_total";
+/// `POST /{id}` reveals (the "show it" button of a paste page).
+pub const PAGE_REVEALS: &str = "pastebin_page_reveals_total";
 
 /// Connections and requests the edge turned away, by `reason`:
 /// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
@@ -58,6 +70,7 @@ pub const ALL: &[&str] = &[
     OLDEST_PENDING_AGE_SECONDS,
     PENDING_KEYS_OLDER_THAN,
     SWEEPER_DECISIONS,
+    DIVERGENT_IDS,
     SWEEPER_LAST_SUCCESS,
     PASTE_SHARD_REACHABLE,
     RETIRED_KEYS,
@@ -65,6 +78,8 @@ pub const ALL: &[&str] = &[
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
     PASTES_BURNED,
+    PAGE_RENDERS,
+    PAGE_REVEALS,
     EDGE_REFUSALS,
     GROUP_COMMIT_WRITES,
     FROZEN_SLOTS,

@@ -10,6 +10,8 @@
 //!   it in a [`SlotMapCell`], empty (not ready) until every shard has
 //!   answered, and replaced by a newer one when a shard says the map is out
 //!   of date (docs/design.md#moving-slots).
+//! - [`reconcile`]: one slot's cross-check of K, P and the object store
+//!   (lost pastes, orphans, missing objects), read-only.
 //! - [`address_book`]: the flags every command flattens (shard addresses,
 //!   object store), `endpoints.json`, and [`channel`], the one place a
 //!   client channel to a shard is made.
@@ -19,6 +21,7 @@
 
 pub mod address_book;
 mod discover;
+pub mod reconcile;
 mod recovery;
 mod table;
 mod tls_probe;

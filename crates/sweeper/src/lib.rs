@@ -3,20 +3,28 @@
 //! [`recovery`] finishes or aborts pending keys older than the recovery
 //! threshold (60 s), always after reading shard P, never blind. [`reapers`]
 //! deletes retired keys (25 h), purges expired pastes, reaps orphan
-//! objects behind a tombstone and, much later, purges the tombstones. All state lives in K and P: a sweeper can be
+//! objects behind a tombstone and, much later, purges the tombstones.
+//! [`audit`] cross-checks one slot of K, P and the objects per round for
+//! the divergence gauges (lost pastes, missing objects, orphans). All state lives in K and P: a sweeper can be
 //! killed at any point and restarted, and several can run at once, because
 //! every change it makes is a guarded update.
 
+mod audit;
 mod observe;
 mod reapers;
 mod recovery;
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use pastebin_core::Clock;
 use pastebin_objects::ObjectStore;
 use pastebin_shards::{Rediscover, SlotMap, SlotMapCell};
 
+pub use audit::Divergence;
 pub use observe::{MovingSlots, Observation};
 pub use pastebin_shards::Decision;
 pub use reapers::ReapReport;
@@ -62,6 +70,8 @@ pub struct Sweeper {
     objects: Arc<dyn ObjectStore>,
     clock: Arc<dyn Clock>,
     settings: SweeperSettings,
+    /// Shared by the clones of one sweeper, so their rounds walk the slots together.
+    audit: Arc<Mutex<audit::Audit>>,
 }
 
 /// What one round did.
@@ -96,7 +106,7 @@ impl Sweeper {
         clock: Arc<dyn Clock>,
         settings: SweeperSettings,
     ) -> Self {
-        Self { slots: SlotMapCell::ready(slots), objects, clock, settings }
+        Self { slots: SlotMapCell::ready(slots), objects, clock, settings, audit: Arc::default() }
     }
 
     /// The same sweeper, discovering its slot map again before each round,
@@ -116,7 +126,8 @@ impl Sweeper {
     }
 
     /// One round: recovery first (it is what clients wait for), then key
-    /// retention and paste expiry; the object reaper when `reap_objects`.
+    /// retention and paste expiry; the object reaper when `reap_objects`;
+    /// last, the cross-check of one slot.
     pub async fn round(&self, reap_objects: bool) -> RoundReport {
         self.slots.refresh().await;
         let recovery = self.recover_stale().await;
@@ -138,6 +149,7 @@ impl Sweeper {
         let report = RoundReport { recovery, reap };
         observe::record("sweeper rounds", &report);
         self.observe().await;
+        self.audit_next_slot().await;
         if report != RoundReport::default() {
             tracing::info!(?report, "sweeper round");
         }

@@ -3,11 +3,12 @@
 //! from the toggle, remembered across a reload; a burn paste whose page
 //! (viewed twice) shows only a notice and whose button reads it once; a file
 //! upload whose first answer is lost and whose retry makes one paste; the
-//! QR code; the download link; a dropped file. This side checks the server.
+//! QR code; the download link; a dropped file. Then (phase `share`) the page
+//! to share from. This side checks the server.
 //!
 //! Screenshots land in `target/test-artifacts/browser/`; with
-//! `PASTEBIN_UPDATE_SCREENSHOTS=1` the light and dark page also replace
-//! docs/screenshots/paste-{light,dark}.png.
+//! `PASTEBIN_UPDATE_SCREENSHOTS=1` the pages also replace
+//! docs/screenshots/paste-{light,dark,saved,share}.png.
 
 use base64::Engine;
 use pastebin_tests::{
@@ -58,6 +59,35 @@ async fn highlighting_dark_mode_burn_notice_file_upload_download_and_qr_in_chrom
             (workspace_root().join("target/test-artifacts/browser"), workspace_root().join("docs/screenshots"));
         std::fs::create_dir_all(&to).unwrap();
         for name in ["paste-light.png", "paste-dark.png"] {
+            std::fs::copy(from.join(name), to.join(name)).unwrap();
+        }
+    }
+}
+
+/// The page to share from (tests/browser/e2e.mjs, phase `share`): the
+/// language list, the address bar after a save, copy link, copy content,
+/// the QR code and relative times. This side checks the pastes it made and
+/// that the link the page copies is the one the API gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paste_page_to_share_from_in_chromium() {
+    require_tools();
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let result = run_phase(&cluster, &["share"]).await;
+    let id = result["id"].as_str().unwrap();
+    let paste: serde_json::Value = reqwest::get(format!("{}/api/v1/pastes/{id}", cluster.http))
+        .await
+        .expect("GET reaches the gateway")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(paste["language"], "Rust", "the language chosen from the list was saved as it reads");
+    assert_eq!(cluster.live_pastes().await, 2, "one paste per save");
+
+    if std::env::var_os("PASTEBIN_UPDATE_SCREENSHOTS").is_some() {
+        let (from, to) =
+            (workspace_root().join("target/test-artifacts/browser"), workspace_root().join("docs/screenshots"));
+        std::fs::create_dir_all(&to).unwrap();
+        for name in ["paste-saved.png", "paste-share.png"] {
             std::fs::copy(from.join(name), to.join(name)).unwrap();
         }
     }

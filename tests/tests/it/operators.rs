@@ -20,7 +20,7 @@ use serde_json::Value;
 const SECRET: &str = "dt_NEVER_PRINT_THIS_TOKEN_0123456789abcdefghij";
 
 /// Runs `pastebin ctl ARGS` against the cluster; returns the exit, stdout, stderr.
-async fn ctl(cluster: &Cluster, args: &[&str]) -> (Exit, String, String) {
+pub(crate) async fn ctl(cluster: &Cluster, args: &[&str]) -> (Exit, String, String) {
     let mut argv = vec!["pastebin ctl".to_owned()];
     argv.extend(args.iter().map(|a| a.to_string()));
     argv.extend([
@@ -205,7 +205,7 @@ async fn recover_reads_p_first_dry_run_changes_nothing_and_blind_means_pending()
 }
 
 #[tokio::test]
-async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_rows_without_objects() {
+async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_missing_objects() {
     let mut cluster = Cluster::start(ClusterOptions::default()).await;
     let (exit, out, err) = ctl(&cluster, &["reconcile", "--json"]).await;
     assert_eq!(exit, Exit::Ok, "{err}");
@@ -222,7 +222,7 @@ async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_rows_withou
     let (lost, lost_id) = seed(&cluster, true).await;
 
     let (exit, out, err) = ctl(&cluster, &["reconcile", "--json", "--older-than", "0s"]).await;
-    assert_eq!(exit, Exit::Ok, "{err}");
+    assert_eq!(exit, Exit::MissingObjects, "a live row without its object: {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["read_only"], true);
     assert_eq!(report["pending_with_paste"]["count"], 2, "{report:#}");
@@ -238,9 +238,11 @@ async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_rows_withou
     assert_eq!(orphan["paste_id"], orphan_id.to_string());
     assert_eq!(orphan["key_pending"], true);
     assert_eq!(orphan["past_age_floor"], false);
-    assert_eq!(report["rows_without_objects"]["count"], 1, "{report:#}");
-    assert_eq!(report["rows_without_objects"]["samples"][0]["paste_id"], lost_id.to_string());
-    assert_eq!(report["objects_scanned"], 2);
+    assert_eq!(orphan["key_done"], false);
+    assert_eq!(report["missing_objects"]["count"], 1, "{report:#}");
+    assert_eq!(report["missing_objects"]["samples"][0]["paste_id"], lost_id.to_string());
+    assert_eq!(report["missing_objects"]["samples"][0]["key_done"], false);
+    assert_eq!(report["objects_read"], 2);
 
     // Read-only: nothing changed, and the orphan's id was not fenced.
     for key in [&committed, &orphaned, &lost] {
@@ -251,7 +253,7 @@ async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_rows_withou
     assert!(report["pending_with_paste"]["samples"].to_string().contains(committed_id.as_str()));
 
     let (exit, text, _) = ctl(&cluster, &["reconcile", "--older-than", "0s"]).await;
-    assert_eq!(exit, Exit::Ok);
+    assert_eq!(exit, Exit::MissingObjects);
     assert!(text.contains("pending keys whose paste exists: 2"), "{text}");
     assert!(text.contains("objects without a live paste row: 1"), "{text}");
     assert!(text.contains("never delete them by hand"), "{text}");
@@ -457,6 +459,10 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     .await
     .unwrap();
     eprintln!("screenshot: {}", screenshot.display());
+    if std::env::var_os("PASTEBIN_UPDATE_SCREENSHOTS").is_some() {
+        let dark = screenshot.with_file_name("dashboard-slow-dark.png");
+        std::fs::copy(dark, workspace().join("docs/screenshots/dashboard-dark.png")).unwrap();
+    }
 
     for key in &seeded {
         age_key(&cluster, key, 100).await;

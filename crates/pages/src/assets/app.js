@@ -1,4 +1,5 @@
-// The new-paste page's save logic, and the copy buttons.
+// The new-paste page's save logic; on every page the copy buttons and
+// relative times ("in 3 days", the exact time on hover).
 //
 // One save = one idempotency key. The key is made on the first submit of a
 // text or a file and kept, with everything it belongs to (the text, or the
@@ -7,7 +8,9 @@
 // reload followed by "Try again" sends the same key again, so the server
 // replays or finishes the same save instead of making a second paste.
 // Changing any of it after a failed attempt makes it a different save with a
-// new key. A file is chosen with the picker or dropped on the form.
+// new key. A file is chosen with the picker or dropped on the form. After a
+// save the address bar shows the paste's link (so a reload or a bookmark
+// keeps it), while the screen still shows the one-time delete token.
 "use strict";
 
 (function () {
@@ -21,6 +24,9 @@
   const form = document.getElementById("new-paste");
   if (form) newPastePage(form);
   wireCopyButtons();
+  wireCopyContent();
+  document.querySelectorAll("[data-needs-script]").forEach(function (element) { element.hidden = false; });
+  document.querySelectorAll("time[data-relative]").forEach(showRelative);
 
   function newPastePage(form) {
     const content = document.getElementById("content");
@@ -217,10 +223,15 @@
       document.getElementById("share-url").value = body.url;
       document.getElementById("raw-url").value = body.raw_url;
       document.getElementById("delete-token").value = body.delete_token;
-      document.getElementById("created-expires").textContent = body.expires_at;
+      const expires = document.getElementById("created-expires");
+      expires.dateTime = body.expires_at;
+      expires.title = body.expires_at.replace("T", " ").replace("Z", " UTC");
+      showRelative(expires);
       document.getElementById("view-link").href = "/" + encodeURIComponent(body.id);
       document.getElementById("qr").src = "/" + encodeURIComponent(body.id) + "/qr.svg";
       document.getElementById("created").dataset.pasteId = body.id;
+      // The paste's own address, without reloading: the token stays on screen.
+      history.replaceState(null, "", "/" + encodeURIComponent(body.id));
       content.value = "";
       choose(null);
     }
@@ -243,6 +254,31 @@
         }
       });
     });
+  }
+
+  /** "Copy content": the paste's lines as text, as the page shows them. */
+  function wireCopyContent() {
+    const button = document.getElementById("copy-content");
+    if (!button) return;
+    button.addEventListener("click", function () {
+      const text = Array.from(document.querySelectorAll("ol.code > li"), function (li) { return li.textContent; }).join("\n");
+      const done = function () { button.textContent = "Copied"; };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(text).then(done, function () { button.textContent = "Select the text to copy it"; });
+      } else {
+        button.textContent = "Select the text to copy it";
+      }
+    });
+  }
+
+  /** A `<time>` as "in 3 days" or "5 minutes ago"; its title keeps the exact time. */
+  function showRelative(element) {
+    const at = Date.parse(element.dateTime);
+    if (Number.isNaN(at) || typeof Intl === "undefined" || !Intl.RelativeTimeFormat) return;
+    const seconds = (at - Date.now()) / 1000;
+    const units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]];
+    const [unit, size] = units.find(function (u) { return Math.abs(seconds) >= u[1]; }) || ["second", 1];
+    element.textContent = new Intl.RelativeTimeFormat("en", { numeric: "auto" }).format(Math.round(seconds / size), unit);
   }
 
   function fallbackCopy(field, done) {

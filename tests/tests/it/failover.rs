@@ -1,0 +1,437 @@
+//! K's database fails over under load, on real processes
+//! (docs/design.md#database-failover): a PostgreSQL primary with a
+//! synchronous `pg_basebackup -R` standby, clients creating and retrying,
+//! the primary killed with SIGKILL and the standby promoted. Once behind a
+//! flipping endpoint (a managed database's endpoint, a Kubernetes service)
+//! and once with a multi-host URL and nothing in between. Every invariant
+//! holds: no duplicate, no lost key, every 201 replays byte-identical and
+//! reads back. And during an outage a shard does not hammer the server.
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use pastebin_core::IdempotencyKey;
+use pastebin_keys::KeyClient;
+use pastebin_shards::channel;
+use pastebin_tests::{
+    api,
+    auto_failover::{self, AutoFailover},
+    cluster::{scalar, Cluster, ClusterOptions, Process},
+    endpoint::FlippingEndpoint,
+    postgres::OwnServer,
+    replication::{ReplicatedServer, Replication},
+};
+use sqlx::{Connection, PgConnection};
+
+/// Clients creating at once: enough that creates are in flight when the primary dies.
+const CLIENTS: usize = 6;
+/// Creates answered before the primary is killed, and after it is replaced.
+const CREATES_BEFORE: usize = 30;
+const CREATES_AFTER: usize = 30;
+/// Every wait is a bounded loop of this many steps of [`STEP`] (two minutes).
+const STEPS: u32 = 2400;
+const STEP: Duration = Duration::from_millis(50);
+
+/// A create that got its 201: the key, what was sent, the answer's body, and
+/// when the attempt that got it was sent and answered.
+struct Created {
+    key: String,
+    content: String,
+    body: String,
+    sent_at: Instant,
+    answered_at: Instant,
+}
+
+/// Clients creating pastes through the gateway until stopped, each
+/// retrying its key until it gets a 201, as the API tells clients to.
+struct Load {
+    stop: Arc<AtomicBool>,
+    created: Arc<Mutex<Vec<Created>>>,
+    /// Answers other than 201 (503 while K has no primary) and answers that never came.
+    failed: Arc<AtomicU64>,
+    clients: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(http: &str) -> Load {
+        let (stop, created, failed) = (Arc::default(), Arc::default(), Arc::default());
+        let clients = (0..CLIENTS)
+            .map(|_| {
+                tokio::spawn(client(http.to_owned(), Arc::clone(&stop), Arc::clone(&created), Arc::clone(&failed)))
+            })
+            .collect();
+        Load { stop, created, failed, clients }
+    }
+
+    fn count(&self) -> usize {
+        self.created.lock().unwrap().len()
+    }
+
+    /// Waits until `until` holds, at most [`STEPS`] steps; `Err` says what did not happen.
+    async fn wait(&self, what: &str, until: impl Fn(&Load) -> bool) -> Result<(), String> {
+        for _ in 0..STEPS {
+            if until(self) {
+                return Ok(());
+            }
+            tokio::time::sleep(STEP).await;
+        }
+        let failed = self.failed.load(Ordering::SeqCst);
+        Err(format!("gave up waiting for {what}: {} creates, {failed} failed answers", self.count()))
+    }
+
+    /// When the first create sent after `after` was answered 201 (one sent
+    /// before may have been answered late, from work done before).
+    async fn first_create_sent_after(&self, after: Instant) -> Result<Instant, String> {
+        self.wait("a create to succeed again", |load| {
+            load.created.lock().unwrap().iter().any(|created| created.sent_at > after)
+        })
+        .await?;
+        let created = self.created.lock().unwrap();
+        let answered = created.iter().filter(|created| created.sent_at > after).map(|created| created.answered_at);
+        Ok(answered.min().expect("waited for one"))
+    }
+
+    /// Stops the clients once each has finished its key.
+    async fn stop(self) -> Vec<Created> {
+        self.stop.store(true, Ordering::SeqCst);
+        for client in self.clients {
+            client.await.expect("a client does not panic");
+        }
+        Arc::try_unwrap(self.created).ok().expect("the clients are done").into_inner().unwrap()
+    }
+}
+
+async fn client(http: String, stop: Arc<AtomicBool>, created: Arc<Mutex<Vec<Created>>>, failed: Arc<AtomicU64>) {
+    while !stop.load(Ordering::SeqCst) {
+        let key = api::new_key();
+        let content = format!("written while K fails over, key {key}");
+        let (body, sent_at) = create_until_201(&http, &key, &content, &failed).await;
+        created.lock().unwrap().push(Created { key, content, body, sent_at, answered_at: Instant::now() });
+    }
+}
+
+/// Retries one key until it is answered 201: its body, and when the
+/// attempt that got it was sent. Only a 503 (or no answer) may come before.
+async fn create_until_201(http: &str, key: &str, content: &str, failed: &AtomicU64) -> (String, Instant) {
+    for _ in 0..STEPS {
+        let sent_at = Instant::now();
+        match api::create(http, Some(key), content).await {
+            Ok(answer) if answer.status == 201 => return (answer.body, sent_at),
+            Ok(answer) if answer.status == 503 => {}
+            Ok(answer) => panic!("a create during failover answered {}: {}", answer.status, answer.body),
+            Err(_no_answer) => {}
+        }
+        failed.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(STEP).await;
+    }
+    panic!("key {key} never got its 201");
+}
+
+/// A replicated database for K, and how its primary is replaced.
+trait ReplicatedDatabase {
+    /// K's `--database-url`.
+    fn key_database_url(&self) -> String;
+    /// Loses the primary at once (SIGKILL).
+    async fn kill_primary(&mut self);
+    /// Returns once the standby takes writes: promoted by the test, or by an HA manager.
+    async fn standby_takes_over(&self);
+    /// The new primary, to read K's rows from directly.
+    fn new_primary_url(&self) -> String;
+}
+
+/// How K reaches a primary and a standby the test promotes itself.
+#[derive(Debug, Clone, Copy)]
+enum Route {
+    /// Through one address that is flipped to the standby on promotion.
+    FlippingEndpoint,
+    /// A multi-host URL naming both servers, standby first.
+    MultiHostUrl,
+}
+
+struct PromotedByTheTest {
+    server: ReplicatedServer,
+    endpoint: FlippingEndpoint,
+    route: Route,
+    database: String,
+}
+
+impl PromotedByTheTest {
+    async fn start(route: Route) -> Self {
+        let server = ReplicatedServer::start(Replication::Synchronous).await;
+        let database = server.fresh_database().await;
+        let endpoint = FlippingEndpoint::start(&format!("127.0.0.1:{}", server.primary_port)).await;
+        PromotedByTheTest { server, endpoint, route, database }
+    }
+}
+
+impl ReplicatedDatabase for PromotedByTheTest {
+    fn key_database_url(&self) -> String {
+        match self.route {
+            Route::FlippingEndpoint => format!("postgres://postgres@{}/{}", self.endpoint.address, self.database),
+            Route::MultiHostUrl => self.server.multi_host_url(&self.database),
+        }
+    }
+
+    async fn kill_primary(&mut self) {
+        self.server.kill_primary().await;
+    }
+
+    async fn standby_takes_over(&self) {
+        self.server.promote_standby().await;
+        self.endpoint.flip_to(&format!("127.0.0.1:{}", self.server.standby_port));
+    }
+
+    fn new_primary_url(&self) -> String {
+        ReplicatedServer::url(self.server.standby_port, &self.database)
+    }
+}
+
+/// pg_auto_failover's monitor and two nodes; K has their multi-host URL.
+struct PromotedByPgAutoFailover {
+    formation: AutoFailover,
+    database: String,
+    killed: Option<u16>,
+}
+
+impl ReplicatedDatabase for PromotedByPgAutoFailover {
+    fn key_database_url(&self) -> String {
+        self.formation.multi_host_url(&self.database)
+    }
+
+    async fn kill_primary(&mut self) {
+        self.killed = Some(self.formation.kill_primary().await);
+    }
+
+    async fn standby_takes_over(&self) {
+        let killed = self.killed.expect("the primary was killed");
+        self.formation.wait_for_promotion(killed).await;
+    }
+
+    fn new_primary_url(&self) -> String {
+        self.formation.other_node_url(self.killed.expect("the primary was killed"), &self.database)
+    }
+}
+
+/// What one failover took: from the primary's death, and from the standby's
+/// promotion, to the first create sent after it that was answered 201.
+struct Figures {
+    death_to_first_create: Duration,
+    promotion_to_first_create: Duration,
+}
+
+impl Figures {
+    /// Printed for BENCHMARKS.md (`--nocapture` shows it).
+    fn report(&self, how: &str) {
+        eprintln!(
+            "FAILOVER {how}: the primary's death to the first create {:?}; the standby's promotion to it {:?}",
+            self.death_to_first_create, self.promotion_to_first_create
+        );
+    }
+}
+
+/// Panics with what did not happen, and K's log to say why.
+fn give_up<T>(cluster: &Cluster) -> impl Fn(String) -> T + '_ {
+    move |what| panic!("{what}\n--- K's log ---\n{}", cluster.keys[0].logs())
+}
+
+/// Kills K's synchronous primary under load, lets the standby take over,
+/// and checks every invariant once creates work again.
+async fn k_fails_over_under_load(mut database: impl ReplicatedDatabase) -> Figures {
+    let key_database_urls = vec![database.key_database_url()];
+    let cluster = Cluster::start(ClusterOptions { key_database_urls, ..Default::default() }).await;
+
+    let load = Load::start(&cluster.http);
+    load.wait("creates before the failover", |load| load.count() >= CREATES_BEFORE)
+        .await
+        .unwrap_or_else(give_up(&cluster));
+    database.kill_primary().await;
+    let died = Instant::now();
+    let (created_at_death, failed_at_death) = (load.count(), load.failed.load(Ordering::SeqCst));
+    // The clients meet the outage before the standby takes over.
+    let met = |load: &Load| load.failed.load(Ordering::SeqCst) >= failed_at_death + CLIENTS as u64;
+    load.wait("clients to meet the outage", met).await.unwrap_or_else(give_up(&cluster));
+    database.standby_takes_over().await;
+    let promoted = Instant::now();
+    let first = load.first_create_sent_after(died).await.unwrap_or_else(give_up(&cluster));
+    let after = |load: &Load| load.count() >= created_at_death + CREATES_AFTER;
+    load.wait("creates after the failover", after).await.unwrap_or_else(give_up(&cluster));
+    let created = load.stop().await;
+
+    invariants_hold(&cluster, &database.new_primary_url(), &created).await;
+    let admin = cluster.gateway_admin();
+    let ready = reqwest::get(format!("{admin}/readyz")).await.expect("the gateway answers");
+    assert_eq!(ready.status(), 200, "the gateway is ready after the failover: {}", ready.text().await.unwrap());
+    Figures {
+        death_to_first_create: first - died,
+        promotion_to_first_create: first.saturating_duration_since(promoted),
+    }
+}
+
+/// No duplicate, no lost key, every 201 replays byte-identical and reads back.
+async fn invariants_hold(cluster: &Cluster, key_database_url: &str, created: &[Created]) {
+    let mut changed = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for create in created {
+        let replay = api::create(&cluster.http, Some(&create.key), &create.content).await.expect("the gateway answers");
+        if replay.status != 201 || replay.body != create.body {
+            changed.push((create.key.clone(), replay.status, replay.body));
+            continue;
+        }
+        let id = replay.json()["id"].as_str().expect("a 201 names its paste").to_owned();
+        let read = api::get(&cluster.http, &id).await;
+        assert_eq!(read.status, 200, "paste {id} of a 201 must read back: {}", read.body);
+        assert_eq!(read.json()["content"], create.content.as_str());
+        ids.insert(id);
+    }
+    assert!(changed.is_empty(), "{} of {} keys answered a different replay: {changed:?}", changed.len(), created.len());
+    assert_eq!(ids.len(), created.len(), "every key has its own paste");
+    assert_eq!(cluster.live_pastes().await, created.len() as i64, "no paste without a key: no duplicate");
+    let done = scalar(key_database_url, "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await;
+    assert_eq!(done, created.len() as i64, "the promoted standby holds every done key");
+}
+
+#[tokio::test]
+async fn k_fails_over_behind_a_flipping_endpoint_and_loses_nothing() {
+    k_fails_over_under_load(PromotedByTheTest::start(Route::FlippingEndpoint).await)
+        .await
+        .report("behind a flipping endpoint");
+}
+
+#[tokio::test]
+async fn k_fails_over_through_a_multi_host_url_and_loses_nothing() {
+    k_fails_over_under_load(PromotedByTheTest::start(Route::MultiHostUrl).await)
+        .await
+        .report("through a multi-host URL");
+}
+
+/// pg_auto_failover promotes the standby by itself; K follows through the
+/// formation's multi-host URL.
+#[tokio::test]
+async fn k_fails_over_under_pg_auto_failover_and_loses_nothing() {
+    if !auto_failover::installed() {
+        eprintln!(
+            "SKIPPED: pg_autoctl is not installed (apt-get install postgresql-15-auto-failover; scripts/test installs it)"
+        );
+        return;
+    }
+    let formation = AutoFailover::start().await;
+    let database = formation.fresh_database().await;
+    let database = PromotedByPgAutoFailover { formation, database, killed: None };
+    k_fails_over_under_load(database).await.report("under pg_auto_failover");
+}
+
+/// During an outage every call fails at once and one task looks for the
+/// server with a growing wait: connection attempts stay a few a second,
+/// however many calls arrive. Before, every call opened a connection.
+#[tokio::test]
+async fn during_an_outage_a_shard_tries_its_server_a_few_times_a_second_not_once_per_call() {
+    // Long enough for the search's wait to reach its cap.
+    const OUTAGE: Duration = Duration::from_secs(3);
+    let postgres = OwnServer::start().await;
+    let url = postgres.fresh_database_url().await;
+    let endpoint = FlippingEndpoint::start(&postgres.address()).await;
+    let url = url.replace(&postgres.address(), &endpoint.address);
+    let args = ["key-service", "--database-url", &url, "--listen", "127.0.0.1:0"];
+    let shard = Process::start(args.map(str::to_owned).to_vec(), vec![], &["key-service"]).await;
+    let keys = KeyClient::new(channel(&format!("http://{}", shard.address("key-service")), None).unwrap());
+    keys.get(&IdempotencyKey::new_random()).await.expect("K reads while its database is up");
+
+    postgres.stop().await;
+    let (attempts_before, started) = (endpoint.accepted(), Instant::now());
+    let clients = (0..CLIENTS).map(|_| {
+        let keys = keys.clone();
+        tokio::spawn(async move {
+            let mut calls = 0u64;
+            while started.elapsed() < OUTAGE {
+                assert!(keys.get(&IdempotencyKey::new_random()).await.is_err(), "K has no database to read");
+                calls += 1;
+            }
+            calls
+        })
+    });
+    let mut calls = 0;
+    for client in clients.collect::<Vec<_>>() {
+        calls += client.await.expect("a client does not panic");
+    }
+    let (attempts, elapsed) = (endpoint.accepted() - attempts_before, started.elapsed());
+    // The calls under way when the server went each tried once (at most one
+    // per client), then the one search tries at most twice a second once
+    // its wait has grown (and five times in its first 0.8 s).
+    let allowed = 2 * CLIENTS as u64 + 3 * elapsed.as_secs().saturating_add(1);
+    eprintln!("{calls} calls in {elapsed:?} during the outage: {attempts} connection attempts");
+    assert!(calls > 10 * attempts, "the outage saw many calls ({calls}) per connection attempt ({attempts})");
+    assert!(
+        attempts <= allowed,
+        "{attempts} connection attempts in {elapsed:?} for {calls} calls: more than {allowed}"
+    );
+
+    postgres.restart().await;
+    for step in 0..STEPS {
+        if keys.get(&IdempotencyKey::new_random()).await.is_ok() {
+            return;
+        }
+        assert!(step + 1 < STEPS, "K never found its database again:\n{}", shard.logs());
+        tokio::time::sleep(STEP).await;
+    }
+}
+
+/// Whether the server at `address` takes writes, for open sessions and new
+/// ones alike: a demoted primary, or one an operator made read-only.
+async fn take_writes(address: &str, takes: bool) {
+    let mut admin =
+        PgConnection::connect(&format!("postgres://postgres@{address}/postgres")).await.expect("connect as admin");
+    let setting = match takes {
+        true => "ALTER SYSTEM SET default_transaction_read_only = off",
+        false => "ALTER SYSTEM SET default_transaction_read_only = on",
+    };
+    sqlx::raw_sql(setting).execute(&mut admin).await.expect("change the setting");
+    sqlx::raw_sql("SELECT pg_reload_conf()").execute(&mut admin).await.expect("reload the configuration");
+}
+
+/// Two servers in a multi-host URL, the read-only one first: K writes to
+/// the other. When that one stops taking writes and the first starts, the
+/// write refused as a read-only transaction (it did not run) turns K to the
+/// server that takes writes, without a restart; only 503s come in between.
+#[tokio::test]
+async fn a_write_that_meets_a_read_only_server_finds_the_server_that_takes_writes() {
+    let (first, second) = tokio::join!(OwnServer::start(), OwnServer::start());
+    let url_on = |server: &OwnServer| format!("postgres://postgres@{}/postgres", server.address());
+    // K's schema on both, as a replica would have it.
+    for server in [&first, &second] {
+        pastebin_runtime::db::connect(&url_on(server), 1, &pastebin_keys::MIGRATIONS).await.expect("migrate");
+    }
+    take_writes(&first.address(), false).await;
+    let url = format!(
+        "postgres://postgres@{},{}/postgres?target_session_attrs=read-write",
+        first.address(),
+        second.address()
+    );
+    let cluster = Cluster::start(ClusterOptions { key_database_urls: vec![url], ..Default::default() }).await;
+    let done = "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'";
+
+    let answer = api::create(&cluster.http, Some(&api::new_key()), "before").await.expect("the gateway answers");
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert_eq!((scalar(&url_on(&first), done).await, scalar(&url_on(&second), done).await), (0, 1));
+
+    take_writes(&second.address(), false).await;
+    take_writes(&first.address(), true).await;
+    let failed = AtomicU64::new(0);
+    for _ in 0..STEPS {
+        create_until_201(&cluster.http, &api::new_key(), "after", &failed).await;
+        if scalar(&url_on(&first), done).await > 0 {
+            assert!(
+                cluster.keys[0].logs().contains("found a database server to use"),
+                "K says it switched:\n{}",
+                cluster.keys[0].logs()
+            );
+            return;
+        }
+        tokio::time::sleep(STEP).await;
+    }
+    panic!("K never wrote to the server that takes writes:\n{}", cluster.keys[0].logs());
+}

@@ -24,6 +24,7 @@ use crate::{
     journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, Scan, SubjectLock},
     retry::RetryPolicy,
     server::{CreateCall, CreateFailure, DeleteFailure, Server},
+    trust::Trust,
 };
 
 /// What a save is *of*: the thing that should have at most one paste per
@@ -216,6 +217,8 @@ pub struct Client {
     server: Server,
     /// Sent with creates to `server` only (see [`Client::with_create_token`]).
     create_token: Option<String>,
+    /// Which certificates `server` may present (see [`Client::with_trust`]).
+    trust: Trust,
     timeout: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
@@ -235,8 +238,9 @@ impl Client {
         let timeout = Duration::from_secs(10);
         Ok(Self {
             journal: Journal::open(state_dir)?,
-            server: Server::connect(server, timeout)?,
+            server: Server::connect(server, timeout, &Trust::System)?,
             create_token: None,
+            trust: Trust::System,
             timeout,
             retry: RetryPolicy::default(),
             clock: Arc::new(SystemClock),
@@ -252,7 +256,20 @@ impl Client {
     /// Bounds each call to the server (a timeout is an uncertain outcome).
     pub fn with_timeout(mut self, timeout: Duration) -> anyhow::Result<Self> {
         self.timeout = timeout;
-        self.server = Server::connect(self.server.url(), timeout)?.with_create_token(self.create_token.clone());
+        self.reconnect()
+    }
+
+    /// Which certificates this client's own server may present over HTTPS
+    /// (e.g. a `--server-cert` pin). The server of an older record being
+    /// resumed is trusted as the system says: a pin names one server.
+    pub fn with_trust(mut self, trust: Trust) -> anyhow::Result<Self> {
+        self.trust = trust;
+        self.reconnect()
+    }
+
+    fn reconnect(mut self) -> anyhow::Result<Self> {
+        self.server =
+            Server::connect(self.server.url(), self.timeout, &self.trust)?.with_create_token(self.create_token.clone());
         Ok(self)
     }
 
@@ -532,7 +549,7 @@ impl Client {
         if url == self.server.url() {
             Ok(self.server.clone())
         } else {
-            Server::connect(url, self.timeout)
+            Server::connect(url, self.timeout, &Trust::System)
         }
     }
 }

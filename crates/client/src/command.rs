@@ -20,6 +20,7 @@ use crate::{
     journal::{Body, IntentState},
     retry::RetryPolicy,
     server::DEFAULT_SERVER,
+    trust::Trust,
 };
 
 /// Exit status when a save is left pending for a later run (sysexits.h).
@@ -50,9 +51,14 @@ pub enum ClientCommand {
 #[command(next_help_heading = "Server and journal")]
 pub struct ClientArgs {
     /// The pastebin: http(s)://HOST:PORT (JSON API; HTTPS trusts the system's CAs,
-    /// or the bundle named by SSL_CERT_FILE) or grpc://HOST:PORT (gRPC API).
+    /// or the bundle named by SSL_CERT_FILE, and a server certificate that is
+    /// itself in it) or grpc://HOST:PORT (gRPC API).
     #[arg(long, env = "PASTEBIN_SERVER", default_value = DEFAULT_SERVER)]
     pub server: String,
+    /// Trust only this certificate (PEM) for the https:// --server, instead of
+    /// any CA: e.g. its self-signed certificate. Its names and validity still count.
+    #[arg(long, env = "PASTEBIN_SERVER_CERT")]
+    pub server_cert: Option<PathBuf>,
     /// The intent journal's directory [default: $XDG_STATE_HOME/pastebin,
     /// else ~/.local/state/pastebin].
     #[arg(long, env = "PASTEBIN_STATE_DIR")]
@@ -142,6 +148,7 @@ fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
     let client = Client::new(&args.server, &state_dir)
         .with_context(|| format!("cannot open the journal in {}", state_dir.display()))?
         .with_timeout(args.timeout)?
+        .with_trust(args.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default())?
         .with_create_token(args.create_token.clone())
         .with_retry(RetryPolicy { attempts, ..RetryPolicy::default() })
         .on_notice(|notice| eprintln!("pastebin: {notice}"));

@@ -11,7 +11,10 @@ use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteReque
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
-use crate::journal::{Answer, Body};
+use crate::{
+    journal::{Answer, Body},
+    trust::Trust,
+};
 
 /// The embedded default (`pastebin up`) listens here.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -74,9 +77,13 @@ pub enum Server {
 
 impl Server {
     /// `http://host:port` speaks the JSON API; `grpc://host:port` the gRPC
-    /// API (plaintext HTTP/2). `timeout` bounds each call.
-    pub fn connect(url: &str, timeout: Duration) -> anyhow::Result<Self> {
+    /// API (plaintext HTTP/2). `timeout` bounds each call; `trust` says
+    /// which certificates an `https://` server may present.
+    pub fn connect(url: &str, timeout: Duration, trust: &Trust) -> anyhow::Result<Self> {
         let url = normalize_url(url);
+        if matches!(trust, Trust::Pinned(_)) && !url.starts_with("https://") {
+            anyhow::bail!("--server-cert pins an https:// server's certificate; {url} is not https://");
+        }
         if let Some(rest) = url.strip_prefix("grpc://") {
             let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{rest}"))?
                 .connect_timeout(timeout)
@@ -88,9 +95,11 @@ impl Server {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
         }
-        // rustls with the system's roots, or the bundle `SSL_CERT_FILE` names
-        // (as curl and OpenSSL users expect).
-        let http = reqwest::Client::builder().use_rustls_tls().timeout(timeout).connect_timeout(timeout).build()?;
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(trust.tls_config()?)
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .build()?;
         Ok(Self::Http(HttpServer { url, http, create_token: None }))
     }
 
@@ -253,7 +262,8 @@ fn tls_failure(error: &reqwest::Error) -> Option<String> {
         if let Some(tls) = rustls_error_in(current) {
             return Some(format!(
                 "cannot make a TLS connection to the server: {tls}. Nothing was sent. Check the --server URL, \
-                 and if the server's certificate comes from a private CA, point SSL_CERT_FILE at that CA's PEM file"
+                 and if the server's certificate comes from a private CA (or is self-signed), point SSL_CERT_FILE \
+                 at that CA's (or that certificate's) PEM file, or pin it with --server-cert"
             ));
         }
         cause = current.source();
@@ -389,7 +399,7 @@ mod tests {
                 let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
             }
         });
-        let server = Server::connect(&url, Duration::from_secs(5)).unwrap();
+        let server = Server::connect(&url, Duration::from_secs(5), &Trust::System).unwrap();
         let call =
             CreateCall { key: IdempotencyKey::new_random(), body: &Body::Text("x".into()), expires_in_seconds: 3600 };
         match server.create(call).await {

@@ -2,7 +2,10 @@
 //! test (tokio-rustls, with a CA and a server certificate made by openssl)
 //! in front of a real `pastebin up`. The client trusts the CA only through
 //! `SSL_CERT_FILE`, as curl and OpenSSL users expect; without it, the
-//! failure is a configuration error, never "not confirmed".
+//! failure is a configuration error, never "not confirmed". A self-signed
+//! certificate (the `openssl req -x509` one-liner) is trusted as curl trusts
+//! it: when it is itself in `SSL_CERT_FILE`, or pinned with `--server-cert`;
+//! its names still count.
 
 use std::{path::Path, process::Command, sync::Arc};
 
@@ -73,9 +76,15 @@ async fn https_in_front_of(backend: String, dir: &Path) -> String {
 
 /// `pastebin paste FILE --server URL` with `SSL_CERT_FILE` set or not.
 fn paste(server: &str, file: &Path, state: &Path, ca: Option<&Path>) -> (i32, String, String) {
+    paste_with(server, file, state, ca, &[])
+}
+
+/// [`paste`] with `extra` flags.
+fn paste_with(server: &str, file: &Path, state: &Path, ca: Option<&Path>, extra: &[&str]) -> (i32, String, String) {
     let mut command = Command::new(testbed_binary());
     command
         .args(["paste", file.to_str().unwrap(), "--server", server, "--state-dir", state.to_str().unwrap()])
+        .args(extra)
         .env_remove("SSL_CERT_FILE")
         .env_remove("SSL_CERT_DIR")
         .env_remove("PASTEBIN_CONFIG");
@@ -136,4 +145,65 @@ async fn the_client_pastes_over_https_with_the_ca_from_ssl_cert_file() {
     let id = url.rsplit('/').next().unwrap();
     let read = pastebin_tests::api::get(&format!("http://{}", up.address("gateway-http")), id).await;
     assert_eq!(read.json()["content"], "over TLS");
+}
+
+/// The usual one-liner: a self-signed certificate (`CA:TRUE`, as OpenSSL
+/// makes it) and its key, as `server.pem` and `server.key` in `dir`.
+fn make_self_signed(dir: &Path, subject_alt_name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let output = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-addext"])
+        .arg(format!("subjectAltName={subject_alt_name}"))
+        .args(["-keyout", "server.key", "-out", "server.pem", "-days", "2"])
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(output.status.success(), "openssl req -x509: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_signed_server_certificate_is_trusted_as_itself_or_pinned_and_its_names_still_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ours, elsewhere) = (dir.path().join("ours"), dir.path().join("elsewhere"));
+    make_self_signed(&ours, "IP:127.0.0.1,DNS:localhost");
+    make_self_signed(&elsewhere, "DNS:pastebin.example");
+    let data = dir.path().join("data");
+    let args: Vec<String> =
+        ["up", "--data-dir", data.to_str().unwrap(), "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
+            .into_iter()
+            .chain(["--admin", "127.0.0.1:0"])
+            .map(String::from)
+            .collect();
+    let up = Process::start(args, vec![], &["gateway-http"]).await;
+    let server = https_in_front_of(up.address("gateway-http").to_owned(), &ours).await;
+    let misnamed = https_in_front_of(up.address("gateway-http").to_owned(), &elsewhere).await;
+    let file = dir.path().join("note.txt");
+    std::fs::write(&file, "self-signed").unwrap();
+    let (our_cert, other_cert) = (ours.join("server.pem"), elsewhere.join("server.pem"));
+
+    let run = |server: &str, state: &str, ca: Option<&Path>, extra: &[&str]| {
+        let (server, state) = (server.to_owned(), dir.path().join(state));
+        let (file, ca, extra) = (file.clone(), ca.map(Path::to_owned), extra.iter().map(|a| a.to_string()).collect());
+        tokio::task::spawn_blocking(move || {
+            let extra: Vec<String> = extra;
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            paste_with(&server, &file, &state, ca.as_deref(), &extra)
+        })
+    };
+    // The certificate itself in SSL_CERT_FILE, as `curl --cacert` takes it.
+    let (code, stdout, stderr) = run(&server, "trusted", Some(&our_cert), &[]).await.unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.trim().starts_with("http"), "{stdout}");
+    // Pinned, with no CA at all.
+    let (code, _, stderr) = run(&server, "pinned", None, &["--server-cert", our_cert.to_str().unwrap()]).await.unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    // A pin of another certificate refuses the server, before anything is sent.
+    let (code, _, stderr) =
+        run(&server, "wrong-pin", None, &["--server-cert", other_cert.to_str().unwrap()]).await.unwrap();
+    assert_eq!(code, pastebin_client::EXIT_CONFIG, "{stderr}");
+    assert!(stderr.contains("--server-cert"), "the error says what to do next: {stderr}");
+    // Trusted, but it does not name 127.0.0.1: refused like any misnamed certificate.
+    let (code, _, stderr) = run(&misnamed, "misnamed", Some(&other_cert), &[]).await.unwrap();
+    assert_eq!(code, pastebin_client::EXIT_CONFIG, "{stderr}");
+    assert!(stderr.contains("not valid for name"), "{stderr}");
 }

@@ -18,7 +18,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{Clock, CreateRequest, Expiry, ExpiryError, IdempotencyKey, SystemClock};
+use pastebin_core::{Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, SystemClock};
 
 use crate::{
     journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, Scan, SubjectLock},
@@ -216,7 +216,7 @@ pub struct Client {
     journal: Journal,
     server: Server,
     /// Sent with creates to `server` only (see [`Client::with_create_token`]).
-    create_token: Option<String>,
+    create_token: Option<CreateToken>,
     /// Which certificates `server` may present (see [`Client::with_trust`]).
     trust: Trust,
     timeout: Duration,
@@ -276,7 +276,7 @@ impl Client {
     /// A create token for a server started with `--require-create-token`.
     /// It goes only to this client's own server, never to the server of an
     /// older record being resumed.
-    pub fn with_create_token(mut self, token: Option<String>) -> Self {
+    pub fn with_create_token(mut self, token: Option<CreateToken>) -> Self {
         self.server = self.server.with_create_token(token.clone());
         self.create_token = token;
         self
@@ -477,7 +477,7 @@ impl Client {
             attempt += 1;
             record.attempts += 1;
             let call = CreateCall { key, body: &body, expires_in_seconds: record.expires_in_seconds };
-            tracing::debug!(key = %record.key, attempt, "sending the create");
+            tracing::debug!(key_hash = %key.short_hash(), attempt, "sending the create");
             let outcome = server.create(call).await;
             record.updated_at = self.clock.now();
             match outcome {

@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::Context;
 use chrono::Utc;
-use pastebin_core::Expiry;
+use pastebin_core::{CreateToken, Expiry};
 
 use crate::{
     client::{Client, Deleted, How, PasteError, Save, Subject},
@@ -69,7 +69,7 @@ pub struct ClientArgs {
     pub timeout: Duration,
     /// A create token, for a server that requires one (`--require-create-token`).
     #[arg(long, env = "PASTEBIN_CREATE_TOKEN", hide_env_values = true)]
-    pub create_token: Option<String>,
+    pub create_token: Option<CreateToken>,
 }
 
 #[derive(Debug, clap::Args)]

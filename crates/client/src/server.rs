@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use pastebin_core::IdempotencyKey;
+use pastebin_core::{CreateToken, IdempotencyKey};
 use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteRequest, DeletePasteRequest};
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
@@ -105,7 +105,7 @@ impl Server {
 
     /// Sends `token` as `Authorization: Bearer` with every create, for a
     /// server started with `--require-create-token`.
-    pub fn with_create_token(mut self, token: Option<String>) -> Self {
+    pub fn with_create_token(mut self, token: Option<CreateToken>) -> Self {
         match &mut self {
             Self::Http(s) => s.create_token = token,
             Self::Grpc(s) => s.create_token = token,
@@ -145,7 +145,7 @@ pub fn normalize_url(url: &str) -> String {
 pub struct HttpServer {
     url: String,
     http: reqwest::Client,
-    create_token: Option<String>,
+    create_token: Option<CreateToken>,
 }
 
 #[derive(Deserialize)]
@@ -178,7 +178,7 @@ impl HttpServer {
             }
         };
         let sent = match &self.create_token {
-            Some(token) => request.bearer_auth(token),
+            Some(token) => request.bearer_auth(token.expose()),
             None => request,
         }
         .send()
@@ -301,7 +301,7 @@ fn describe(error: &reqwest::Error) -> String {
 pub struct GrpcServer {
     url: String,
     client: PasteApiClient<tonic::transport::Channel>,
-    create_token: Option<String>,
+    create_token: Option<CreateToken>,
 }
 
 impl GrpcServer {
@@ -321,7 +321,7 @@ impl GrpcServer {
         };
         let mut request = tonic::Request::new(request);
         if let Some(token) = &self.create_token {
-            let value = format!("Bearer {token}").parse().map_err(|_| {
+            let value = format!("Bearer {}", token.expose()).parse().map_err(|_| {
                 CreateFailure::Configuration("the create token has characters a header cannot carry".into())
             })?;
             request.metadata_mut().insert("authorization", value);

@@ -6,7 +6,9 @@ use uuid::Uuid;
 use crate::Slot;
 
 /// The client's idempotency key: one UUID per save, reused on every retry of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// With the request it names, it fetches that save's stored 201 (and so its
+/// delete token): `Debug` shows only [`Self::short_hash`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(Uuid);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,6 +65,12 @@ impl fmt::Display for IdempotencyKey {
     }
 }
 
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IdempotencyKey(sha256:{}…)", self.short_hash())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +96,15 @@ mod tests {
         // sha256 of 16 zero bytes = 374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb
         assert_eq!(key.slot(), Slot(0x37));
         assert_eq!(key.short_hash(), "374708ff");
+    }
+
+    #[test]
+    fn debug_shows_the_short_hash_never_the_key() {
+        let key = IdempotencyKey::new_random();
+        let printed = format!("{key:?} {:?}", Some(key));
+        assert!(printed.contains(&key.short_hash()), "{printed}");
+        for spelling in [key.canonical(), key.0.simple().to_string()] {
+            assert!(!printed.contains(&spelling), "{printed}");
+        }
     }
 }

@@ -36,7 +36,7 @@ pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
 pub use slot::{OwnedSlots, Slot, SlotMoveError, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
-pub use token::{random_secret, DeleteToken, DeleteTokenHash};
+pub use token::{random_secret, CreateToken, DeleteToken, DeleteTokenHash};
 
 /// How long a done or aborted key is kept: the window in which a retry replays.
 pub const KEY_RETENTION: std::time::Duration = std::time::Duration::from_secs(25 * 3600);

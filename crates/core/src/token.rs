@@ -10,6 +10,11 @@ use subtle::ConstantTimeEq;
 #[derive(Clone, PartialEq, Eq)]
 pub struct DeleteToken(String);
 
+/// A create token as a client holds it (`--create-token`): who may create
+/// on an instance that requires one. `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CreateToken(String);
+
 /// What shard P keeps instead of the token.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct DeleteTokenHash(pub [u8; 32]);
@@ -53,6 +58,26 @@ impl DeleteToken {
 impl fmt::Debug for DeleteToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("DeleteToken(<redacted>)")
+    }
+}
+
+impl CreateToken {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for CreateToken {
+    type Err = std::convert::Infallible;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+impl fmt::Debug for CreateToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CreateToken(<redacted>)")
     }
 }
 
@@ -101,8 +126,11 @@ mod tests {
     }
 
     #[test]
-    fn debug_never_prints_the_token() {
+    fn debug_never_prints_a_token() {
         let token = DeleteToken::generate();
         assert!(!format!("{token:?}").contains(token.expose()));
+        let token: CreateToken = format!("pbc_{}", random_secret()).parse().unwrap();
+        let printed = format!("{:?}", Some(&token));
+        assert!(!printed.contains(token.expose()) && printed.contains("redacted"), "{printed}");
     }
 }

@@ -99,15 +99,25 @@ impl CreateTokenFile {
 
     /// Replaces `path` atomically with mode 0600 (temp file, fsync, rename,
     /// fsync the directory): a gateway re-reading it sees the old file or
-    /// the new one, never half of it.
+    /// the new one, never half of it. The temp file is always a new one:
+    /// a file or symlink already at its name (a save cut off, or planted)
+    /// would keep its own mode and owner, or point the write elsewhere, so
+    /// it is refused and left for the operator to look at.
     pub fn save(&self, path: &Path) -> io::Result<()> {
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
         let temp = dir.join(format!(".create-tokens.{}.tmp", std::process::id()));
+        let mut file = match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp) {
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+                let why =
+                    format!("{} is in the way of the new file: check what it is, remove it and retry", temp.display());
+                return Err(io::Error::new(io::ErrorKind::AlreadyExists, why));
+            }
+            opened => opened?,
+        };
         let written = (|| {
-            let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temp)?;
             file.write_all(self.render().as_bytes())?;
             file.sync_all()?;
             fs::rename(&temp, path)?;
@@ -252,5 +262,22 @@ mod tests {
         assert!(!tokens.accepts(&first), "a revoked token stops working without a restart");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_file_in_the_way_of_the_temp_file_is_refused_and_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        let planted = dir.path().join(format!(".create-tokens.{}.tmp", std::process::id()));
+        fs::write(&planted, "planted").unwrap();
+        fs::set_permissions(&planted, fs::Permissions::from_mode(0o644)).unwrap();
+        let mut file = CreateTokenFile::default();
+        file.add("ci").unwrap();
+        let error = file.save(&path).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AlreadyExists);
+        assert!(error.to_string().contains("remove it and retry"), "{error}");
+        assert!(!path.exists(), "nothing replaced the tokens file");
+        assert_eq!(fs::read_to_string(&planted).unwrap(), "planted", "not ours: left as it was");
     }
 }

@@ -129,9 +129,17 @@ async fn delete_form(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam)
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The delete form's fields. The token is the paste's only credential:
+/// `Debug` never prints it.
+#[derive(Deserialize)]
 struct DeleteFormFields {
     token: String,
+}
+
+impl std::fmt::Debug for DeleteFormFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeleteFormFields").field("token", &"<redacted>").finish()
+    }
 }
 
 /// The delete form's POST: the same delete as `DELETE /api/v1/pastes/{id}`,
@@ -171,5 +179,13 @@ mod tests {
         routed.sort_unstable();
         assert_eq!(routed, documented);
         assert_eq!(document["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true));
+    }
+
+    #[test]
+    fn the_delete_forms_debug_never_prints_the_token() {
+        let token = pastebin_core::random_secret();
+        let fields = DeleteFormFields { token: token.clone() };
+        let printed = format!("{fields:?}");
+        assert!(!printed.contains(&token) && printed.contains("redacted"), "{printed}");
     }
 }

@@ -465,6 +465,32 @@ async fn debug_logs_name_a_key_only_by_its_short_hash_through_failing_paths() {
     assert!(found.is_empty(), "a key or token reached the logs:\n{}", found.join("\n"));
 }
 
+/// The bundled client's own debug log, with a create token: the key shows
+/// as its short hash, and neither the key nor the token is printed.
+#[tokio::test]
+async fn the_clients_debug_log_names_its_key_by_the_short_hash_and_never_prints_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("create-tokens");
+    let tokens_arg = tokens.to_str().unwrap();
+    let (code, token, stderr) = testbed(&["ctl", "tokens", "--file", tokens_arg, "add", "ci"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let token = token.trim().to_owned();
+    let up = Up::start(&["--require-create-token", "--create-tokens-file", tokens_arg]).await;
+    let (note, state) = (dir.path().join("note.txt"), dir.path().join("state"));
+    std::fs::write(&note, "logged at debug").unwrap();
+    let paste = ["paste", note.to_str().unwrap(), "--server", &up.http, "--state-dir", state.to_str().unwrap()];
+    let (code, _, logs) = testbed(&paste, &[("RUST_LOG", "debug"), ("PASTEBIN_CREATE_TOKEN", &token)]);
+    assert_eq!(code, 0, "{logs}");
+
+    let records = pastebin_client::Journal::open(&state).unwrap().scan().unwrap().records;
+    let [(_, record)] = &records[..] else { panic!("one save, one record: {records:?}") };
+    let key = record.idempotency_key().expect("the record's key is a UUID");
+    assert!(logs.contains(&format!("key_hash={}", key.short_hash())), "the send is traceable by the hash:\n{logs}");
+    let secrets = [key.canonical(), key.canonical().to_uppercase(), key.canonical().replace('-', ""), token];
+    let found = leaks(&logs, &secrets);
+    assert!(found.is_empty(), "a key or token reached the client's log:\n{}", found.join("\n"));
+}
+
 #[tokio::test]
 async fn extreme_values_in_flags_and_rpc_fields_never_panic() {
     let max = u64::MAX.to_string();

@@ -44,10 +44,16 @@ fn text(value: &Value) -> String {
     }
 }
 
-fn pastebin_services() -> Vec<Service> {
+/// The Compose file, its `<<` merges applied.
+fn compose_file() -> Value {
     let compose = std::fs::read_to_string(workspace().join("deploy/compose/compose.yaml")).unwrap();
     let mut compose: Value = serde_yaml::from_str(&compose).unwrap();
     compose.apply_merge().unwrap();
+    compose
+}
+
+fn pastebin_services() -> Vec<Service> {
+    let compose = compose_file();
     let services = compose["services"].as_mapping().expect("services");
     let mut found = Vec::new();
     for (name, service) in services {
@@ -189,4 +195,30 @@ async fn the_compose_deployment_runs_as_processes_and_serves_through_both_gatewa
         assert_eq!(read.status, 200, "{}", read.body);
         assert_eq!(read.json()["content"], content);
     }
+}
+
+/// The admin listener, Prometheus and Grafana are for the host's operator:
+/// nothing is published beyond loopback, and Grafana has no anonymous viewer
+/// and no admin password but the one the operator sets.
+#[test]
+fn compose_publishes_only_on_loopback_and_grafana_needs_a_login() {
+    let compose = compose_file();
+    let services = compose["services"].as_mapping().expect("services");
+    let mut published = 0;
+    for (name, service) in services {
+        for port in service["ports"].as_sequence().into_iter().flatten() {
+            let port = port.as_str().unwrap_or_else(|| panic!("{name:?}: write ports as \"HOST_IP:HOST:CONTAINER\""));
+            assert!(port.starts_with("127.0.0.1:"), "{name:?} publishes {port} beyond loopback");
+            published += 1;
+        }
+    }
+    assert!(published >= 7, "the gateways, the sweeper, Prometheus and Grafana are still published");
+
+    let grafana = &compose["services"]["grafana"]["environment"];
+    assert_eq!(grafana["GF_AUTH_ANONYMOUS_ENABLED"].as_str(), Some("false"), "no anonymous viewer");
+    let password = grafana["GF_SECURITY_ADMIN_PASSWORD"].as_str().expect("the admin password is set");
+    assert!(
+        password.starts_with("${GRAFANA_ADMIN_PASSWORD:?"),
+        "taken from the operator's environment, with no default: {password}"
+    );
 }

@@ -173,6 +173,12 @@ impl Process {
         }
     }
 
+    /// Sets `flag` to `value` on the command line, for the next [`Self::restart`].
+    pub fn set_flag(&mut self, flag: &str, value: &str) {
+        self.forget_flag(flag);
+        self.args.extend([flag.to_owned(), value.to_owned()]);
+    }
+
     /// The command line, for starting the same part with other flags.
     pub fn args(&self) -> &[String] {
         &self.args

@@ -167,7 +167,7 @@ pub async fn execute_with(
             CtlCommand::Reconcile(command) => reconcile::run(&deployment().await?, command, progress, out, err).await,
             CtlCommand::Repair(command) => repair::run(&deployment().await?, command, progress, out, err).await,
             CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
-            CtlCommand::Reshard(command) => reshard::run(command, &args.endpoints, out, err).await,
+            CtlCommand::Reshard(command) => reshard::run(command, &args.endpoints, progress, out, err).await,
             CtlCommand::Certs(command) => certs::run(command, out),
             CtlCommand::Tokens(command) => tokens::run(command, out),
         }

@@ -1,6 +1,7 @@
-//! Progress of a command that reads every slot: a bar on a terminal (slots
-//! done, rows read, time left), plain lines on the error stream otherwise,
-//! so a log or a test reads the same facts.
+//! Progress of a long command: a bar on a terminal, plain lines on the
+//! error stream otherwise, so a log or a test reads the same facts.
+//! [`SlotProgress`] counts slots (reconcile, repair), [`RowProgress`] rows
+//! (the copy of a slot move).
 
 use std::{io::Write, time::Instant};
 
@@ -70,6 +71,52 @@ impl SlotProgress {
             self.rows,
             crate::format::age(left)
         )
+    }
+
+    pub(crate) fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Progress of a command that copies rows: a bar on a terminal (rows done,
+/// rate, time left, and what they are), a plain line per page otherwise.
+pub(crate) struct RowProgress {
+    bar: Option<ProgressBar>,
+    what: &'static str,
+    total: u64,
+    started: Instant,
+}
+
+impl RowProgress {
+    pub(crate) fn new(to: ProgressTo, what: &'static str, total: u64) -> Self {
+        let bar = (to == ProgressTo::Terminal).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} rows, {per_sec}, {eta} left: {msg}")
+                    .expect("the template is valid")
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(what);
+            bar
+        });
+        Self { bar, what, total, started: Instant::now() }
+    }
+
+    /// `done` rows so far, described by `detail` (e.g. rows per state).
+    pub(crate) fn rows_done(&self, done: u64, detail: &str, err: &mut (dyn Write + Send)) -> std::io::Result<()> {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(done);
+                bar.set_message(detail.to_owned());
+                Ok(())
+            }
+            None => {
+                let rate = done as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+                writeln!(err, "{}: {done}/{} rows ({detail}), {rate:.0} rows/s", self.what, self.total)
+            }
+        }
     }
 
     pub(crate) fn finish(self) {

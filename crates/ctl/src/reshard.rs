@@ -26,7 +26,10 @@ use pastebin_runtime::{
 };
 use tonic::transport::Channel;
 
-use crate::{CtlError, EndpointArgs, Exit};
+use crate::{
+    progress::{ProgressTo, RowProgress},
+    CtlError, EndpointArgs, Exit,
+};
 
 /// Crash points between the steps, for the crash tests (`PASTEBIN_FAILPOINTS`).
 pub mod failpoint {
@@ -183,8 +186,9 @@ impl std::fmt::Display for Copied {
 pub async fn run(
     args: &ReshardArgs,
     endpoints: &EndpointArgs,
+    progress: ProgressTo,
     out: &mut (dyn Write + Send),
-    _err: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
     let source = End::connect("source", &args.from, endpoints)?;
     let target = End::connect("target", &args.to, endpoints)?;
@@ -208,9 +212,8 @@ pub async fn run(
         target.address,
         kind = args.kind
     )?;
-    Handover { out, source: &source, target: &target, move_id: &move_id, slots, batch: args.batch, kind: args.kind }
-        .run()
-        .await
+    let (batch, kind) = (args.batch, args.kind);
+    Handover { out, err, progress, source: &source, target: &target, move_id: &move_id, slots, batch, kind }.run().await
 }
 
 fn print_status(out: &mut (dyn Write + Send), end: &End, status: &Status) -> Result<(), CtlError> {
@@ -288,6 +291,8 @@ async fn abandon(out: &mut (dyn Write + Send), source: &End, target: &End, id: &
 /// The steps of one move, each idempotent, run in order.
 struct Handover<'a> {
     out: &'a mut (dyn Write + Send),
+    err: &'a mut (dyn Write + Send),
+    progress: ProgressTo,
     source: &'a End,
     target: &'a End,
     move_id: &'a str,
@@ -387,7 +392,7 @@ impl Handover<'_> {
     async fn copy(&mut self, total: u64) -> Result<(), CtlError> {
         let (source, target) = (self.source, self.target);
         let (mut after, mut copied, mut pages) = (String::new(), Copied::default(), 0u64);
-        let mut progress = Progress::new(total);
+        let progress = RowProgress::new(self.progress, "[3/7] copying", total);
         loop {
             let request =
                 pb::ExportRequest { move_id: self.move_id.to_owned(), after_id: after.clone(), limit: self.batch };
@@ -414,7 +419,7 @@ impl Handover<'_> {
                     failpoints::hit(failpoint::MID_COPY).await;
                 }
             }
-            progress.show(self.out, &copied)?;
+            progress.rows_done(copied.total(), &copied.to_string(), self.err)?;
             if page.finished {
                 progress.finish();
                 return Ok(());
@@ -457,47 +462,6 @@ impl Handover<'_> {
                 return Ok(deleted);
             }
             failpoints::hit(failpoint::MID_CLEANUP).await;
-        }
-    }
-}
-
-/// The copy's progress: a bar (rows per state, rate, time left) on a
-/// terminal, one plain line per page otherwise (logs, pipes, tests).
-enum Progress {
-    Bar(indicatif::ProgressBar),
-    Lines { started: std::time::Instant, total: u64 },
-}
-
-impl Progress {
-    fn new(total: u64) -> Self {
-        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            return Self::Lines { started: std::time::Instant::now(), total };
-        }
-        let bar = indicatif::ProgressBar::new(total);
-        let style =
-            indicatif::ProgressStyle::with_template("[3/7] {bar:30} {pos}/{len} rows, {per_sec}, {eta} left: {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-        bar.set_style(style);
-        Self::Bar(bar)
-    }
-
-    fn show(&mut self, out: &mut (dyn Write + Send), copied: &Copied) -> std::io::Result<()> {
-        match self {
-            Self::Bar(bar) => {
-                bar.set_position(copied.total());
-                bar.set_message(copied.to_string());
-                Ok(())
-            }
-            Self::Lines { started, total } => {
-                let rate = copied.total() as f64 / started.elapsed().as_secs_f64().max(0.001);
-                writeln!(out, "[3/7] copied {}/{total} rows: {copied} ({rate:.0} rows/s)", copied.total())
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Self::Bar(bar) = self {
-            bar.finish();
         }
     }
 }

@@ -387,16 +387,25 @@ async fn splitting_k_then_p_while_clients_create_loses_and_duplicates_nothing() 
 /// where a move stands and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_move_is_shown_by_status_and_undone_by_abandon() {
-    let cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let mut cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
     for n in 0..20 {
         let (body, _) = create_until_created(&cluster.http, &new_key(), &format!("paste {n}")).await;
         assert!(body.contains("\"id\""), "{body}");
     }
-    let k = &cluster.key_addresses;
+    // The source with its admin listener, to read its move metrics.
+    cluster.keys[0].set_flag("--admin", "127.0.0.1:0");
+    cluster.keys[0].restart(&[], &["key-service", "admin"]).await;
+    let k = cluster.key_addresses.clone();
     let args = move_args("key", &k[0], &k[1], HIGH);
     let (ok, output) = ctl_reshard(&cluster, &args, pastebin_ctl::reshard::failpoint::AFTER_COPY).await;
     assert!(!ok, "{output}");
-    assert!(scalar(&cluster.key_database_urls[1], "SELECT COUNT(*) FROM idempotency_keys").await > 0, "copied");
+    let copied = scalar(&cluster.key_database_urls[1], "SELECT COUNT(*) FROM idempotency_keys").await;
+    assert!(copied > 0, "copied");
+    let metrics = format!("http://{}/metrics", cluster.keys[0].address("admin"));
+    let metrics = reqwest::get(metrics).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("pastebin_shard_frozen_slots 128"), "{metrics}");
+    let exported = format!("pastebin_slot_move_rows_total{{direction=\"exported\"}} {copied}");
+    assert!(metrics.contains(&exported), "{exported}: {metrics}");
 
     let status_args = ["--kind", "key", "--from", &k[0], "--to", &k[1], "--status"];
     let (ok, status) = ctl_reshard(&cluster, &status_args, "").await;

@@ -399,7 +399,7 @@ mod tests {
         let objects = ["--objects-dir", "--s3-bucket"];
         let shard = ["--database-url", "--slots", "--listen"];
         let ctl = ["--data-dir", "--key-shards", "--paste-shards"];
-        let needs: [(&[&str], &[&str]); 10] = [
+        let needs: [(&[&str], &[&str]); 12] = [
             (&["key-service"], &shard),
             (&["paste-service"], &shard),
             (&["gateway"], &[shards, objects].concat()),
@@ -409,6 +409,8 @@ mod tests {
             (&["ctl", "pending"], &ctl),
             (&["ctl", "recover"], &ctl),
             (&["ctl", "reconcile"], &[&ctl[..], &objects].concat()),
+            (&["ctl", "repair"], &[&ctl[..], &objects].concat()),
+            (&["ctl", "reshard"], &["--kind", "--from", "--to", "--slots"]),
             (&["ctl", "tokens"], &["--file"]),
         ];
         for (words, flags) in needs {

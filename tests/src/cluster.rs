@@ -359,7 +359,7 @@ async fn start_gateway(
     key_addresses: &[String],
     paste_addresses: &[String],
     s3: &S3Settings,
-    tls: Option<&TlsFiles>,
+    tls: Option<&ClusterTls>,
     env: &[(String, String)],
     failpoints: &str,
 ) -> Process {
@@ -373,7 +373,9 @@ async fn start_gateway(
     if !failpoints.is_empty() {
         env.push(("PASTEBIN_FAILPOINTS".into(), failpoints.to_owned()));
     }
-    let mut gateway = Process::start(with_tls(args, tls), env, &["gateway-http", "gateway-grpc", "admin"]).await;
+    let mut args = with_tls(args, tls.map(|tls| &tls.gateway));
+    args.extend(tls.and_then(|tls| tls.public.as_ref()).map(TlsFiles::public_flags).unwrap_or_default());
+    let mut gateway = Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
     pin_ports(&mut gateway);
     gateway
 }
@@ -418,10 +420,11 @@ impl Cluster {
             s3.endpoint = Some(endpoint.clone());
         }
         let failpoints = options.failpoints.as_deref().unwrap_or_default();
-        let gateway_tls = options.tls.as_ref().map(|tls| &tls.gateway);
+        let gateway_tls = options.tls.as_ref();
         let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, &options.env, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
-        let grpc = format!("{}://{}", scheme(gateway_tls), gateway.address("gateway-grpc"));
+        let public_tls = gateway_tls.and_then(|tls| tls.public.as_ref());
+        let grpc = format!("{}://{}", scheme(public_tls), gateway.address("gateway-grpc"));
         Cluster {
             keys,
             pastes,
@@ -441,22 +444,13 @@ impl Cluster {
     /// Another gateway in front of the same shards, on `s3` (e.g. a bucket
     /// that does not exist, whose PUTs are refused), with `failpoints` armed.
     pub async fn another_gateway(&self, s3: &S3Settings, failpoints: &str) -> Process {
-        start_gateway(
-            &self.key_addresses,
-            &self.paste_addresses,
-            s3,
-            self.tls.as_ref().map(|tls| &tls.gateway),
-            &[],
-            failpoints,
-        )
-        .await
+        start_gateway(&self.key_addresses, &self.paste_addresses, s3, self.tls.as_ref(), &[], failpoints).await
     }
 
     /// Another gateway that reaches the key shards at `key_addresses`
     /// (e.g. through a proxy) and everything else as the cluster's does.
     pub async fn gateway_with_key_shards(&self, key_addresses: &[String]) -> Process {
-        let tls = self.tls.as_ref().map(|tls| &tls.gateway);
-        start_gateway(key_addresses, &self.paste_addresses, &self.s3, tls, &[], "").await
+        start_gateway(key_addresses, &self.paste_addresses, &self.s3, self.tls.as_ref(), &[], "").await
     }
 
     /// The gateway's admin listener (`/metrics`).

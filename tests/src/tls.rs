@@ -42,7 +42,9 @@ impl TlsFiles {
     }
 }
 
-/// The files of every part of a cluster. `client` is the test's own identity.
+/// The files of every part of a cluster. `client` is the test's own
+/// identity; `public` the gateway's public gRPC listener's certificate, with
+/// the CA its clients trust as `ca` (none: that listener is plaintext).
 #[derive(Debug, Clone)]
 pub struct ClusterTls {
     pub key_service: TlsFiles,
@@ -50,6 +52,15 @@ pub struct ClusterTls {
     pub gateway: TlsFiles,
     pub sweeper: TlsFiles,
     pub client: TlsFiles,
+    pub public: Option<TlsFiles>,
+}
+
+impl TlsFiles {
+    /// `--public-tls-cert` and `--public-tls-key` of these files.
+    pub fn public_flags(&self) -> Vec<String> {
+        let path = |p: &Path| p.to_str().expect("UTF-8 temp path").to_owned();
+        vec!["--public-tls-cert".into(), path(&self.cert), "--public-tls-key".into(), path(&self.key)]
+    }
 }
 
 /// Runs `pastebin ctl certs --out DIR` (the testbed binary) and returns each part's files.
@@ -71,6 +82,7 @@ pub fn ctl_certs(dir: &Path) -> ClusterTls {
         gateway: part("gateway"),
         sweeper: part("sweeper"),
         client: part("ctl"),
+        public: Some(TlsFiles { ca: dir.join("public-ca.pem"), ..part("gateway-public") }),
     }
 }
 
@@ -79,16 +91,17 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
-/// A CA, one server certificate (subjectAltName=IP:127.0.0.1,DNS:localhost)
-/// and one client certificate, made with the `openssl` command line as a
-/// guide on the web would have an operator do it. Every server (K, P and the
-/// gateway, which is also a client) uses the server certificate; the sweeper
-/// and the test use the client certificate.
+/// A CA, one server certificate (subjectAltName=IP:127.0.0.1,DNS:localhost,
+/// `serverAuth` only) and one client certificate (`clientAuth` only), made
+/// with the `openssl` command line as a guide on the web would have an
+/// operator do it. K and P use the server certificate; the gateway, the
+/// sweeper and the test the client certificate, and the gateway's public
+/// gRPC listener is plaintext.
 pub fn openssl_certs(dir: &Path) -> ClusterTls {
     let ca = ["-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA"];
     openssl(dir, &[&["req", "-x509", "-newkey", "rsa:2048", "-nodes"][..], &ca].concat());
     for (name, extensions) in [
-        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"),
+        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
         ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
     ] {
         let (key, csr, ext, cert) =
@@ -127,8 +140,9 @@ pub fn openssl_certs(dir: &Path) -> ClusterTls {
     ClusterTls {
         key_service: files("server"),
         paste_service: files("server"),
-        gateway: files("server"),
+        gateway: files("client"),
         sweeper: files("client"),
         client: files("client"),
+        public: None,
     }
 }

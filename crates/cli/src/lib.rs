@@ -22,7 +22,7 @@ use pastebin_runtime::{
     help, readiness,
     shard_slots::{Resharding, ShardSlots},
     shutdown_signal, telemetry,
-    tls::{ClientAuth, MutualTls, TlsArgs},
+    tls::{ClientAuth, MutualTls, PublicTls, PublicTlsArgs, TlsArgs},
     unless_stopped, with_drain_timeout,
 };
 use pastebin_shards::{Patience, SlotMap};
@@ -51,7 +51,8 @@ pub enum Command {
     /// Run a paste service (shard P: paste rows and tombstones) over gRPC.
     PasteService(ShardArgs),
     /// Run the gateway: the create saga, reads and deletes, over HTTP and gRPC.
-    Gateway(GatewayCommand),
+    /// Boxed: its flags outweigh every other part's.
+    Gateway(Box<GatewayCommand>),
     /// Run the sweeper: recovery of stale pending keys, key retention, paste
     /// expiry and the object reaper. Several may run at once.
     Sweeper(SweeperCommand),
@@ -94,11 +95,14 @@ pub struct GatewayCommand {
     pub objects: pastebin_shards::ObjectStoreArgs,
     #[command(flatten)]
     pub gateway: flags::GatewayArgs,
-    /// The gateway's identity towards K and P, and its public gRPC listener's certificate.
+    /// The gateway's identity towards K and P (a client certificate).
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// The public gRPC listener's own certificate (a server certificate).
+    #[command(flatten)]
+    pub public_tls: PublicTlsArgs,
     /// Whether the public gRPC listener asks its clients for a certificate
-    /// signed by --tls-ca (needs the --tls-* flags).
+    /// signed by --tls-ca (needs --public-tls-cert, --public-tls-key and the --tls-* flags).
     #[arg(long, env = "PASTEBIN_TLS_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Off,
           help_heading = help::TLS)]
     pub tls_client_auth: ClientAuth,
@@ -177,7 +181,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         match cli.command {
             Command::KeyService(args) => with_drain_timeout(run_key_service(args), drain_timeout).await,
             Command::PasteService(args) => with_drain_timeout(run_paste_service(args), drain_timeout).await,
-            Command::Gateway(args) => with_drain_timeout(run_gateway(args), drain_timeout).await,
+            Command::Gateway(args) => with_drain_timeout(run_gateway(*args), drain_timeout).await,
             Command::Sweeper(args) => with_drain_timeout(run_sweeper(args), drain_timeout).await,
             Command::Up(args) => with_drain_timeout(up::run(args), drain_timeout).await,
             Command::Bench(args) => pastebin_bench::run(args).await,
@@ -267,19 +271,31 @@ async fn run_paste_service(args: ShardArgs) -> anyhow::Result<()> {
     .await
 }
 
-/// The public gRPC listener's options: TLS with the gateway's own
-/// certificate when it has one, asking clients for theirs as
-/// --tls-client-auth says; reflection of the public API always.
+/// The public gRPC listener's options: TLS with its own certificate
+/// (`--public-tls-*`) when it has one, asking clients for theirs as
+/// --tls-client-auth says; reflection of the public API always. The
+/// gateway's `--tls-cert` is never served: it is a client certificate
+/// towards K and P (docs/design.md#mtls).
 fn public_grpc_options(
     tls: Option<&MutualTls>,
+    public: Option<&PublicTls>,
     client_auth: ClientAuth,
     limits: GrpcLimits,
 ) -> anyhow::Result<ServerOptions> {
     anyhow::ensure!(
-        tls.is_some() || client_auth == ClientAuth::Off,
-        "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca"
+        client_auth == ClientAuth::Off || (tls.is_some() && public.is_some()),
+        "--tls-client-auth needs the listener's own certificate (--public-tls-cert, --public-tls-key) \
+         and the CA its clients' certificates come from (--tls-cert, --tls-key, --tls-ca)"
     );
-    Ok(ServerOptions { tls: tls.map(|tls| tls.server(client_auth)), reflection: true, limits })
+    if tls.is_some() && public.is_none() {
+        tracing::warn!(
+            "the public gRPC listener serves plaintext: --tls-cert is the gateway's client certificate towards \
+             K and P and is not served; give the listener its own with --public-tls-cert and --public-tls-key, \
+             or put a TLS proxy in front of it"
+        );
+    }
+    let tls = public.map(|public| public.server(client_auth, tls));
+    Ok(ServerOptions { tls, reflection: true, limits })
 }
 
 /// The slot map of a process that routes creates or recovers keys: every
@@ -300,7 +316,9 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
-    let grpc_options = public_grpc_options(tls.as_ref(), args.tls_client_auth, args.gateway.limits.grpc())?;
+    let public_tls = args.public_tls.load()?;
+    let grpc_options =
+        public_grpc_options(tls.as_ref(), public_tls.as_ref(), args.tls_client_auth, args.gateway.limits.grpc())?;
     let objects = args.objects.open().await?;
     let _objects = locks::deployment_objects(&args.objects, "pastebin gateway")?;
     let slots = pastebin_shards::SlotMapCell::default();
@@ -451,10 +469,10 @@ mod tests {
     }
 
     #[test]
-    fn client_auth_on_the_public_listener_needs_the_gateway_certificate() {
-        let error = public_grpc_options(None, ClientAuth::Required, GrpcLimits::default()).unwrap_err();
-        assert_eq!(error.to_string(), "--tls-client-auth needs --tls-cert, --tls-key and --tls-ca");
-        let plaintext = public_grpc_options(None, ClientAuth::Off, GrpcLimits::default()).unwrap();
+    fn client_auth_on_the_public_listener_needs_its_certificate_and_the_ca() {
+        let error = public_grpc_options(None, None, ClientAuth::Required, GrpcLimits::default()).unwrap_err();
+        assert!(error.to_string().starts_with("--tls-client-auth needs the listener's own certificate"), "{error}");
+        let plaintext = public_grpc_options(None, None, ClientAuth::Off, GrpcLimits::default()).unwrap();
         assert!(plaintext.tls.is_none() && plaintext.reflection, "the public API is reflected, over plaintext");
     }
 }

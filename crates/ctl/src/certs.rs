@@ -2,6 +2,13 @@
 //! each part, so mutual TLS is one command away (docs/operations.md,
 //! "Certificates"). Production certificates can come from any CA: the parts
 //! read ordinary PEM files.
+//!
+//! Each certificate has the narrowest purpose (docs/design.md#mtls): K and
+//! P's say `serverAuth` only, the gateway's, the sweeper's and `ctl`'s
+//! `clientAuth` only, so a key stolen from a client part cannot pose as a
+//! shard. The gateway's public gRPC listener gets its own `serverAuth`
+//! certificate from a second CA that no internal part trusts: the key on
+//! the internet-facing part is worthless against K and P.
 
 use std::{
     fs::{DirBuilder, OpenOptions},
@@ -19,8 +26,38 @@ use rustls::pki_types::ServerName;
 
 use crate::{CtlError, Exit};
 
-/// Every part that presents a certificate, and the file stem of its files.
-pub const PARTS: &[&str] = &["key-service", "paste-service", "gateway", "sweeper", "ctl"];
+/// Every part that presents a certificate, the file stem of its files, and
+/// what the certificate is for.
+pub const PARTS: &[(&str, Purpose)] = &[
+    ("key-service", Purpose::Serves),
+    ("paste-service", Purpose::Serves),
+    ("gateway", Purpose::Calls),
+    ("sweeper", Purpose::Calls),
+    ("ctl", Purpose::Calls),
+];
+
+/// The gateway's public gRPC listener: its certificate's file stem, and the
+/// CA that signs it alone (public clients trust it; no internal part does).
+const PUBLIC_LISTENER: &str = "gateway-public";
+const PUBLIC_CA: &str = "public-ca";
+
+/// What a certificate may be used for, and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A TLS server (K, P, the public listener): `serverAuth`.
+    Serves,
+    /// A client of K and P: `clientAuth`.
+    Calls,
+}
+
+impl Purpose {
+    fn extended_key_usage(self) -> ExtendedKeyUsagePurpose {
+        match self {
+            Self::Serves => ExtendedKeyUsagePurpose::ServerAuth,
+            Self::Calls => ExtendedKeyUsagePurpose::ClientAuth,
+        }
+    }
+}
 
 /// The names every certificate is valid for, before `--san` adds more.
 const LOCAL_NAMES: &[&str] = &["localhost", "127.0.0.1"];
@@ -74,7 +111,6 @@ pub fn run(args: &CertsArgs, out: &mut (dyn Write + Send)) -> Result<Exit, CtlEr
 
 /// Every file as (name, PEM text): the CA certificate and key, then each part's.
 fn issue(args: &CertsArgs) -> Result<Vec<(String, String)>, CtlError> {
-    let failed = |error: rcgen::Error| CtlError::Failed(format!("cannot make the certificates: {error}"));
     let mut names: Vec<String> = LOCAL_NAMES.iter().map(|n| n.to_string()).collect();
     for name in args.extra_names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         // The check a client makes of a server name: a name no client could
@@ -85,34 +121,62 @@ fn issue(args: &CertsArgs) -> Result<Vec<(String, String)>, CtlError> {
     }
 
     let today = Utc::now().date_naive();
-    let ca_key = KeyPair::generate().map_err(failed)?;
+    let ca = development_ca("pastebin development CA", today)?;
+    let mut files = vec![("ca.pem".to_owned(), ca.certificate), ("ca-key.pem".to_owned(), ca.key)];
+    for (part, purpose) in PARTS {
+        files.extend(leaf(part, *purpose, &names, &ca.issuer, today, args.days)?);
+    }
+    // Its key is not kept: a new public certificate is a new run of this command.
+    let public_ca = development_ca("pastebin development public CA", today)?;
+    files.push((cert_file(PUBLIC_CA), public_ca.certificate));
+    files.extend(leaf(PUBLIC_LISTENER, Purpose::Serves, &names, &public_ca.issuer, today, args.days)?);
+    Ok(files)
+}
+
+fn failed(error: rcgen::Error) -> CtlError {
+    CtlError::Failed(format!("cannot make the certificates: {error}"))
+}
+
+/// A CA's certificate and key as PEM, and the issuer that signs with it.
+struct DevelopmentCa {
+    certificate: String,
+    key: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+/// A CA that signs leaves only (path length 0), named `name` and its key's fingerprint.
+fn development_ca(name: &str, today: NaiveDate) -> Result<DevelopmentCa, CtlError> {
+    let key = KeyPair::generate().map_err(failed)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
     // A name of its own: during a CA roll the old and the new CA sit in one
     // bundle, and a verifier picks an issuer by name before the signature.
-    let fingerprint: String = ca.key_identifier(&ca_key)[..4].iter().map(|b| format!("{b:02x}")).collect();
-    ca.distinguished_name.push(DnType::CommonName, format!("pastebin development CA {fingerprint}"));
+    let fingerprint: String = ca.key_identifier(&key)[..4].iter().map(|b| format!("{b:02x}")).collect();
+    ca.distinguished_name.push(DnType::CommonName, format!("{name} {fingerprint}"));
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     set_validity(&mut ca, today, CA_DAYS);
-    let ca_cert = ca.self_signed(&ca_key).map_err(failed)?;
-    let mut files = vec![("ca.pem".to_owned(), ca_cert.pem()), ("ca-key.pem".to_owned(), ca_key.serialize_pem())];
-    let issuer = Issuer::new(ca, ca_key);
+    let certificate = ca.self_signed(&key).map_err(failed)?.pem();
+    Ok(DevelopmentCa { certificate, key: key.serialize_pem(), issuer: Issuer::new(ca, key) })
+}
 
-    for part in PARTS {
-        let mut leaf = CertificateParams::new(names.clone()).map_err(failed)?;
-        leaf.distinguished_name.push(DnType::CommonName, *part);
-        // The gateway is both a client (of K and P) and a server (its public
-        // gRPC listener); one purpose set for all keeps every file usable either way.
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
-        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        leaf.use_authority_key_identifier_extension = true;
-        set_validity(&mut leaf, today, args.days);
-        let key = KeyPair::generate().map_err(failed)?;
-        let cert = leaf.signed_by(&key, &issuer).map_err(failed)?;
-        files.push((cert_file(part), cert.pem()));
-        files.push((key_file(part), key.serialize_pem()));
-    }
-    Ok(files)
+/// `part`'s certificate and key files, for `names` and `purpose` only.
+fn leaf(
+    part: &str,
+    purpose: Purpose,
+    names: &[String],
+    issuer: &Issuer<'_, KeyPair>,
+    today: NaiveDate,
+    days: u64,
+) -> Result<[(String, String); 2], CtlError> {
+    let mut leaf = CertificateParams::new(names.to_vec()).map_err(failed)?;
+    leaf.distinguished_name.push(DnType::CommonName, part);
+    leaf.extended_key_usages = vec![purpose.extended_key_usage()];
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.use_authority_key_identifier_extension = true;
+    set_validity(&mut leaf, today, days);
+    let key = KeyPair::generate().map_err(failed)?;
+    let cert = leaf.signed_by(&key, issuer).map_err(failed)?;
+    Ok([(cert_file(part), cert.pem()), (key_file(part), key.serialize_pem())])
 }
 
 /// From yesterday (a peer whose clock is a little behind still accepts it) for `days`.
@@ -155,10 +219,14 @@ fn print_flags(args: &CertsArgs, out: &mut (dyn Write + Send)) -> Result<(), Ctl
     writeln!(out, "(files 0600, directory 0700; valid for {}; {} days).", names.join(", "), args.days)?;
     writeln!(out, "ca-key.pem signs certificates: no part needs it, keep it away from the servers.\n")?;
     let ca = dir.join("ca.pem");
-    for part in PARTS {
+    for (part, purpose) in PARTS {
+        let role = match purpose {
+            Purpose::Serves => "server",
+            Purpose::Calls => "client",
+        };
         writeln!(
             out,
-            "  {part:<14} --tls-cert {} --tls-key {} --tls-ca {}",
+            "  {part:<14} ({role}) --tls-cert {} --tls-key {} --tls-ca {}",
             dir.join(cert_file(part)).display(),
             dir.join(key_file(part)).display(),
             ca.display()
@@ -166,18 +234,89 @@ fn print_flags(args: &CertsArgs, out: &mut (dyn Write + Send)) -> Result<(), Ctl
     }
     writeln!(
         out,
+        "  gateway, its public gRPC listener (server) --public-tls-cert {} --public-tls-key {}",
+        dir.join(cert_file(PUBLIC_LISTENER)).display(),
+        dir.join(key_file(PUBLIC_LISTENER)).display()
+    )?;
+    writeln!(
+        out,
         "\nOr set PASTEBIN_TLS_CERT, PASTEBIN_TLS_KEY and PASTEBIN_TLS_CA. With them, shard addresses \
-         (--key-shards, --paste-shards) mean TLS: write host:port or https://host:port, with a host named above."
+         (--key-shards, --paste-shards) mean TLS: write host:port or https://host:port, with a host named above.\n\
+         Clients of the public gRPC listener trust {} (no internal part does).",
+        dir.join(cert_file(PUBLIC_CA)).display()
     )?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use rustls::{
+        client::{danger::ServerCertVerifier, WebPkiServerVerifier},
+        pki_types::{pem::PemObject, CertificateDer, UnixTime},
+        server::WebPkiClientVerifier,
+        CertificateError, RootCertStore,
+    };
+
     use super::*;
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    fn roots(ca: &Path) -> Arc<RootCertStore> {
+        let mut roots = RootCertStore::empty();
+        for certificate in CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(certificate.unwrap()).unwrap();
+        }
+        Arc::new(roots)
+    }
+
+    fn certificate(path: &Path) -> CertificateDer<'static> {
+        CertificateDer::from_pem_file(path).unwrap()
+    }
+
+    /// What a client of K or P trusting `ca` says of `cert` served as localhost.
+    fn accepted_as_server(ca: &Path, cert: &Path) -> Result<(), rustls::Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = WebPkiServerVerifier::builder_with_provider(roots(ca), provider).build().unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        verifier.verify_server_cert(&certificate(cert), &[], &name, &[], UnixTime::now()).map(|_| ())
+    }
+
+    /// What K or P trusting `ca` says of `cert` presented by a client.
+    fn accepted_as_client(ca: &Path, cert: &Path) -> Result<(), rustls::Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots(ca), provider).build().unwrap();
+        verifier.verify_client_cert(&certificate(cert), &[], UnixTime::now()).map(|_| ())
+    }
+
+    #[test]
+    fn each_certificate_only_serves_or_only_calls_and_the_public_listeners_is_foreign_to_k_and_p() {
+        let temp = tempfile::tempdir().unwrap();
+        let args = CertsArgs { out: temp.path().join("certs"), extra_names: vec![], days: 1 };
+        run(&args, &mut Vec::new()).unwrap();
+        let ca = args.out.join("ca.pem");
+        for (part, purpose) in PARTS {
+            let cert = args.out.join(cert_file(part));
+            let (server, client) = (accepted_as_server(&ca, &cert), accepted_as_client(&ca, &cert));
+            match purpose {
+                Purpose::Serves => {
+                    assert!(server.is_ok(), "{part}: {server:?}");
+                    assert!(client.is_err(), "{part}'s certificate is accepted from a client");
+                }
+                Purpose::Calls => {
+                    assert!(server.is_err(), "{part}'s certificate is accepted as a shard's");
+                    assert!(client.is_ok(), "{part}: {client:?}");
+                }
+            }
+        }
+        let public = args.out.join(cert_file(PUBLIC_LISTENER));
+        let refused = accepted_as_server(&ca, &public).unwrap_err();
+        assert!(matches!(refused, rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer)), "{refused:?}");
+        assert!(accepted_as_client(&ca, &public).is_err(), "the public listener's certificate calls nothing");
+        accepted_as_server(&args.out.join(cert_file(PUBLIC_CA)), &public).expect("its own CA vouches for it");
     }
 
     #[test]
@@ -187,7 +326,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(run(&args, &mut out).unwrap(), Exit::Ok);
         assert_eq!(mode(&args.out), 0o700);
-        for part in PARTS {
+        for part in PARTS.iter().map(|(part, _)| *part).chain([PUBLIC_LISTENER]) {
             for file in [cert_file(part), key_file(part)] {
                 assert_eq!(mode(&args.out.join(&file)), 0o600, "{file}");
             }

@@ -5,6 +5,13 @@
 //! requires a client certificate signed by that CA; a client with them
 //! presents its certificate and checks the server's against the CA, for the
 //! host named in the address. Plain PEM files from any CA work.
+//!
+//! Each part's certificate says only what it is for: K and P serve
+//! (`serverAuth`), the gateway, the sweeper and `ctl` call them
+//! (`clientAuth`), and rustls checks that purpose on both ends. The gateway's
+//! public gRPC listener presents a certificate of its own
+//! ([`PublicTlsArgs`]), never the one it calls K and P with: the part that
+//! faces the internet holds no key that K's or P's clients accept as a server.
 
 use std::{
     io,
@@ -36,6 +43,27 @@ pub struct TlsArgs {
     pub tls_ca: Option<PathBuf>,
 }
 
+/// `--public-tls-cert`, `--public-tls-key`: the gateway's public gRPC
+/// listener's own certificate, for the names its clients dial.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = crate::help::TLS)]
+pub struct PublicTlsArgs {
+    /// The public gRPC listener's certificate (PEM, leaf first), for the names
+    /// its clients dial; best from a CA that K's and P's clients do not trust.
+    /// Without it the public gRPC listener is plaintext, as the HTTP one is.
+    #[arg(long, env = "PASTEBIN_PUBLIC_TLS_CERT")]
+    pub public_tls_cert: Option<PathBuf>,
+    /// The private key of --public-tls-cert (PEM).
+    #[arg(long, env = "PASTEBIN_PUBLIC_TLS_KEY")]
+    pub public_tls_key: Option<PathBuf>,
+}
+
+/// The public gRPC listener's identity.
+#[derive(Debug, Clone)]
+pub struct PublicTls {
+    identity: Identity,
+}
+
 /// Whether a TLS server asks its clients for a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ClientAuth {
@@ -54,6 +82,8 @@ pub enum ClientAuth {
 pub enum TlsError {
     #[error("--tls-cert, --tls-key and --tls-ca go together: {0} is missing")]
     Incomplete(&'static str),
+    #[error("--public-tls-cert and --public-tls-key go together: {0} is missing")]
+    PublicIncomplete(&'static str),
     #[error("cannot read {flag} {}: {error}", path.display())]
     Unreadable { flag: &'static str, path: PathBuf, error: io::Error },
     #[error("{flag} {} holds no PEM {what}", path.display())]
@@ -80,10 +110,39 @@ impl TlsArgs {
             (_, _, None) => return Err(TlsError::Incomplete("--tls-ca")),
         };
         let cert = read_certificates("--tls-cert", cert)?;
-        let key = read_key(key)?;
+        let key = read_key("--tls-key", key)?;
         let ca = read_certificates("--tls-ca", ca)?;
         choose_ring_provider();
         Ok(Some(MutualTls { identity: Identity::from_pem(cert, key), ca: Certificate::from_pem(ca) }))
+    }
+}
+
+impl PublicTlsArgs {
+    /// `None` when neither flag is set (a plaintext public listener); the
+    /// files read and checked when both are; an error naming the missing one.
+    pub fn load(&self) -> Result<Option<PublicTls>, TlsError> {
+        let (cert, key) = match (&self.public_tls_cert, &self.public_tls_key) {
+            (None, None) => return Ok(None),
+            (Some(cert), Some(key)) => (cert, key),
+            (None, _) => return Err(TlsError::PublicIncomplete("--public-tls-cert")),
+            (_, None) => return Err(TlsError::PublicIncomplete("--public-tls-key")),
+        };
+        let cert = read_certificates("--public-tls-cert", cert)?;
+        let key = read_key("--public-tls-key", key)?;
+        choose_ring_provider();
+        Ok(Some(PublicTls { identity: Identity::from_pem(cert, key) }))
+    }
+}
+
+impl PublicTls {
+    /// The public listener's TLS: its own certificate, and, as `client_auth`
+    /// says, a client certificate signed by `clients_ca`'s CA.
+    pub fn server(&self, client_auth: ClientAuth, clients_ca: Option<&MutualTls>) -> ServerTlsConfig {
+        let config = ServerTlsConfig::new().identity(self.identity.clone()).timeout(HANDSHAKE_TIMEOUT);
+        match clients_ca {
+            Some(internal) => internal.asking_clients(config, client_auth),
+            None => config,
+        }
     }
 }
 
@@ -92,6 +151,11 @@ impl MutualTls {
     /// a client must present a certificate signed by the CA.
     pub fn server(&self, client_auth: ClientAuth) -> ServerTlsConfig {
         let config = ServerTlsConfig::new().identity(self.identity.clone()).timeout(HANDSHAKE_TIMEOUT);
+        self.asking_clients(config, client_auth)
+    }
+
+    /// `config`, asking clients for a certificate signed by the CA as `client_auth` says.
+    fn asking_clients(&self, config: ServerTlsConfig, client_auth: ClientAuth) -> ServerTlsConfig {
         match client_auth {
             ClientAuth::Required => config.client_ca_root(self.ca.clone()).client_auth_optional(false),
             ClientAuth::Optional => config.client_ca_root(self.ca.clone()).client_auth_optional(true),
@@ -123,11 +187,11 @@ fn read_certificates(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsErro
     }
 }
 
-fn read_key(path: &Path) -> Result<Vec<u8>, TlsError> {
-    let pem = read("--tls-key", path)?;
+fn read_key(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    let pem = read(flag, path)?;
     match PrivateKeyDer::from_pem_slice(&pem) {
         Ok(_) => Ok(pem),
-        Err(_) => Err(TlsError::NotPem { flag: "--tls-key", path: path.to_owned(), what: "private key" }),
+        Err(_) => Err(TlsError::NotPem { flag, path: path.to_owned(), what: "private key" }),
     }
 }
 
@@ -156,6 +220,24 @@ mod tests {
         assert!(error.to_string().ends_with("--tls-cert is missing"), "{error}");
         let error = args(Some("c.pem"), Some("k.pem"), None).load().unwrap_err();
         assert!(error.to_string().ends_with("--tls-ca is missing"), "{error}");
+    }
+
+    #[test]
+    fn the_public_listeners_files_go_together() {
+        let public = |cert: Option<&str>, key: Option<&str>| PublicTlsArgs {
+            public_tls_cert: cert.map(PathBuf::from),
+            public_tls_key: key.map(PathBuf::from),
+        };
+        assert!(public(None, None).load().unwrap().is_none());
+        let error = public(Some("p.pem"), None).load().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--public-tls-cert and --public-tls-key go together: --public-tls-key is missing"
+        );
+        let error = public(None, Some("p-key.pem")).load().unwrap_err();
+        assert!(error.to_string().ends_with("--public-tls-cert is missing"), "{error}");
+        let error = public(Some("/nonexistent/p.pem"), Some("/nonexistent/k.pem")).load().unwrap_err();
+        assert!(error.to_string().starts_with("cannot read --public-tls-cert /nonexistent/p.pem"), "{error}");
     }
 
     #[test]

@@ -143,8 +143,9 @@ async fn wait_until_resolved(keys: &KeyClient, key: &IdempotencyKey, sweeper: &P
 /// Create → GET → a create crashed before K's done → the sweeper process
 /// resolves it → the retry replays the original 201, every hop over mTLS.
 async fn whole_saga_and_recovery_over_mutual_tls(tls: ClusterTls) {
+    let public_scheme = if tls.public.is_some() { "https://" } else { "http://" };
     let mut cluster = Cluster::start(ClusterOptions { tls: Some(tls), ..Default::default() }).await;
-    assert!(cluster.key_addresses[0].starts_with("https://") && cluster.grpc.starts_with("https://"));
+    assert!(cluster.key_addresses[0].starts_with("https://") && cluster.grpc.starts_with(public_scheme));
 
     let created = create(&cluster.http, Some(&new_key()), "over mutual TLS").await.unwrap();
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
@@ -218,18 +219,56 @@ async fn the_public_grpc_listener_serves_tls_and_asks_for_certificates_only_when
     let created = create(&cluster.http, Some(&new_key()), "public over TLS").await.unwrap();
     let id = created.json()["id"].as_str().unwrap().to_owned();
     let address = cluster.grpc.trim_start_matches("https://").to_owned();
-    let signed = tls.client.load();
+    let public_ca = tls.public.as_ref().expect("ctl certs makes the public listener's certificate").ca.clone();
+    let signed = TlsFiles { ca: public_ca.clone(), ..tls.client.clone() }.load();
 
-    // Default --tls-client-auth none: any TLS client that trusts the CA, no plaintext.
-    let anonymous = public_get(without_certificate(&address, &tls.client.ca), &id).await;
+    // Default --tls-client-auth none: any TLS client that trusts the public CA, no plaintext.
+    let anonymous = public_get(without_certificate(&address, &public_ca), &id).await;
     assert_eq!(anonymous.unwrap(), "public over TLS");
     let plaintext = public_get(channel(&format!("http://{address}"), None).unwrap(), &id).await;
     assert!(plaintext.is_err(), "the public listener served plaintext");
+    // It serves its own certificate, not the gateway's: a client trusting only the internal CA refuses it.
+    let internal_only = public_get(without_certificate(&address, &tls.client.ca), &id).await;
+    assert!(internal_only.is_err(), "the public listener served a certificate of the internal CA");
 
     cluster.gateway.restart(&[("PASTEBIN_TLS_CLIENT_AUTH", "required")], &["gateway-grpc"]).await;
-    let anonymous = public_get(without_certificate(&address, &tls.client.ca), &id).await;
+    let anonymous = public_get(without_certificate(&address, &public_ca), &id).await;
     assert!(anonymous.is_err(), "required client auth served a client without a certificate");
     assert_eq!(public_get(channel(&address, Some(&signed)).unwrap(), &id).await.unwrap(), "public over TLS");
+}
+
+/// A key stolen from a client part (the internet-facing gateway above all)
+/// cannot pose as K: a shard serving the gateway's certificate, or its
+/// public listener's, is refused by a client of K, and a shard's own
+/// certificate is refused from a client. Made by `ctl certs` and by openssl.
+#[tokio::test]
+async fn no_certificate_but_a_shards_own_is_accepted_as_a_shard() {
+    let temp = tempfile::tempdir().unwrap();
+    let ctl = ctl_certs(&temp.path().join("certs"));
+    let openssl_dir = temp.path().join("openssl");
+    std::fs::create_dir(&openssl_dir).unwrap();
+    let openssl = openssl_certs(&openssl_dir);
+    let public = ctl.public.clone().expect("ctl certs makes the public listener's certificate");
+    let impostors = [
+        ("ctl certs: the gateway's", &ctl, TlsFiles { ca: ctl.key_service.ca.clone(), ..ctl.gateway.clone() }),
+        ("ctl certs: the public listener's", &ctl, TlsFiles { ca: ctl.key_service.ca.clone(), ..public }),
+        ("openssl: the gateway's", &openssl, openssl.gateway.clone()),
+    ];
+    for (which, certs, impostor) in impostors {
+        let dir = tempfile::tempdir_in(temp.path()).unwrap();
+        let (_keys, address) = shard("key-service", dir.path(), &impostor, Given::Flags).await;
+        let keys = KeyClient::new(channel(&address, Some(&certs.client.load())).unwrap());
+        let answer = keys.pending_stats().await;
+        assert!(answer.is_err(), "a key service serving {which} certificate was trusted: {answer:?}");
+    }
+    for certs in [&ctl, &openssl] {
+        let dir = tempfile::tempdir_in(temp.path()).unwrap();
+        let (_keys, address) = shard("key-service", dir.path(), &certs.key_service, Given::Flags).await;
+        let genuine = KeyClient::new(channel(&address, Some(&certs.client.load())).unwrap());
+        assert!(genuine.pending_stats().await.is_ok(), "the shard's own certificate is trusted");
+        let posing_as_client = KeyClient::new(channel(&address, Some(&certs.paste_service.load())).unwrap());
+        assert!(posing_as_client.pending_stats().await.is_err(), "a shard's certificate called K as a client");
+    }
 }
 
 #[tokio::test]

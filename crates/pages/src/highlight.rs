@@ -160,7 +160,7 @@ pub(crate) fn highlight(text: &str, grammar: Grammar, stop: &dyn Fn() -> bool) -
         generator.parse_html_for_line_which_includes_newline(&format!("{rest}\n")).ok()?;
         lines += 1;
     }
-    Some(into_blocks(&split_into_items(&generator.finalize(), lines)))
+    Some(into_item_blocks(&generator.finalize(), lines))
 }
 
 /// Where the first piece of a long line ends: after the last space within
@@ -171,22 +171,6 @@ fn piece_end(line: &str) -> usize {
         cut -= 1;
     }
     line[..cut].rfind(' ').map_or(cut, |space| space + 1).max(1)
-}
-
-/// Cuts whole `<li>` items into blocks of about [`BLOCK_BYTES`].
-fn into_blocks(items: &str) -> Vec<Bytes> {
-    let mut blocks = Vec::with_capacity(items.len() / BLOCK_BYTES + 1);
-    let mut rest = items;
-    while !rest.is_empty() {
-        let end = if rest.len() <= BLOCK_BYTES {
-            rest.len()
-        } else {
-            rest[BLOCK_BYTES..].find("</li>").map_or(rest.len(), |at| BLOCK_BYTES + at + "</li>".len())
-        };
-        blocks.push(Bytes::copy_from_slice(&rest.as_bytes()[..end]));
-        rest = &rest[end..];
-    }
-    blocks
 }
 
 /// A text paste as escaped `<li>` items, block by block as a page writes
@@ -232,16 +216,18 @@ impl Iterator for PlainBlocks {
 }
 
 /// Cuts the generator's HTML (one string, spans crossing newlines) into one
-/// balanced `<li>` per line: spans open at a line's end are closed there and
+/// balanced `<li>` per line, gathered into blocks of about [`BLOCK_BYTES`]
+/// (each block whole items): spans open at a line's end are closed there and
 /// reopened on the next line. The generator writes only `<span class="…">`,
 /// `</span>` and escaped text, which is all this has to understand. What
 /// follows the last newline is only the closing of spans, already closed.
-fn split_into_items(html: &str, lines: usize) -> String {
+fn into_item_blocks(html: &str, lines: usize) -> Vec<Bytes> {
     let mut open: Vec<&str> = Vec::new();
-    let mut out = String::with_capacity(html.len() + html.len() / 4);
+    let mut blocks = Vec::with_capacity(html.len() / BLOCK_BYTES + 1);
+    let mut block = String::with_capacity(BLOCK_BYTES + 1024);
     for line in html.split('\n').take(lines) {
-        out.push_str("<li>");
-        open.iter().for_each(|tag| out.push_str(tag));
+        block.push_str("<li>");
+        open.iter().for_each(|tag| block.push_str(tag));
         let mut rest = line;
         while let Some(at) = rest.find('<') {
             let end = rest[at..].find('>').map_or(rest.len(), |e| at + e + 1);
@@ -253,11 +239,17 @@ fn split_into_items(html: &str, lines: usize) -> String {
             }
             rest = &rest[end..];
         }
-        out.push_str(line);
-        open.iter().for_each(|_| out.push_str("</span>"));
-        out.push_str("</li>");
+        block.push_str(line);
+        open.iter().for_each(|_| block.push_str("</span>"));
+        block.push_str("</li>");
+        if block.len() >= BLOCK_BYTES {
+            blocks.push(Bytes::from(std::mem::replace(&mut block, String::with_capacity(BLOCK_BYTES + 1024))));
+        }
     }
-    out
+    if !block.is_empty() {
+        blocks.push(Bytes::from(block));
+    }
+    blocks
 }
 
 #[cfg(test)]

@@ -262,6 +262,8 @@ pub struct ClusterOptions {
     /// server, or one behind an endpoint); shards past the list get a fresh
     /// database on the shared test server.
     pub key_database_urls: Vec<String>,
+    /// The same for P shards.
+    pub paste_database_urls: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -276,6 +278,7 @@ impl Default for ClusterOptions {
             tls: None,
             env: Vec::new(),
             key_database_urls: Vec::new(),
+            paste_database_urls: Vec::new(),
         }
     }
 }
@@ -407,7 +410,10 @@ impl Cluster {
         }
         let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
         for shard in 0..options.paste_shards + options.empty_paste_shards {
-            let url = crate::postgres::fresh_database_url().await;
+            let url = match options.paste_database_urls.get(shard) {
+                Some(url) => url.clone(),
+                None => crate::postgres::fresh_database_url().await,
+            };
             let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
             let slots = initial_slots(shard, options.paste_shards);
             let (process, address) = start_shard("paste-service", &url, slots, tls, &options.env).await;

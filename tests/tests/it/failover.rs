@@ -1,11 +1,12 @@
-//! K's database fails over under load, on real processes
+//! K's or P's database fails over under load, on real processes
 //! (docs/design.md#database-failover): a PostgreSQL primary with a
 //! synchronous `pg_basebackup -R` standby, clients creating and retrying,
 //! the primary killed with SIGKILL and the standby promoted. Once behind a
-//! flipping endpoint (a managed database's endpoint, a Kubernetes service)
-//! and once with a multi-host URL and nothing in between. Every invariant
-//! holds: no duplicate, no lost key, every 201 replays byte-identical and
-//! reads back. And during an outage a shard does not hammer the server.
+//! flipping endpoint (a managed database's endpoint, a Kubernetes service),
+//! once with a multi-host URL and nothing in between, once under
+//! pg_auto_failover. Every invariant holds: no duplicate, no lost key or
+//! paste, every 201 replays byte-identical and reads back, the gateway
+//! stays ready. And during an outage a shard does not hammer the server.
 
 use std::{
     sync::{
@@ -109,7 +110,7 @@ impl Load {
 async fn client(http: String, stop: Arc<AtomicBool>, created: Arc<Mutex<Vec<Created>>>, failed: Arc<AtomicU64>) {
     while !stop.load(Ordering::SeqCst) {
         let key = api::new_key();
-        let content = format!("written while K fails over, key {key}");
+        let content = format!("written during a failover, key {key}");
         let (body, sent_at) = create_until_201(&http, &key, &content, &failed).await;
         created.lock().unwrap().push(Created { key, content, body, sent_at, answered_at: Instant::now() });
     }
@@ -134,17 +135,17 @@ async fn create_until_201(http: &str, key: &str, content: &str, failed: &AtomicU
 
 /// A replicated database for K, and how its primary is replaced.
 trait ReplicatedDatabase {
-    /// K's `--database-url`.
-    fn key_database_url(&self) -> String;
+    /// The failed-over part's `--database-url`.
+    fn database_url(&self) -> String;
     /// Loses the primary at once (SIGKILL).
     async fn kill_primary(&mut self);
     /// Returns once the standby takes writes: promoted by the test, or by an HA manager.
     async fn standby_takes_over(&self);
-    /// The new primary, to read K's rows from directly.
+    /// The new primary, to read the part's rows from directly.
     fn new_primary_url(&self) -> String;
 }
 
-/// How K reaches a primary and a standby the test promotes itself.
+/// How a part reaches a primary and a standby the test promotes itself.
 #[derive(Debug, Clone, Copy)]
 enum Route {
     /// Through one address that is flipped to the standby on promotion.
@@ -170,7 +171,7 @@ impl PromotedByTheTest {
 }
 
 impl ReplicatedDatabase for PromotedByTheTest {
-    fn key_database_url(&self) -> String {
+    fn database_url(&self) -> String {
         match self.route {
             Route::FlippingEndpoint => format!("postgres://postgres@{}/{}", self.endpoint.address, self.database),
             Route::MultiHostUrl => self.server.multi_host_url(&self.database),
@@ -191,7 +192,7 @@ impl ReplicatedDatabase for PromotedByTheTest {
     }
 }
 
-/// pg_auto_failover's monitor and two nodes; K has their multi-host URL.
+/// pg_auto_failover's monitor and two nodes; the part has their multi-host URL.
 struct PromotedByPgAutoFailover {
     formation: AutoFailover,
     database: String,
@@ -199,7 +200,7 @@ struct PromotedByPgAutoFailover {
 }
 
 impl ReplicatedDatabase for PromotedByPgAutoFailover {
-    fn key_database_url(&self) -> String {
+    fn database_url(&self) -> String {
         self.formation.multi_host_url(&self.database)
     }
 
@@ -234,46 +235,80 @@ impl Figures {
     }
 }
 
-/// Panics with what did not happen, and K's log to say why.
-fn give_up<T>(cluster: &Cluster) -> impl Fn(String) -> T + '_ {
-    move |what| panic!("{what}\n--- K's log ---\n{}", cluster.keys[0].logs())
+/// The part whose database fails over.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Keys,
+    Pastes,
 }
 
-/// Kills K's synchronous primary under load, lets the standby take over,
-/// and checks every invariant once creates work again.
-async fn k_fails_over_under_load(mut database: impl ReplicatedDatabase) -> Figures {
-    let key_database_urls = vec![database.key_database_url()];
-    let cluster = Cluster::start(ClusterOptions { key_database_urls, ..Default::default() }).await;
+impl Part {
+    /// The part's one shard.
+    fn shard(self, cluster: &Cluster) -> &Process {
+        match self {
+            Self::Keys => &cluster.keys[0],
+            Self::Pastes => &cluster.pastes[0],
+        }
+    }
+}
+
+/// Panics with what did not happen, and the failed-over part's log to say why.
+fn give_up<T>(cluster: &Cluster, part: Part) -> impl Fn(String) -> T + '_ {
+    move |what| panic!("{what}\n--- {part:?}'s log ---\n{}", part.shard(cluster).logs())
+}
+
+/// The gateway's `/readyz`: its status and body.
+async fn readiness(cluster: &Cluster) -> (reqwest::StatusCode, String) {
+    let ready = reqwest::get(format!("{}/readyz", cluster.gateway_admin())).await.expect("the gateway answers");
+    (ready.status(), ready.text().await.expect("a readiness body"))
+}
+
+/// Kills `part`'s synchronous primary under load, lets the standby take
+/// over, and checks every invariant once creates work again. The gateway
+/// stays ready throughout (docs/deployment.md): reads of other parts work.
+async fn fails_over_under_load(part: Part, mut database: impl ReplicatedDatabase) -> Figures {
+    let options = match part {
+        Part::Keys => ClusterOptions { key_database_urls: vec![database.database_url()], ..Default::default() },
+        Part::Pastes => ClusterOptions { paste_database_urls: vec![database.database_url()], ..Default::default() },
+    };
+    let cluster = Cluster::start(options).await;
 
     let load = Load::start(&cluster.http);
     load.wait("creates before the failover", |load| load.count() >= CREATES_BEFORE)
         .await
-        .unwrap_or_else(give_up(&cluster));
+        .unwrap_or_else(give_up(&cluster, part));
     database.kill_primary().await;
     let died = Instant::now();
     let (created_at_death, failed_at_death) = (load.count(), load.failed.load(Ordering::SeqCst));
     // The clients meet the outage before the standby takes over.
     let met = |load: &Load| load.failed.load(Ordering::SeqCst) >= failed_at_death + CLIENTS as u64;
-    load.wait("clients to meet the outage", met).await.unwrap_or_else(give_up(&cluster));
+    load.wait("clients to meet the outage", met).await.unwrap_or_else(give_up(&cluster, part));
+    let (status, body) = readiness(&cluster).await;
+    assert_eq!(status, 200, "the gateway stays ready while {part:?} has no primary: {body}");
     database.standby_takes_over().await;
     let promoted = Instant::now();
-    let first = load.first_create_sent_after(died).await.unwrap_or_else(give_up(&cluster));
+    let first = load.first_create_sent_after(died).await.unwrap_or_else(give_up(&cluster, part));
     let after = |load: &Load| load.count() >= created_at_death + CREATES_AFTER;
-    load.wait("creates after the failover", after).await.unwrap_or_else(give_up(&cluster));
+    load.wait("creates after the failover", after).await.unwrap_or_else(give_up(&cluster, part));
     let created = load.stop().await;
 
-    invariants_hold(&cluster, &database.new_primary_url(), &created).await;
-    let admin = cluster.gateway_admin();
-    let ready = reqwest::get(format!("{admin}/readyz")).await.expect("the gateway answers");
-    assert_eq!(ready.status(), 200, "the gateway is ready after the failover: {}", ready.text().await.unwrap());
+    let (keys, pastes) = match part {
+        Part::Keys => (database.new_primary_url(), cluster.paste_database_urls[0].clone()),
+        Part::Pastes => (cluster.key_database_urls[0].clone(), database.new_primary_url()),
+    };
+    invariants_hold(&cluster, &keys, &pastes, &created).await;
+    let (status, body) = readiness(&cluster).await;
+    assert_eq!(status, 200, "the gateway is ready after the failover: {body}");
     Figures {
         death_to_first_create: first - died,
         promotion_to_first_create: first.saturating_duration_since(promoted),
     }
 }
 
-/// No duplicate, no lost key, every 201 replays byte-identical and reads back.
-async fn invariants_hold(cluster: &Cluster, key_database_url: &str, created: &[Created]) {
+/// No duplicate, no lost key or paste, every 201 replays byte-identical and
+/// reads back; `keys` and `pastes` are the databases (the new primary for
+/// the part that failed over).
+async fn invariants_hold(cluster: &Cluster, keys: &str, pastes: &str, created: &[Created]) {
     let mut changed = Vec::new();
     let mut ids = std::collections::HashSet::new();
     for create in created {
@@ -290,23 +325,34 @@ async fn invariants_hold(cluster: &Cluster, key_database_url: &str, created: &[C
     }
     assert!(changed.is_empty(), "{} of {} keys answered a different replay: {changed:?}", changed.len(), created.len());
     assert_eq!(ids.len(), created.len(), "every key has its own paste");
-    assert_eq!(cluster.live_pastes().await, created.len() as i64, "no paste without a key: no duplicate");
-    let done = scalar(key_database_url, "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await;
-    assert_eq!(done, created.len() as i64, "the promoted standby holds every done key");
+    let live = scalar(pastes, "SELECT COUNT(*) FROM pastes WHERE state = 'live'").await;
+    assert_eq!(live, created.len() as i64, "no paste without a key (no duplicate), none lost");
+    let done = scalar(keys, "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await;
+    assert_eq!(done, created.len() as i64, "every 201's key is done");
 }
 
 #[tokio::test]
 async fn k_fails_over_behind_a_flipping_endpoint_and_loses_nothing() {
-    k_fails_over_under_load(PromotedByTheTest::start(Route::FlippingEndpoint).await)
+    fails_over_under_load(Part::Keys, PromotedByTheTest::start(Route::FlippingEndpoint).await)
         .await
         .report("behind a flipping endpoint");
 }
 
 #[tokio::test]
 async fn k_fails_over_through_a_multi_host_url_and_loses_nothing() {
-    k_fails_over_under_load(PromotedByTheTest::start(Route::MultiHostUrl).await)
+    fails_over_under_load(Part::Keys, PromotedByTheTest::start(Route::MultiHostUrl).await)
         .await
         .report("through a multi-host URL");
+}
+
+/// P's synchronous primary dies under load: through a multi-host URL, P
+/// finds the promoted standby, every paste of a 201 still reads back and no
+/// retry stores a second one.
+#[tokio::test]
+async fn p_fails_over_through_a_multi_host_url_and_loses_nothing() {
+    fails_over_under_load(Part::Pastes, PromotedByTheTest::start(Route::MultiHostUrl).await)
+        .await
+        .report("P through a multi-host URL");
 }
 
 /// pg_auto_failover promotes the standby by itself; K follows through the
@@ -322,7 +368,7 @@ async fn k_fails_over_under_pg_auto_failover_and_loses_nothing() {
     let formation = AutoFailover::start().await;
     let database = formation.fresh_database().await;
     let database = PromotedByPgAutoFailover { formation, database, killed: None };
-    k_fails_over_under_load(database).await.report("under pg_auto_failover");
+    fails_over_under_load(Part::Keys, database).await.report("under pg_auto_failover");
 }
 
 /// During an outage every call fails at once and one task looks for the

@@ -137,6 +137,30 @@ impl ReplicatedServer {
         )
     }
 
+    /// The standby stops receiving WAL (its `primary_conninfo` emptied, as a
+    /// network partition or a lagging replica would leave it); returns once
+    /// the primary sees no standby. From here on every commit is the
+    /// primary's alone, and lost with it.
+    pub async fn stop_streaming(&self) {
+        let mut standby =
+            PgConnection::connect(&Self::admin_url(self.standby_port)).await.expect("connect to the standby");
+        sqlx::raw_sql("ALTER SYSTEM SET primary_conninfo = ''").execute(&mut standby).await.unwrap();
+        sqlx::raw_sql("SELECT pg_reload_conf()").execute(&mut standby).await.unwrap();
+        let mut primary =
+            PgConnection::connect(&Self::admin_url(self.primary_port)).await.expect("connect to the primary");
+        for _ in 0..600 {
+            let standbys: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_stat_replication")
+                .fetch_one(&mut primary)
+                .await
+                .expect("read pg_stat_replication");
+            if standbys == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the standby never stopped streaming");
+    }
+
     /// SIGKILL to the primary's postmaster and every process it started:
     /// the server is gone at once, with whatever the standby had not received.
     pub async fn kill_primary(&self) {

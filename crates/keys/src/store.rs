@@ -236,17 +236,21 @@ impl KeyStore {
         limit: u32,
     ) -> Result<Vec<SlotKey>, KeyStoreError> {
         let (after_id, after_key) = after.map(|(id, key)| (id.to_string(), key.canonical())).unwrap_or_default();
-        let rows = sqlx::query(
-            "SELECT key, paste_id, state, created_at FROM idempotency_keys
-              WHERE substr(paste_id, 1, 2) = $1 AND (paste_id > $2 OR (paste_id = $2 AND key > $3))
-              ORDER BY paste_id, key LIMIT $4",
-        )
-        .bind(PasteId::slot_prefix_of(slot))
-        .bind(after_id)
-        .bind(after_key)
-        .bind(i64::from(limit))
-        .fetch_all(self.db.pool())
-        .await?;
+        let rows = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT key, paste_id, state, created_at FROM idempotency_keys
+                      WHERE substr(paste_id, 1, 2) = $1 AND (paste_id > $2 OR (paste_id = $2 AND key > $3))
+                      ORDER BY paste_id, key LIMIT $4",
+                )
+                .bind(PasteId::slot_prefix_of(slot))
+                .bind(after_id)
+                .bind(after_key)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+            })
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(SlotKey {

@@ -230,15 +230,20 @@ impl PasteStore {
         after: Option<&PasteId>,
         limit: u32,
     ) -> Result<Vec<SlotRow>, PasteStoreError> {
-        let rows = sqlx::query(
-            "SELECT id, state, created_at, content_sha256 FROM pastes
-              WHERE substr(id, 1, 2) = $1 AND id > $2 ORDER BY id LIMIT $3",
-        )
-        .bind(PasteId::slot_prefix_of(slot))
-        .bind(after.map(ToString::to_string).unwrap_or_default())
-        .bind(i64::from(limit))
-        .fetch_all(self.db.pool())
-        .await?;
+        let after = after.map(ToString::to_string).unwrap_or_default();
+        let rows = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT id, state, created_at, content_sha256 FROM pastes
+                      WHERE substr(id, 1, 2) = $1 AND id > $2 ORDER BY id LIMIT $3",
+                )
+                .bind(PasteId::slot_prefix_of(slot))
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+            })
+            .await?;
         rows.iter()
             .map(|row| {
                 let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());

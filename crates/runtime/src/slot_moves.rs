@@ -116,7 +116,7 @@ impl SlotMovesService {
         if let Some((prefix, id)) = cursor {
             query = query.bind(prefix).bind(id);
         }
-        let rows = query.fetch_all(self.db.pool()).await.map_err(database)?;
+        let rows = self.db.read(|pool| query.fetch_all(pool)).await.map_err(database)?;
         let moved = rows.iter().map(|row| self.encode(row)).collect::<Result<Vec<_>, _>>()?;
         let next = (moved.len() == limit as usize).then(|| moved.last().map(|row| row.id.clone())).flatten();
         Ok((moved, next))
@@ -140,7 +140,8 @@ impl SlotMovesService {
     /// Refuses a move of a table with columns this build does not copy.
     async fn check_columns(&self) -> Result<(), Status> {
         let sql = format!("SELECT * FROM {} LIMIT 1", self.table.table);
-        let Some(row) = sqlx::query(AssertSqlSafe(sql)).fetch_optional(self.db.pool()).await.map_err(database)? else {
+        let read = sqlx::query(AssertSqlSafe(sql));
+        let Some(row) = self.db.read(|pool| read.fetch_optional(pool)).await.map_err(database)? else {
             return Ok(());
         };
         let known: Vec<&str> = self.table.columns.iter().map(|(name, _)| *name).collect();

@@ -5,7 +5,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use pastebin_core::{RandomMinter, SystemClock};
-use pastebin_gateway::{CreateRateLimit, Gateway, GatewaySettings};
+use pastebin_gateway::{Gateway, GatewaySettings, RateLimit};
 use pastebin_objects::ObjectStore;
 use pastebin_runtime::{grpc::GrpcLimits, help, http::HttpLimits};
 use pastebin_shards::{SlotMap, SlotMapCell};
@@ -42,7 +42,10 @@ pub struct GatewayArgs {
     pub creates_in_flight_per_shard: Option<usize>,
     /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT")]
-    pub create_rate_limit: Option<CreateRateLimit>,
+    pub create_rate_limit: Option<RateLimit>,
+    /// Deletes (API, gRPC and the delete form) allowed per client address, as N/s, N/min or N/hour.
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_DELETE_RATE_LIMIT", default_value = "300/min")]
+    pub delete_rate_limit: RateLimit,
     /// A proxy (IP or CIDR, repeatable or comma-separated) whose X-Forwarded-For names the client.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
@@ -73,7 +76,7 @@ impl GatewayArgs {
         settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
         settings.create_rate_limit = self.create_rate_limit;
-        settings.trusted_proxies = self.trusted_proxy.clone();
+        settings.delete_rate_limit = Some(self.delete_rate_limit);
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
         Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings)
     }
@@ -82,6 +85,12 @@ impl GatewayArgs {
     pub fn public_routes(&self, gateway: &Gateway) -> axum::Router {
         let pages = pastebin_pages::PageSettings { highlight_budget: Duration::from_millis(self.highlight_budget_ms) };
         pastebin_gateway::api_router(gateway.clone()).merge(pastebin_pages::page_router(gateway.clone(), pages))
+    }
+
+    /// The public HTTP listener's limits, with the proxies whose
+    /// `X-Forwarded-For` names the client every per-client limit counts.
+    pub fn http_limits(&self) -> HttpLimits {
+        HttpLimits { trusted_proxies: self.trusted_proxy.clone(), ..self.limits.http() }
     }
 }
 
@@ -141,9 +150,12 @@ pub struct LimitArgs {
     /// Seconds to receive a request's headers; also how long an idle kept-alive connection stays open.
     #[arg(long, env = "PASTEBIN_HEADER_READ_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
     pub header_read_timeout_secs: u64,
-    /// Longest silence, in seconds, inside a request body before it is answered 408.
+    /// Seconds from a request's headers to the end of its body (a total, not per piece) before 408.
     #[arg(long, env = "PASTEBIN_BODY_READ_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
     pub body_read_timeout_secs: u64,
+    /// Seconds a write of an answer may wait for the client to read it; then the connection is closed.
+    #[arg(long, env = "PASTEBIN_SEND_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
+    pub send_timeout_secs: u64,
     /// Seconds from a request's headers to its whole answer before it is answered 408.
     #[arg(long, env = "PASTEBIN_REQUEST_TIMEOUT_SECS", default_value_t = 30, value_parser = timeout_flag())]
     pub request_timeout_secs: u64,
@@ -155,8 +167,28 @@ pub struct LimitArgs {
     #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT", default_value_t = 256,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_requests_in_flight: u64,
+    /// Open HTTP connections from one client address (IPv6: per /64); more are closed on accept.
+    #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_client: u64,
+    /// HTTP requests handled at once for one client address; more are answered 503 with Retry-After.
+    #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_requests_in_flight_per_client: u64,
+    /// Request-body bytes in flight for one client address; a body past it is answered 503 before it is read.
+    #[arg(long, env = "PASTEBIN_MAX_BODY_BYTES_PER_CLIENT", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes_per_client: usize,
+    /// Request-body bytes the whole process holds in flight, HTTP and gRPC together; past it new
+    /// bodies are answered 503 (UNAVAILABLE) before they are read.
+    #[arg(long, env = "PASTEBIN_BODY_BUDGET_BYTES",
+          default_value_t = pastebin_runtime::body_budget::DEFAULT_BODY_BUDGET_BYTES)]
+    pub body_budget_bytes: usize,
+    /// gRPC connections open at once per listener; one more is closed as soon as it is accepted.
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub grpc_max_connections: u64,
     /// gRPC calls (HTTP/2 streams) open at once on one connection.
-    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONCURRENT_STREAMS", default_value_t = 256,
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONCURRENT_STREAMS", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub grpc_max_concurrent_streams: u32,
     /// Seconds between gRPC keepalive pings; a peer that does not answer one within as long is dropped.
@@ -168,18 +200,30 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
+    /// Sets the process-wide body budget (`--body-budget-bytes`) before anything is served.
+    pub fn set_body_budget(&self) {
+        pastebin_runtime::body_budget::set_body_budget(self.body_budget_bytes);
+    }
+
     pub fn http(&self) -> HttpLimits {
         HttpLimits {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             request_timeout: Duration::from_secs(self.request_timeout_secs),
+            send_timeout: Duration::from_secs(self.send_timeout_secs),
             max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
             max_requests_in_flight: usize::try_from(self.max_requests_in_flight).unwrap_or(usize::MAX),
+            max_connections_per_client: usize::try_from(self.max_connections_per_client).unwrap_or(usize::MAX),
+            max_requests_in_flight_per_client: usize::try_from(self.max_requests_in_flight_per_client)
+                .unwrap_or(usize::MAX),
+            max_body_bytes_in_flight_per_client: self.max_body_bytes_per_client,
+            trusted_proxies: Vec::new(),
         }
     }
 
     pub fn grpc(&self) -> GrpcLimits {
         GrpcLimits {
+            max_connections: usize::try_from(self.grpc_max_connections).unwrap_or(usize::MAX),
             max_concurrent_streams: self.grpc_max_concurrent_streams,
             max_calls_per_connection: usize::try_from(self.grpc_max_concurrent_streams).unwrap_or(usize::MAX),
             keepalive_interval: Duration::from_secs(self.grpc_keepalive_secs),

@@ -227,6 +227,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     server: impl FnOnce(db::Database, ShardSlots, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
+    args.limits.set_body_budget();
     let options = ServerOptions {
         tls: tls.map(|tls| tls.server(ClientAuth::Required)),
         reflection: args.reflection,
@@ -316,6 +317,7 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
+    args.gateway.limits.set_body_budget();
     let public_tls = args.public_tls.load()?;
     let grpc_options =
         public_grpc_options(tls.as_ref(), public_tls.as_ref(), args.tls_client_auth, args.gateway.limits.grpc())?;
@@ -357,7 +359,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
         pastebin_gateway::serve_http(
             http,
             args.gateway.public_routes(&gateway),
-            args.gateway.limits.http(),
+            args.gateway.http_limits(),
             shutdown_signal()
         ),
         pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),

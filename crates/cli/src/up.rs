@@ -104,7 +104,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     // K and P answer without reflection; the public gRPC
     // API answers reflection for its own API. All within the limits given.
-    let (http_limits, grpc_limits) = (args.gateway.limits.http(), args.gateway.limits.grpc());
+    args.gateway.limits.set_body_budget();
+    let (http_limits, grpc_limits) = (args.gateway.http_limits(), args.gateway.limits.grpc());
     let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
     let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
     let key_server = pastebin_keys::server(KeyStore::new(key_pool, clock.clone()), key_slots, internal.clone()).await?;

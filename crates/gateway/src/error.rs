@@ -30,6 +30,10 @@ pub enum ApiError {
     SlotMoving,
     #[error("no such paste")]
     NotFound,
+    /// A burn-after-reading paste asked for without the explicit read that
+    /// deletes it (`GET /{id}` from curl): its link must survive previews.
+    #[error("this paste is deleted when it is read; read it once with: curl {raw_url}")]
+    BurnNeedsReveal { raw_url: String },
     #[error("wrong delete token")]
     WrongToken,
     /// This instance takes creates only with a create token (docs/security.md).
@@ -37,9 +41,9 @@ pub enum ApiError {
     CreateTokenRequired,
     #[error("the create token is not valid")]
     InvalidCreateToken,
-    /// Too many creates from one client address in the window.
-    #[error("too many pastes from this address; retry after {retry_after_seconds} s")]
-    RateLimited { retry_after_seconds: u64 },
+    /// Too many creates (or deletes) from one client address in the window.
+    #[error("too many {what} from this address; retry after {retry_after_seconds} s")]
+    RateLimited { retry_after_seconds: u64, what: &'static str },
     #[error("this method is not allowed here")]
     MethodNotAllowed,
     #[error("the request was not received in time")]
@@ -63,6 +67,7 @@ impl ApiError {
             Self::KeyConflict => "idempotency_key_conflict",
             Self::Unavailable(_) | Self::SlotMoving => "unavailable",
             Self::NotFound => "not_found",
+            Self::BurnNeedsReveal { .. } => "burn_after_reading",
             Self::WrongToken => "wrong_delete_token",
             Self::CreateTokenRequired => "create_token_required",
             Self::InvalidCreateToken => "invalid_create_token",
@@ -77,7 +82,7 @@ impl ApiError {
         match self {
             Self::InvalidKey(_) | Self::InvalidRequest(_) | Self::InvalidExpiry(_) => StatusCode::BAD_REQUEST,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::KeyConflict => StatusCode::CONFLICT,
+            Self::KeyConflict | Self::BurnNeedsReveal { .. } => StatusCode::CONFLICT,
             Self::Unavailable(_) | Self::SlotMoving => StatusCode::SERVICE_UNAVAILABLE,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::WrongToken => StatusCode::FORBIDDEN,
@@ -106,16 +111,32 @@ impl ApiError {
         match self {
             Self::Unavailable(_) | Self::SlotMoving => Some(RETRY_AFTER_SECONDS),
             Self::Overloaded => Some(pastebin_runtime::http::OVERLOADED_RETRY_AFTER_SECONDS),
-            Self::RateLimited { retry_after_seconds } => Some(*retry_after_seconds),
+            Self::RateLimited { retry_after_seconds, .. } => Some(*retry_after_seconds),
             _ => None,
         }
     }
 }
 
+/// An error answer's one-line text form, carried beside its JSON envelope
+/// (or HTML page) so that the edge can answer an `Accept: text/plain`
+/// client with it instead (docs/api.md#status-codes-and-error-codes).
+#[derive(Debug, Clone)]
+pub struct ErrorLine(pub String);
+
+impl ErrorLine {
+    /// The message on one line, ending in a newline, as a terminal wants it.
+    pub fn of(message: &str) -> Self {
+        Self(format!("{}\n", message.replace(['\r', '\n'], " ")))
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
+        let message = self.to_string();
+        let line = ErrorLine::of(&message);
+        let body = json!({ "error": { "code": self.code(), "message": message } });
         let mut response = (self.http_status(), Json(body)).into_response();
+        response.extensions_mut().insert(line);
         let headers = response.headers_mut();
         if let Some(seconds) = self.retry_after_seconds() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -135,7 +156,7 @@ impl From<ApiError> for tonic::Status {
                 Self::invalid_argument(message)
             }
             ApiError::TooLarge { .. } => Self::resource_exhausted(message),
-            ApiError::KeyConflict => Self::failed_precondition(message),
+            ApiError::KeyConflict | ApiError::BurnNeedsReveal { .. } => Self::failed_precondition(message),
             ApiError::Unavailable(_) | ApiError::SlotMoving => Self::unavailable(message),
             ApiError::NotFound => Self::not_found(message),
             ApiError::WrongToken => Self::permission_denied(message),

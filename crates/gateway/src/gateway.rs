@@ -16,7 +16,7 @@ use tokio::{
 use tracing::Instrument;
 
 use crate::{
-    admission::{Admission, CreateRateLimit},
+    admission::{Admission, RateLimit},
     cache::{Lookup, ReadCache},
     step::{within, FollowMoves, StepError},
     ApiError, Created, SlotMap, SlotMapCell,
@@ -40,9 +40,9 @@ pub struct GatewaySettings {
     /// once with 503 + `Retry-After` instead of queueing into its budget.
     pub creates_in_flight_per_shard: usize,
     /// Creates per client address, if limited (docs/security.md#abuse-controls).
-    pub create_rate_limit: Option<CreateRateLimit>,
-    /// Proxies whose `X-Forwarded-For` names the client; nobody else's is believed.
-    pub trusted_proxies: Vec<ipnet::IpNet>,
+    pub create_rate_limit: Option<RateLimit>,
+    /// Deletes (API and form) per client address, if limited.
+    pub delete_rate_limit: Option<RateLimit>,
     /// When set, a create needs a token listed in this file (`pastebin ctl tokens`).
     pub create_tokens_file: Option<PathBuf>,
 }
@@ -53,6 +53,11 @@ pub struct GatewaySettings {
 /// in `pastebin up`, which sets its own (docs/performance.md#load-shedding).
 pub const CREATES_IN_FLIGHT_PER_SHARD: usize = 64;
 
+/// Deletes per client address unless configured: generous for a person or
+/// a script cleaning up, a bound on one address's load on the paste shards.
+pub const DEFAULT_DELETE_RATE_LIMIT: RateLimit =
+    RateLimit { count: std::num::NonZeroU32::new(300).expect("300 is not zero"), period: Duration::from_secs(60) };
+
 impl GatewaySettings {
     pub fn new(public_url: impl Into<String>) -> Self {
         Self {
@@ -62,7 +67,7 @@ impl GatewaySettings {
             read_cache_bytes: 64 * 1024 * 1024,
             creates_in_flight_per_shard: CREATES_IN_FLIGHT_PER_SHARD,
             create_rate_limit: None,
-            trusted_proxies: Vec::new(),
+            delete_rate_limit: Some(DEFAULT_DELETE_RATE_LIMIT),
             create_tokens_file: None,
         }
     }
@@ -154,7 +159,8 @@ impl Gateway {
     ) -> Self {
         let reads = ReadCache::new(settings.read_cache_bytes);
         let creates_in_flight = std::sync::Mutex::default();
-        let admission = Admission::new(settings.create_rate_limit, settings.create_tokens_file.clone());
+        let admission =
+            Admission::new(settings.create_rate_limit, settings.delete_rate_limit, settings.create_tokens_file.clone());
         Self {
             inner: Arc::new(Inner {
                 slots,
@@ -199,12 +205,23 @@ impl Gateway {
     /// The gate before a create: the caller's create token, then its
     /// address's rate. Checked before anything else, so a refusal changes nothing.
     pub fn admit_create(&self, client: Option<IpAddr>, bearer: Option<&str>) -> Result<(), ApiError> {
-        let admitted = self.inner.admission.admit(client, bearer);
-        if let Err(error) = &admitted {
-            let reason = if matches!(error, ApiError::RateLimited { .. }) { "rate_limited" } else { "create_token" };
-            metrics::counter!(names::EDGE_REFUSALS, "reason" => reason).increment(1);
-        }
-        admitted
+        counted(self.inner.admission.admit(client, bearer))
+    }
+
+    /// The create token alone, for a front end that checks more of a
+    /// request's headers before it spends the client's rate.
+    pub(crate) fn check_create_token(&self, bearer: Option<&str>) -> Result<(), ApiError> {
+        counted(self.inner.admission.check_token(bearer))
+    }
+
+    /// The client's create rate, once every other check of the headers passed.
+    pub(crate) fn check_create_rate(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
+        counted(self.inner.admission.check_create_rate(client))
+    }
+
+    /// The client's delete rate, before a delete touches a shard.
+    pub fn admit_delete(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
+        counted(self.inner.admission.check_delete_rate(client))
     }
 
     /// Step 1's validation: key, size, expiry, then the reader attributes,
@@ -285,6 +302,19 @@ impl Gateway {
             .or_insert_with(|| Arc::new(Semaphore::new(limit)))
             .clone();
         in_flight.try_acquire_owned().map_err(|_| ApiError::Unavailable(SHED))
+    }
+
+    /// `GET /{id}` for a client that does not ask for a page: the content,
+    /// as `/raw` reads it, except that a burn paste is not read: like its
+    /// page, the link stays sealed until the explicit read.
+    pub(crate) async fn read_unsealed(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
+        let view = self.describe(raw_id).await?;
+        if view.attributes.burn_after_reading {
+            return Err(ApiError::BurnNeedsReveal {
+                raw_url: format!("{}/raw/{}", self.settings().public_url, view.id),
+            });
+        }
+        self.get(raw_id).await
     }
 
     /// A live paste's row, without its content: never burns anything (the
@@ -422,6 +452,19 @@ impl Gateway {
             }
         }
     }
+}
+
+/// An admission refusal, counted by why.
+fn counted(admitted: Result<(), ApiError>) -> Result<(), ApiError> {
+    if let Err(error) = &admitted {
+        let reason = match error {
+            ApiError::RateLimited { what: "deletes", .. } => "delete_rate_limited",
+            ApiError::RateLimited { .. } => "rate_limited",
+            _ => "create_token",
+        };
+        metrics::counter!(names::EDGE_REFUSALS, "reason" => reason).increment(1);
+    }
+    admitted
 }
 
 fn view_of(row: PasteRow) -> PasteView {

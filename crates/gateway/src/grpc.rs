@@ -102,6 +102,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::DeletePasteRequest>,
     ) -> Result<Response<pb::DeletePasteResponse>, Status> {
+        self.gateway.admit_delete(request.remote_addr().map(|peer| peer.ip()))?;
         let request = request.into_inner();
         self.gateway.delete(&request.id, &request.delete_token).await?;
         Ok(Response::new(pb::DeletePasteResponse {}))

@@ -2,137 +2,30 @@
 //! JSON for programs, `text/plain` for curl. Handlers translate HTTP onto
 //! [`Gateway`] and use `?`; the mapping of errors to statuses lives in
 //! [`ApiError`]. The routes that reach them are in [`crate::router`]; the
-//! browser's pages are another crate's (pastebin-pages).
-
-use std::net::{IpAddr, SocketAddr};
+//! browser's pages are another crate's (pastebin-pages), which hands a
+//! share link that does not ask for HTML to [`shared_link_raw`].
 
 use axum::{
     body::Body,
-    extract::{connect_info::ConnectInfo, rejection::QueryRejection, Query, State},
+    extract::{rejection::QueryRejection, Query, State},
     http::{header, HeaderMap, HeaderValue, Method, StatusCode},
     response::{IntoResponse, Response},
     Json,
 };
-use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, LengthLimitError};
 use serde::Deserialize;
 
 use crate::{
+    create_request::{self, bearer_token, AdmittedCreate},
     gateway::CreateAnswer,
-    read_answers::{no_store_if_burned, raw_response, PasteJson},
-    router::PasteIdParam,
-    ApiError, CreateCommand, Gateway, PasteView, ReadPaste,
+    read_answers::{json_response, no_store_if_burned, raw_response, PasteJson},
+    router::{ClientAddress, PasteIdParam},
+    ApiError, Gateway, PasteView, ReadPaste,
 };
 
-const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
-/// Stands for a bad `?expires_in_seconds=`; step 1 rejects it as `invalid_expiry`.
-const OUT_OF_RANGE_EXPIRY: u64 = u64::MAX;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateJson {
-    content: String,
-    /// Any JSON value, so that a bad one (`"1h"`, `-5`, `1.5`) is reported as
-    /// `invalid_expiry` like a bad `?expires_in_seconds=`, not as a bad body.
-    expires_in_seconds: Option<serde_json::Value>,
-    language: Option<String>,
-    burn_after_reading: Option<bool>,
-    file_name: Option<String>,
-}
-
-impl CreateJson {
-    /// Decodes a JSON create body; anything that is not one is `invalid_request`.
-    fn decode(raw: &[u8]) -> Result<Self, ApiError> {
-        serde_json::from_slice(raw).map_err(|e| {
-            ApiError::InvalidRequest(format!(
-                "the body must be {{\"content\": string, \"expires_in_seconds\"?: integer, \"language\"?: string, \
-                 \"burn_after_reading\"?: boolean, \"file_name\"?: string}}: {e}"
-            ))
-        })
-    }
-
-    /// The body's expiry: absent or `null` is none; anything that is not a
-    /// whole number of seconds is out of range (step 1 says `invalid_expiry`).
-    fn expiry(&self) -> Option<u64> {
-        self.expires_in_seconds
-            .as_ref()
-            .filter(|value| !value.is_null())
-            .map(|value| value.as_u64().unwrap_or(OUT_OF_RANGE_EXPIRY))
-    }
-}
-
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    crate::admission::bearer_token(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
-}
-
-/// The one `Idempotency-Key` header. Two of them are a client bug that must
-/// not be resolved by guessing which one was meant.
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
-    let first = values.next();
-    if values.next().is_some() {
-        return Err(ApiError::InvalidKey("send exactly one Idempotency-Key header".into()));
-    }
-    first
-        .map(|v| {
-            v.to_str().map(str::to_owned).map_err(|_| ApiError::InvalidKey("the idempotency key must be a UUID".into()))
-        })
-        .transpose()
-}
-
-/// The client's address as the rate limit counts it: the socket peer, or
-/// what a trusted proxy says in `X-Forwarded-For`.
-fn client_address(gateway: &Gateway, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
-    let forwarded: Vec<&str> =
-        headers.get_all("x-forwarded-for").iter().filter_map(|value| value.to_str().ok()).collect();
-    peer.map(|peer| crate::admission::client_address(peer, &forwarded, &gateway.settings().trusted_proxies))
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct CreateQuery {
-    expires_in_seconds: Option<u64>,
-}
-
-/// The reader attributes as query parameters: documented for raw bodies;
-/// with a JSON body they apply where the body leaves a field out.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct AttributeQuery {
-    language: Option<String>,
-    burn_after_reading: Option<bool>,
-    file_name: Option<String>,
-}
-
-/// What a create's body is, by its `Content-Type`.
-#[derive(Debug, PartialEq, Eq)]
-enum BodyKind {
-    Json,
-    /// UTF-8 text: `text/plain`, no type, or curl's default form type.
-    Text,
-    /// Any bytes, stored with this media type.
-    Binary(String),
-}
-
-fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
-    let Some(raw) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(BodyKind::Text);
-    };
-    let raw = raw.to_str().map_err(|_| ApiError::InvalidRequest("Content-Type must be ASCII".into()))?;
-    let essence = raw.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    Ok(match essence.as_str() {
-        "application/json" => BodyKind::Json,
-        "" | "text/plain" | "application/x-www-form-urlencoded" => BodyKind::Text,
-        "multipart/form-data" => {
-            return Err(ApiError::InvalidRequest(
-                "send a file as the raw request body with its own Content-Type, not as a form".into(),
-            ))
-        }
-        _ => BodyKind::Binary(raw.to_owned()),
-    })
-}
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
-fn accept_quality(headers: &HeaderMap, media_type: &str) -> f32 {
+pub(crate) fn accept_quality(headers: &HeaderMap, media_type: &str) -> f32 {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return 0.0;
     };
@@ -151,120 +44,35 @@ fn accept_quality(headers: &HeaderMap, media_type: &str) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn wants_text(headers: &HeaderMap) -> bool {
+pub fn wants_text(headers: &HeaderMap) -> bool {
     accept_quality(headers, "text/plain") > accept_quality(headers, "application/json")
 }
 
-/// How much of an oversized upload is read and thrown away before its 413.
-/// Beyond this the connection is simply closed (and the client may see a
-/// reset instead of the 413): nobody sends 16 MiB to a 1 MiB limit by mistake.
-const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
-
-/// Reads the body up to `limit` bytes. An oversized body is drained (up to
-/// [`DRAIN_LIMIT`]) before the 413 is answered: a server that answers and
-/// closes with request bytes still unread makes the kernel reset the
-/// connection, and the client sees a broken pipe instead of its 413.
-async fn read_body(mut body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
-    // A declared length past what would be drained is refused before a byte is read.
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > DRAIN_LIMIT as u64) {
-        return Err(ApiError::TooLarge { limit });
-    }
-    let mut collected = BytesMut::new();
-    let mut received: usize = 0;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|error| {
-            let source = std::error::Error::source(&error);
-            if source.is_some_and(|source| source.is::<LengthLimitError>()) {
-                ApiError::TooLarge { limit }
-            } else if source.is_some_and(|source| source.is::<tower_http::timeout::TimeoutError>()) {
-                ApiError::RequestTimeout
-            } else {
-                ApiError::InvalidRequest("cannot read the request body".into())
-            }
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers carry no content
-        };
-        received = received.saturating_add(data.len());
-        if received <= limit {
-            collected.extend_from_slice(&data);
-        } else if received > DRAIN_LIMIT {
-            break;
-        }
-    }
-    if received > limit {
-        return Err(ApiError::TooLarge { limit });
-    }
-    Ok(collected.freeze())
+/// Whether a client asks for a page: browsers name `text/html` (or XHTML);
+/// curl (`*/*`), wget and scripts do not.
+pub fn accepts_html(headers: &HeaderMap) -> bool {
+    accept_quality(headers, "text/html") > 0.0 || accept_quality(headers, "application/xhtml+xml") > 0.0
 }
 
+/// `POST /api/v1/pastes`: admitted from its headers alone
+/// ([`AdmittedCreate`]), then its body is read within what was reserved for
+/// it, then the saga runs.
 pub(crate) async fn create(
     State(gateway): State<Gateway>,
-    Peer(peer): Peer,
-    query: Result<Query<CreateQuery>, QueryRejection>,
-    attributes: Result<Query<AttributeQuery>, QueryRejection>,
+    admitted: Result<AdmittedCreate, ApiError>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    gateway.admit_create(client_address(&gateway, peer, &headers), bearer_token(&headers))?;
-    // A malformed or out-of-range query value is the client's mistake
-    // whatever the body is (a JSON body's own expiry wins, but a bad query
-    // value is never silently ignored). It is passed on as an out-of-range
-    // expiry so that step 1 reports it in its own order: key, size, expiry.
-    let query_expiry = match query {
-        Ok(Query(CreateQuery { expires_in_seconds: Some(seconds) }))
-            if pastebin_core::Expiry::from_seconds(Some(seconds)).is_err() =>
-        {
-            Err(())
-        }
-        Ok(Query(query)) => Ok(query.expires_in_seconds),
-        Err(_) => Err(()),
-    };
-    let idempotency_key = idempotency_key(&headers)?;
-    // Like a bad expiry, a bad attribute in the query is never ignored.
-    let Query(attributes) =
-        attributes.map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
-    let limit = gateway.settings().max_content_bytes;
-    let kind = body_kind(&headers)?;
-    let command = if kind == BodyKind::Json {
-        // JSON escaping can make content up to six times longer on the wire.
-        let raw = read_body(body, &headers, limit.saturating_mul(6).saturating_add(4096)).await?;
-        let parsed = CreateJson::decode(&raw)?;
-        // The body's own expiry wins; the query parameter (documented for raw
-        // bodies) applies when the body leaves it out.
-        let expires_in_seconds = match query_expiry {
-            Ok(from_query) => parsed.expiry().or(from_query),
-            Err(()) => Some(OUT_OF_RANGE_EXPIRY),
-        };
-        CreateCommand {
-            idempotency_key,
-            content: parsed.content.into_bytes(),
-            expires_in_seconds,
-            media_type: None,
-            file_name: parsed.file_name.or(attributes.file_name),
-            language: parsed.language.or(attributes.language),
-            burn_after_reading: parsed.burn_after_reading.or(attributes.burn_after_reading).unwrap_or(false),
-        }
-    } else {
-        let content = read_body(body, &headers, limit).await?.to_vec();
-        let media_type = match kind {
-            BodyKind::Binary(media_type) => Some(media_type),
-            BodyKind::Json | BodyKind::Text => None,
-        };
-        CreateCommand {
-            idempotency_key,
-            content,
-            expires_in_seconds: query_expiry.unwrap_or(Some(OUT_OF_RANGE_EXPIRY)),
-            media_type,
-            file_name: attributes.file_name,
-            language: attributes.language,
-            burn_after_reading: attributes.burn_after_reading.unwrap_or(false),
+    let admitted = match admitted {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            let expects_continue = headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().starts_with(b"100"));
+            return Err(create_request::refused_create(refusal, expects_continue, body).await);
         }
     };
-    let answer = gateway.create(command).await?;
-    Ok(created_response(&gateway, &answer, wants_text(&headers)))
+    let raw = create_request::read_body(body, admitted.wire_limit()).await?;
+    let answer = gateway.create(admitted.command(&raw)?).await?;
+    Ok(created_response(&gateway, &answer, admitted.wants_text()))
 }
 
 /// The 201: the stored body as stored (or its text form), `Location`, and
@@ -298,12 +106,10 @@ pub(crate) async fn get_json(
 ) -> Result<Response, ApiError> {
     if method == Method::HEAD {
         let view = gateway.describe(&id).await?;
-        return Ok(revalidated(&headers, &view, "json", || Json(PasteJson::new(&view, None)).into_response()));
+        return Ok(revalidated(&headers, &view, "json", || Json(PasteJson::new(&view)).into_response()));
     }
-    let read = gateway.get(&id).await?;
-    Ok(revalidated(&headers, &read.view, "json", || {
-        Json(PasteJson::new(&read.view, Some(&read.content))).into_response()
-    }))
+    let ReadPaste { view, content } = gateway.get(&id).await?;
+    Ok(revalidated(&headers, &view, "json", || json_response(&view, content)))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -321,13 +127,46 @@ pub(crate) async fn get_raw(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let download = query.is_ok_and(|Query(q)| q.download.is_some());
+    raw_answer(&gateway, &method, &id, download, &headers, Sealing::BurnsOnRead).await
+}
+
+/// Whether a read of the raw bytes may burn a burn-after-reading paste.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sealing {
+    /// `/raw/{id}`: reading it is the explicit read that burns.
+    BurnsOnRead,
+    /// The share link: previewers and scripts fetch it, so a burn paste
+    /// stays sealed until its explicit read.
+    StaysSealed,
+}
+
+async fn raw_answer(
+    gateway: &Gateway,
+    method: &Method,
+    id: &str,
+    download: bool,
+    headers: &HeaderMap,
+    sealing: Sealing,
+) -> Result<Response, ApiError> {
     let representation = if download { "download" } else { "raw" };
     if method == Method::HEAD {
-        let view = gateway.describe(&id).await?;
-        return Ok(revalidated(&headers, &view, representation, || raw_response(&view, Bytes::new(), download)));
+        let view = gateway.describe(id).await?;
+        return Ok(revalidated(headers, &view, representation, || raw_response(&view, None, download)));
     }
-    let ReadPaste { view, content } = gateway.get(&id).await?;
-    Ok(revalidated(&headers, &view, representation, || raw_response(&view, content, download)))
+    let ReadPaste { view, content } = match sealing {
+        Sealing::BurnsOnRead => gateway.get(id).await?,
+        Sealing::StaysSealed => gateway.read_unsealed(id).await?,
+    };
+    Ok(revalidated(headers, &view, representation, || raw_response(&view, Some(content), download)))
+}
+
+/// `GET /{id}`, the share link, for a client whose `Accept` does not ask
+/// for HTML (curl's `*/*`, wget, none): the raw answer of `/raw/{id}`, so
+/// that `curl <link>` prints the text (docs/api.md#read), except that a burn
+/// paste stays sealed. The page router answers browsers; either way the
+/// answer varies with `Accept`.
+pub async fn shared_link_raw(gateway: &Gateway, method: &Method, id: &str, headers: &HeaderMap) -> Response {
+    raw_answer(gateway, method, id, false, headers, Sealing::StaysSealed).await.into_response()
 }
 
 /// A read's answer with its entity tag, or a 304 when the client holds it.
@@ -373,23 +212,13 @@ fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> 
 
 pub(crate) async fn delete(
     State(gateway): State<Gateway>,
+    ClientAddress(client): ClientAddress,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    gateway.admit_delete(client)?;
     gateway.delete(&id, bearer_token(&headers).unwrap_or("")).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// The socket peer, as the edge listener records it (none when the router
-/// is driven some other way).
-pub(crate) struct Peer(Option<IpAddr>);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())))
-    }
 }
 
 #[cfg(test)]
@@ -397,6 +226,10 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::create_request::{
+        body_kind, idempotency_key, BodyKind, CreateJson, IDEMPOTENCY_KEY, OUT_OF_RANGE_EXPIRY,
+    };
+    use pastebin_core::IdempotencyKey;
 
     // Fuzzing of the request parsers (docs/testing.md#fuzzing): any input is
     // answered, never a panic; `PROPTEST_CASES` makes a longer campaign.
@@ -441,7 +274,7 @@ mod tests {
                 }
             }
             match idempotency_key(&headers) {
-                Ok(key) => prop_assert!(headers.get_all(IDEMPOTENCY_KEY).iter().count() <= 1 && key.is_some() == headers.contains_key(IDEMPOTENCY_KEY)),
+                Ok(key) => prop_assert!(headers.get_all(IDEMPOTENCY_KEY).iter().count() == 1 && IdempotencyKey::parse(&key).is_ok()),
                 Err(error) => prop_assert_eq!(error.code(), "invalid_idempotency_key"),
             }
         }

@@ -14,7 +14,7 @@
 //! points at each saga step boundary, compiled in only with
 //! `--cfg pastebin_failpoints`. Before any create, the
 //! admission gate checks the caller's [`create_tokens`] and its address's
-//! [`CreateRateLimit`]; the public listener's limits and headers are set where
+//! [`RateLimit`]; the public listener's limits and headers are set where
 //! the router is served (docs/design.md#edge).
 //! [`Gateway::check_ready`] says whether the gateway can work at all (its
 //! slot map, the object store); [`Gateway::check_shards`] names the shards
@@ -22,6 +22,7 @@
 
 mod admission;
 mod cache;
+mod create_request;
 pub mod create_tokens;
 mod created;
 mod error;
@@ -35,13 +36,17 @@ mod router;
 mod saga;
 mod step;
 
-pub use admission::CreateRateLimit;
+pub use admission::RateLimit;
 pub use created::Created;
-pub use error::{ApiError, RETRY_AFTER_SECONDS};
-pub use gateway::{CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste, CREATES_IN_FLIGHT_PER_SHARD};
+pub use error::{ApiError, ErrorLine, RETRY_AFTER_SECONDS};
+pub use gateway::{
+    CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste, CREATES_IN_FLIGHT_PER_SHARD,
+    DEFAULT_DELETE_RATE_LIMIT,
+};
 pub use grpc::PasteApiService;
+pub use http::{accepts_html, shared_link_raw, wants_text};
 pub use pastebin_shards::{SlotMap, SlotMapCell};
-pub use router::{api_router, traced, PasteIdParam, API_ROUTES, OPENAPI};
+pub use router::{api_router, traced, ClientAddress, PasteIdParam, API_ROUTES, OPENAPI};
 
 use std::future::Future;
 

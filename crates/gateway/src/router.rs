@@ -7,6 +7,7 @@
 //! in step.
 
 use axum::{
+    body::Body,
     extract::Path,
     http::{header, HeaderValue},
     response::{IntoResponse, Response},
@@ -15,7 +16,7 @@ use axum::{
 };
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::{http, ApiError, Gateway};
+use crate::{error::ErrorLine, http, ApiError, Gateway};
 
 /// The published contract of the public listener, served as is.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -40,18 +41,33 @@ pub fn api_router(gateway: Gateway) -> Router {
 }
 
 /// `routes` as the public listener serves them: the listener's limits
-/// (pastebin_runtime::http), every refusal in the JSON envelope, and
-/// `nosniff` on every answer (docs/design.md#edge).
+/// (pastebin_runtime::http), every refusal in the JSON envelope (or one line
+/// of text for a client that asks for `text/plain`), and `nosniff` on every
+/// answer (docs/design.md#edge).
 pub(crate) fn public_router(routes: Router, limits: &pastebin_runtime::http::HttpLimits) -> Router {
-    pastebin_runtime::http::limited(routes, limits).layer(axum::middleware::map_response(error_envelope)).layer(
+    pastebin_runtime::http::limited(routes, limits).layer(axum::middleware::from_fn(error_answers)).layer(
         SetResponseHeaderLayer::if_not_present(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
     )
+}
+
+/// Every error in the form the client reads: the JSON envelope (or a
+/// page's HTML), or for an `Accept: text/plain` client (curl in a terminal)
+/// its one line of text, with the same status and headers
+/// (docs/api.md#status-codes-and-error-codes).
+async fn error_answers(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let text = http::wants_text(request.headers());
+    let response = error_envelope(next.run(request).await);
+    if text {
+        as_error_line(response)
+    } else {
+        response
+    }
 }
 
 /// A refusal made by a layer or by the router itself (405, 408, 503) comes
 /// with no body of ours; it gets the same envelope as a handler's error,
 /// keeping its headers (`Allow`, `Retry-After`).
-async fn error_envelope(response: Response) -> Response {
+fn error_envelope(response: Response) -> Response {
     if response.headers().contains_key(header::CONTENT_TYPE) {
         return response;
     }
@@ -64,6 +80,17 @@ async fn error_envelope(response: Response) -> Response {
         enveloped.headers_mut().entry(name).or_insert_with(|| value.clone());
     }
     enveloped
+}
+
+/// An error answer's body replaced by its [`ErrorLine`]; any other answer as it is.
+fn as_error_line(response: Response) -> Response {
+    let Some(ErrorLine(line)) = response.extensions().get::<ErrorLine>().cloned() else {
+        return response;
+    };
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(line))
 }
 
 /// Runs each request in a span named by its route (never by a paste id),
@@ -82,6 +109,19 @@ async fn healthz() -> Json<serde_json::Value> {
 
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// The client as the edge listener named it (pastebin_runtime::http), for
+/// the limits counted per client address: none when the router is driven
+/// some other way.
+pub struct ClientAddress(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddress {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut ::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(parts.extensions.get::<pastebin_runtime::http::Client>().map(|client| client.address)))
+    }
 }
 
 /// The `{id}` of a paste route. A segment that is not even UTF-8 is just

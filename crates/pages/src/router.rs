@@ -6,12 +6,12 @@
 use axum::{
     body::Body,
     extract::{rejection::FormRejection, Path, State},
-    http::{header, HeaderValue, StatusCode},
+    http::{header, HeaderMap, HeaderValue, Method, StatusCode},
     response::{IntoResponse, Response},
     routing::get,
     Form, Router,
 };
-use pastebin_gateway::{ApiError, Gateway, PasteIdParam, RETRY_AFTER_SECONDS};
+use pastebin_gateway::{ApiError, ClientAddress, ErrorLine, Gateway, PasteIdParam, RETRY_AFTER_SECONDS};
 use serde::Deserialize;
 
 use crate::{highlight, html, PageSettings, Pages};
@@ -25,7 +25,7 @@ pub fn page_router(gateway: Gateway, settings: PageSettings) -> Router {
     Router::new()
         .route(home, get(new_paste_page))
         .route(assets, get(asset))
-        .route(page, get(get_page).post(reveal_page))
+        .route(page, get(shared_link).post(reveal_page))
         .route(delete_page, get(delete_form).post(delete_from_form))
         .route(qr, get(qr_code))
         .route_layer(axum::middleware::from_fn(pastebin_gateway::traced))
@@ -71,20 +71,50 @@ fn page_response(status: StatusCode, page: impl Into<html::Page>) -> Response {
     response
 }
 
-/// The HTML page for a failed read or delete.
+/// The HTML page for a failed read or delete, which answers an
+/// `Accept: text/plain` client as one line of text instead.
 fn error_page(error: &ApiError) -> Response {
-    match error {
+    let page = match error {
         ApiError::NotFound => page_response(StatusCode::NOT_FOUND, html::not_found()),
         ApiError::Unavailable(_) => {
             page_response(StatusCode::SERVICE_UNAVAILABLE, html::unavailable(&error.to_string()))
         }
         other => page_response(other.http_status(), html::bad_request(&other.to_string())),
+    };
+    let mut page = with_error_line(page, &error.to_string());
+    if let ApiError::RateLimited { retry_after_seconds, .. } = error {
+        page.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
     }
+    page
+}
+
+fn with_error_line(mut page: Response, message: &str) -> Response {
+    page.extensions_mut().insert(ErrorLine::of(message));
+    page
 }
 
 async fn new_paste_page(State(pages): State<Pages>) -> Response {
     let settings = pages.gateway.settings();
     page_response(StatusCode::OK, html::new_paste(&settings.public_url, settings.max_content_bytes))
+}
+
+/// `GET /{id}`, the share link: the page for a browser (an `Accept` that
+/// asks for HTML); for anything else (curl's `*/*`, wget, none) the
+/// gateway's raw answer, so `curl <link>` prints the text
+/// (docs/api.md#read). Either way the answer varies with `Accept`.
+async fn shared_link(
+    State(pages): State<Pages>,
+    method: Method,
+    PasteIdParam(id): PasteIdParam,
+    headers: HeaderMap,
+) -> Response {
+    let mut response = if pastebin_gateway::accepts_html(&headers) {
+        get_page(State(pages), PasteIdParam(id)).await
+    } else {
+        pastebin_gateway::shared_link_raw(&pages.gateway, &method, &id, &headers).await
+    };
+    response.headers_mut().insert(header::VARY, HeaderValue::from_static("accept"));
+    response
 }
 
 /// `GET /{id}`: never burns; a burn paste shows a notice and a button.
@@ -146,17 +176,25 @@ impl std::fmt::Debug for DeleteFormFields {
 /// answered with a page, so deleting works with JavaScript off.
 async fn delete_from_form(
     State(pages): State<Pages>,
+    ClientAddress(client): ClientAddress,
     PasteIdParam(id): PasteIdParam,
     form: Result<Form<DeleteFormFields>, FormRejection>,
 ) -> Response {
+    if let Err(refusal) = pages.gateway.admit_delete(client) {
+        return error_page(&refusal);
+    }
     let Ok(Form(fields)) = form else {
-        return page_response(StatusCode::BAD_REQUEST, html::bad_request("the form must send a delete token"));
+        const NO_TOKEN: &str = "the form must send a delete token";
+        return with_error_line(page_response(StatusCode::BAD_REQUEST, html::bad_request(NO_TOKEN)), NO_TOKEN);
     };
     match pages.gateway.delete(&id, fields.token.trim()).await {
         Ok(()) => page_response(StatusCode::OK, html::deleted(&id)),
-        Err(ApiError::WrongToken) => page_response(
-            StatusCode::FORBIDDEN,
-            html::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
+        Err(ApiError::WrongToken) => with_error_line(
+            page_response(
+                StatusCode::FORBIDDEN,
+                html::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
+            ),
+            &ApiError::WrongToken.to_string(),
         ),
         Err(error) => error_page(&error),
     }

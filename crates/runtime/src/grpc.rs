@@ -9,6 +9,8 @@ use tonic_health::ServingStatus;
 /// the public gateway and the internal shards alike.
 #[derive(Debug, Clone)]
 pub struct GrpcLimits {
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
     /// HTTP/2 streams (calls) open at once on one connection.
     pub max_concurrent_streams: u32,
     /// Calls handled at once per connection; more wait for a slot.
@@ -22,8 +24,12 @@ pub struct GrpcLimits {
 impl Default for GrpcLimits {
     fn default() -> Self {
         Self {
-            max_concurrent_streams: 256,
-            max_calls_per_connection: 256,
+            max_connections: 1024,
+            // HTTP/2's advised minimum: enough for a gateway's calls to a
+            // shard, few enough that one connection's half-sent messages
+            // cannot take the whole body budget alone.
+            max_concurrent_streams: 100,
+            max_calls_per_connection: 100,
             keepalive_interval: Duration::from_secs(30),
             call_timeout: Duration::from_secs(30),
         }
@@ -161,8 +167,9 @@ impl GrpcServer {
         let server = server
             .trace_fn(request_span)
             .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
+            .layer(tower::util::MapRequestLayer::new(crate::grpc_admission::charged))
             .add_routes(self.routes)
-            .serve_with_incoming_shutdown(incoming, shutdown);
+            .serve_with_incoming_shutdown(crate::grpc_admission::capped(incoming, limits.max_connections), shutdown);
         tokio::select! {
             served = server => Ok(served?),
             never = follow_readiness(self.health, self.services) => match never {},

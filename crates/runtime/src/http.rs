@@ -1,27 +1,45 @@
 //! Serving an axum router on a public listener with the limits such a
 //! listener needs (docs/design.md#edge): a header-read timeout that is also
-//! the idle timeout of a kept-alive connection, a body-read timeout, a whole
-//! request timeout, a cap on requests in flight and a cap on connections.
-//! Past a limit the server answers at once (408, or 503 with `Retry-After`)
-//! or closes the connection; it never queues without bound.
+//! the idle timeout of a kept-alive connection, a total deadline for a
+//! request's body, a whole request timeout, caps on requests in flight and
+//! on connections, and each client address's share of both
+//! ([`crate::client_shares`]). Past a limit the server answers at once (408,
+//! or 503 with `Retry-After`) or closes the connection; it never queues
+//! without bound.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    net::{IpAddr, SocketAddr},
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use axum::{
+    body::Body,
     error_handling::HandleErrorLayer,
-    extract::connect_info::ConnectInfo,
+    extract::{connect_info::ConnectInfo, Request, State},
     http::{header, HeaderValue, StatusCode},
+    middleware::Next,
     response::{IntoResponse, Response},
     Router,
 };
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper_util::{
     rt::{TokioIo, TokioTimer},
     server::graceful::GracefulShutdown,
     service::TowerToHyperService,
 };
+use ipnet::IpNet;
 use tokio::{net::TcpListener, sync::Semaphore};
 use tower::{limit::GlobalConcurrencyLimitLayer, load_shed::LoadShedLayer, ServiceBuilder};
-use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
+use tower_http::timeout::TimeoutLayer;
+
+use crate::{
+    client_shares::{Share, Shares},
+    send_timeout::SendTimeout,
+};
 
 /// How long a client should wait before trying again after a 503 from a full server.
 pub const OVERLOADED_RETRY_AFTER_SECONDS: u64 = 1;
@@ -32,14 +50,27 @@ pub struct HttpLimits {
     /// Time to receive a request's headers, counted from when the server
     /// starts waiting for them: so it also closes an idle kept-alive connection.
     pub header_read_timeout: Duration,
-    /// Longest silence between two pieces of a request body (then 408).
+    /// Longest time from a request's headers to the end of its body (then
+    /// 408): a total deadline, so a body trickled a byte at a time ends too.
     pub body_read_timeout: Duration,
     /// Longest time from headers to the whole answer (then 408).
     pub request_timeout: Duration,
+    /// Longest a write of an answer may wait for the client to read; then
+    /// the connection is closed ([`crate::send_timeout`]).
+    pub send_timeout: Duration,
     /// Open connections; one more is closed as soon as it is accepted.
     pub max_connections: usize,
     /// Requests being handled at once; one more is answered 503 at once.
     pub max_requests_in_flight: usize,
+    /// Open connections from one client address (a trusted proxy's are
+    /// counted only globally: it carries many clients).
+    pub max_connections_per_client: usize,
+    /// Requests being handled at once for one client address.
+    pub max_requests_in_flight_per_client: usize,
+    /// Request-body bytes in flight for one client address.
+    pub max_body_bytes_in_flight_per_client: usize,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 impl Default for HttpLimits {
@@ -48,22 +79,76 @@ impl Default for HttpLimits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(10),
             max_connections: 1024,
             max_requests_in_flight: 256,
+            max_connections_per_client: 64,
+            max_requests_in_flight_per_client: 32,
+            max_body_bytes_in_flight_per_client: 16 * 1024 * 1024,
+            trusted_proxies: Vec::new(),
         }
     }
 }
 
-/// `router` with the per-request limits: the whole-request timeout (408)
-/// and the cap on requests in flight (503 + `Retry-After`, without waiting).
+/// Who sent a request, as every limit counts it: the socket peer, or the
+/// address a trusted proxy forwarded. The router's handlers read it here
+/// rather than work it out again.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub address: IpAddr,
+    body_bytes: Arc<Shares>,
+}
+
+impl Client {
+    /// `bytes` of this client's share of body bytes in flight, or `None` past it.
+    pub fn take_body_bytes(&self, bytes: usize) -> Option<Share> {
+        self.body_bytes.try_take(self.address, bytes)
+    }
+}
+
+/// The shares every request of one listener draws from.
+#[derive(Debug, Clone)]
+struct ClientLimits {
+    requests: Arc<Shares>,
+    body_bytes: Arc<Shares>,
+    trusted_proxies: Arc<[IpNet]>,
+}
+
+/// `router` with the per-request limits: the client's share of requests in
+/// flight (checked first, so a client past it never holds a global slot),
+/// the whole-request timeout (408) and the global cap on requests in flight
+/// (503 + `Retry-After`, without waiting).
 pub fn limited(router: Router, limits: &HttpLimits) -> Router {
-    router.layer(
-        ServiceBuilder::new()
-            .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))
-            .layer(HandleErrorLayer::new(|_: tower::BoxError| async { overloaded() }))
-            .layer(LoadShedLayer::new())
-            .layer(GlobalConcurrencyLimitLayer::new(limits.max_requests_in_flight.max(1))),
-    )
+    let shares = ClientLimits {
+        requests: Shares::new(limits.max_requests_in_flight_per_client.max(1)),
+        body_bytes: Shares::new(limits.max_body_bytes_in_flight_per_client),
+        trusted_proxies: limits.trusted_proxies.clone().into(),
+    };
+    router
+        .layer(
+            ServiceBuilder::new()
+                .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))
+                .layer(HandleErrorLayer::new(|_: tower::BoxError| async { overloaded("overloaded") }))
+                .layer(LoadShedLayer::new())
+                .layer(GlobalConcurrencyLimitLayer::new(limits.max_requests_in_flight.max(1))),
+        )
+        .layer(axum::middleware::from_fn_with_state(shares, client_share))
+}
+
+/// Names the request's [`Client`] and holds one of its request slots for
+/// as long as the handler runs; past the client's share, 503 at once.
+async fn client_share(State(shares): State<ClientLimits>, mut request: Request, next: Next) -> Response {
+    let Some(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip()) else {
+        return next.run(request).await;
+    };
+    let forwarded: Vec<&str> =
+        request.headers().get_all("x-forwarded-for").iter().filter_map(|value| value.to_str().ok()).collect();
+    let address = crate::client_shares::client_address(peer, &forwarded, &shares.trusted_proxies);
+    let Some(_slot) = shares.requests.try_take(address, 1) else {
+        return overloaded("client_requests");
+    };
+    request.extensions_mut().insert(Client { address, body_bytes: shares.body_bytes.clone() });
+    next.run(request).await
 }
 
 /// The next connection, with `TCP_NODELAY` (a 201 is a few hundred bytes:
@@ -86,12 +171,94 @@ async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, std::net::Soc
     }
 }
 
-fn overloaded() -> Response {
-    metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "overloaded").increment(1);
+/// The 503 of a full server (or of a client past its share), counted by `reason`.
+pub fn overloaded(reason: &'static str) -> Response {
+    metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => reason).increment(1);
     let mut response = StatusCode::SERVICE_UNAVAILABLE.into_response();
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OVERLOADED_RETRY_AFTER_SECONDS));
     response
 }
+
+/// A place for a new connection from `peer` among all connections and among
+/// its client's (a trusted proxy's are counted only globally), or `None`:
+/// then the connection is closed unanswered, and the refusal counted.
+fn connection_permits(
+    connections: &Arc<Semaphore>,
+    per_client: &Arc<Shares>,
+    limits: &HttpLimits,
+    peer: SocketAddr,
+) -> Option<(tokio::sync::OwnedSemaphorePermit, Option<Share>)> {
+    let Ok(permit) = connections.clone().try_acquire_owned() else {
+        metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "connection_cap").increment(1);
+        tracing::debug!(%peer, "connection cap reached; closing the new connection");
+        return None;
+    };
+    if limits.trusted_proxies.iter().any(|proxy| proxy.contains(&peer.ip())) {
+        return Some((permit, None));
+    }
+    let Some(share) = per_client.try_take(peer.ip(), 1) else {
+        metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "client_connections").increment(1);
+        tracing::debug!(%peer, "this client's connection share is full; closing the new connection");
+        return None;
+    };
+    Some((permit, Some(share)))
+}
+
+/// Why a request body ended early: its total deadline passed.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?}")]
+pub struct BodyDeadlineExceeded(Duration);
+
+/// A request body that fails once its deadline, set when its headers
+/// arrived, has passed: unlike a timeout between frames, a body that
+/// trickles in a byte at a time still ends on time.
+struct DeadlineBody<B> {
+    inner: B,
+    limit: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> DeadlineBody<B> {
+    fn new(inner: B, limit: Duration) -> Self {
+        Self { inner, limit, deadline: Box::pin(tokio::time::sleep(limit)) }
+    }
+}
+
+impl<B> HttpBody for DeadlineBody<B>
+where
+    B: HttpBody + Unpin,
+    B::Error: Into<tower::BoxError>,
+{
+    type Data = B::Data;
+    type Error = tower::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(BodyDeadlineExceeded(self.limit).into()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What one connection buffers at most, each way: a request's headers
+/// (more is answered 431), and the answer queued for the socket beyond the
+/// chunk being written (hyper asks the body for more only below it), so an
+/// answer streamed to a slow reader holds tens of KiB, not the answer.
+const CONNECTION_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serves `app` (HTTP/1.1) on `listener` until `shutdown` resolves, then
 /// lets requests in flight finish for at most the request timeout. Each
@@ -107,10 +274,15 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let mut http1 = hyper::server::conn::http1::Builder::new();
-    http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(CONNECTION_BUFFER_BYTES)
+        .writev(true);
     // A permit per open connection: a connection cap has no tower layer,
     // because a layer only ever sees requests.
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let connections_per_client = Shares::new(limits.max_connections_per_client.max(1));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -118,25 +290,24 @@ pub async fn serve(
             accepted = accept(&listener) => accepted,
             () = &mut shutdown => break,
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "connection_cap").increment(1);
-            tracing::debug!(%peer, "connection cap reached; closing the new connection");
+        let Some(permits) = connection_permits(&connections, &connections_per_client, &limits, peer) else {
             continue;
         };
+        let body_deadline = limits.body_read_timeout;
         let service = ServiceBuilder::new()
-            .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout))
-            .map_request(move |mut request: axum::http::Request<_>| {
+            .map_request(move |request: axum::http::Request<hyper::body::Incoming>| {
+                let mut request = request.map(|body| Body::new(DeadlineBody::new(body, body_deadline)));
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request
             })
             .service(app.clone());
-        let connection =
-            graceful.watch(http1.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)));
+        let stream = TokioIo::new(SendTimeout::new(stream, limits.send_timeout));
+        let connection = graceful.watch(http1.serve_connection(stream, TowerToHyperService::new(service)));
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }
-            drop(permit);
+            drop(permits);
         });
     }
     drop(listener);

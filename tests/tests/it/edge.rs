@@ -560,3 +560,518 @@ async fn a_grpc_call_without_a_deadline_is_bounded_by_the_call_timeout() {
     assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
     assert!(status.message().contains("Timeout expired"), "{status:?}");
 }
+
+/// A request as curl sends it by default (`Accept: */*`), answered whole.
+async fn curl_get(url: &str, accept: Option<&str>) -> (StatusCode, header::HeaderMap, Vec<u8>) {
+    let mut request = Client::new().get(url).timeout(Duration::from_secs(10));
+    if let Some(accept) = accept {
+        request = request.header(header::ACCEPT, accept);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    (status, headers, response.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn curl_gets_errors_as_one_line_and_the_missing_key_names_its_header() {
+    let up = Up::start(&[]).await;
+    let client = Client::new();
+    let no_key = |accept: &'static str| {
+        client.post(format!("{}/api/v1/pastes", up.http)).header(header::ACCEPT, accept).body("no key").send()
+    };
+    let as_text = no_key("text/plain").await.unwrap();
+    assert_eq!(as_text.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(as_text.headers()[header::CONTENT_TYPE], "text/plain; charset=utf-8");
+    let line = as_text.text().await.unwrap();
+    assert!(line.ends_with('\n') && line.lines().count() == 1, "one line of text: {line:?}");
+    assert!(line.contains("Idempotency-Key") && line.contains("uuidgen"), "names the header and shows how: {line}");
+    // A JSON client keeps the envelope, with the same message.
+    let as_json: Value = no_key("application/json").await.unwrap().json().await.unwrap();
+    assert_eq!(error_code(&as_json), "invalid_idempotency_key");
+    assert_eq!(format!("{}\n", as_json["error"]["message"].as_str().unwrap()), line);
+    let not_uuid = client
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", "nope")
+        .header(header::ACCEPT, "text/plain")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert!(not_uuid.text().await.unwrap().contains("Idempotency-Key header must be a UUID"));
+
+    // Every error: the handler's, the router's (405) and a layer's, same status and headers.
+    let missing = client.get(format!("{}/raw/00000000000000", up.http)).header(header::ACCEPT, "text/plain");
+    let missing = missing.send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(missing.text().await.unwrap(), "no such paste\n");
+    let put = client.put(format!("{}/api/v1/pastes", up.http)).header(header::ACCEPT, "text/plain").send();
+    let put = put.await.unwrap();
+    assert_eq!(put.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(put.headers().contains_key(header::ALLOW));
+    assert_eq!(put.text().await.unwrap(), "this method is not allowed here\n");
+    let form = client.post(format!("{}/00000000000000/delete", up.http)).header(header::ACCEPT, "text/plain");
+    let form = form.form(&[("token", "t")]).send().await.unwrap();
+    assert_eq!(form.status(), StatusCode::NOT_FOUND);
+    assert_eq!(form.text().await.unwrap(), "no such paste\n", "a page's refusal too");
+}
+
+#[tokio::test]
+async fn the_share_link_answers_curl_with_the_raw_text_and_browsers_with_the_page() {
+    let up = Up::start(&[]).await;
+    let (status, _, created) = up.create(&new_key(), "line one\n<b>two</b>\n", &[]).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let link = created["url"].as_str().unwrap().to_owned();
+    let raw = curl_get(&format!("{}/raw/{}", up.http, created["id"].as_str().unwrap()), None).await;
+
+    for accept in [Some("*/*"), Some("text/plain"), None] {
+        let (status, headers, body) = curl_get(&link, accept).await;
+        assert_eq!(status, StatusCode::OK, "{accept:?}");
+        assert_eq!(body, b"line one\n<b>two</b>\n", "{accept:?}: exactly the text");
+        for name in [header::CONTENT_TYPE, header::ETAG, header::CONTENT_SECURITY_POLICY] {
+            assert_eq!(headers.get(&name), raw.1.get(&name), "{accept:?}: {name} as /raw answers it");
+        }
+        assert_eq!(headers[header::VARY], "accept");
+    }
+    // wget, and a client that sends no Accept at all, on the wire.
+    let path = link.trim_start_matches(&up.http).to_owned();
+    for accept in ["Accept: */*\r\nUser-Agent: Wget/1.21\r\n", ""] {
+        let mut stream = TcpStream::connect(up.address()).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let answer = read_until_closed(&mut stream, BOUND).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("\r\n\r\nline one\n<b>two</b>\n"), "{answer}");
+    }
+    let browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    let (status, headers, page) = curl_get(&link, Some(browser)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    assert_eq!(headers[header::VARY], "accept");
+    assert!(String::from_utf8_lossy(&page).contains("&lt;b&gt;two&lt;/b&gt;"));
+
+    // A binary paste keeps /raw's download rules.
+    let pdf = Client::new()
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", new_key())
+        .header(header::CONTENT_TYPE, "application/pdf")
+        .body(b"%PDF-1.4 \x00\x01".to_vec())
+        .send()
+        .await
+        .unwrap();
+    let pdf: Value = pdf.json().await.unwrap();
+    let (status, headers, body) = curl_get(pdf["url"].as_str().unwrap(), Some("*/*")).await;
+    assert_eq!((status, body.as_slice()), (StatusCode::OK, b"%PDF-1.4 \x00\x01".as_slice()));
+    assert!(headers[header::CONTENT_DISPOSITION].to_str().unwrap().starts_with("attachment;"));
+
+    // A burn paste stays sealed on its link: curl is told how to read it once.
+    let burn_request = Client::new()
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", new_key())
+        .json(&json!({ "content": "the secret", "burn_after_reading": true }));
+    let burn_created: Value = burn_request.send().await.unwrap().json().await.unwrap();
+    let burn_link = burn_created["url"].as_str().unwrap();
+    for _ in 0..2 {
+        let (status, _, body) = curl_get(burn_link, Some("*/*")).await;
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(error_code(&body), "burn_after_reading");
+        assert!(body["error"]["message"].as_str().unwrap().contains(burn_created["raw_url"].as_str().unwrap()));
+    }
+    let (status, _, body) = curl_get(burn_created["raw_url"].as_str().unwrap(), None).await;
+    assert_eq!((status, body.as_slice()), (StatusCode::OK, b"the secret".as_slice()), "still there for its one read");
+    assert_eq!(curl_get(burn_link, None).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn active_content_never_runs_from_raw() {
+    let up = Up::start(&[]).await;
+    let client = Client::new();
+    for (stored, served, body) in [
+        ("text/javascript", "text/plain; charset=utf-8", "alert(document.cookie)"),
+        ("text/html; charset=utf-8", "text/plain; charset=utf-8", "<script>alert(1)</script>"),
+        ("image/svg+xml", "text/plain; charset=utf-8", "<svg onload=alert(1)></svg>"),
+        ("application/xml", "text/plain; charset=utf-8", "<?xml version=\"1.0\"?><x/>"),
+        ("application/x-shockwave-flash", "application/octet-stream", "FWS"),
+    ] {
+        let created = client
+            .post(format!("{}/api/v1/pastes", up.http))
+            .header("Idempotency-Key", new_key())
+            .header(header::CONTENT_TYPE, stored)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED, "{stored}");
+        let id = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+        for url in [format!("{}/raw/{id}", up.http), format!("{}/{id}", up.http)] {
+            let raw = client.get(&url).send().await.unwrap();
+            let headers = raw.headers().clone();
+            assert_eq!(headers[header::CONTENT_TYPE], served, "{stored} at {url}");
+            assert!(headers[header::CONTENT_DISPOSITION].to_str().unwrap().starts_with("attachment;"), "{stored}");
+            assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(raw.text().await.unwrap(), body, "the bytes themselves are unchanged");
+        }
+        let described: Value =
+            client.get(format!("{}/api/v1/pastes/{id}", up.http)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(described["media_type"], stored, "the metadata still reports the stored type");
+    }
+    // Passive types keep their own type, inline.
+    let png = client
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", new_key())
+        .header(header::CONTENT_TYPE, "image/png")
+        .body(vec![0x89, b'P', b'N', b'G'])
+        .send()
+        .await
+        .unwrap();
+    let id = png.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let raw = client.get(format!("{}/raw/{id}", up.http)).send().await.unwrap();
+    assert_eq!(raw.headers()[header::CONTENT_TYPE], "image/png");
+    assert!(!raw.headers().contains_key(header::CONTENT_DISPOSITION));
+}
+
+/// A create's headers sent with `sent` bytes of a body that declares `declared`.
+fn slow_create_head(declared: usize, sent: usize, extra: &str) -> String {
+    format!(
+        "POST /api/v1/pastes HTTP/1.1\r\nHost: x\r\nIdempotency-Key: {}\r\nContent-Type: text/plain\r\n{extra}Content-Length: {declared}\r\n\r\n{}",
+        new_key(),
+        "a".repeat(sent)
+    )
+}
+
+/// A client bound to `local` (another loopback address is another client).
+fn client_from(local: &str) -> Client {
+    Client::builder().local_address(local.parse::<std::net::IpAddr>().unwrap()).build().unwrap()
+}
+
+async fn refusals(up: &Up, reason: &str) -> u64 {
+    let metrics = Client::new().get(format!("http://{}/metrics", up.process.address("admin"))).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    let line = format!("pastebin_edge_refusals_total{{reason=\"{reason}\"}} ");
+    metrics.lines().find_map(|l| l.strip_prefix(&line)).map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holding_400_slow_bodies_does_not_lock_out_another() {
+    // Default shares; a long body deadline so that the attack holds for the whole test.
+    let up = Up::start(&["--body-read-timeout-secs", "600", "--header-read-timeout-secs", "600"]).await;
+    let mut attackers = Vec::new();
+    for _ in 0..400 {
+        let Ok(mut stream) = TcpStream::connect(up.address()).await else { continue };
+        // Each declares 1,000 bytes and sends one: a slot held for as long as the server lets it.
+        let _ = stream.write_all(slow_create_head(1000, 1, "").as_bytes()).await;
+        attackers.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let other = client_from("127.0.0.2");
+    for n in 0..5 {
+        let created = other
+            .post(format!("{}/api/v1/pastes", up.http))
+            .header("Idempotency-Key", new_key())
+            .body(format!("from another address {n}"))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED, "{}", created.text().await.unwrap());
+    }
+    assert!(refusals(&up, "client_connections").await > 0, "the attacker's connections past its share were closed");
+    drop(attackers);
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_share() {
+    let up = Up::start(&[
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--max-requests-in-flight-per-client",
+        "2",
+        "--max-connections-per-client",
+        "2",
+        "--body-read-timeout-secs",
+        "600",
+    ])
+    .await;
+    // The proxy holds two of 203.0.113.1's requests (bodies that never finish)...
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(up.address()).await.unwrap();
+        stream.write_all(slow_create_head(10, 1, "X-Forwarded-For: 203.0.113.1\r\n").as_bytes()).await.unwrap();
+        held.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // ...so a third for that client is refused at once, on a third connection
+    // (the proxy's connections count only globally).
+    let client = Client::new();
+    let third = client.get(format!("{}/healthz", up.http)).header("x-forwarded-for", "203.0.113.1").send();
+    let third = third.await.unwrap();
+    assert_eq!(third.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(third.headers().contains_key(header::RETRY_AFTER));
+    assert_eq!(error_code(&third.json().await.unwrap()), "overloaded");
+    // Another forwarded client is served.
+    let other = client.get(format!("{}/healthz", up.http)).header("x-forwarded-for", "203.0.113.2").send();
+    assert_eq!(other.await.unwrap().status(), StatusCode::OK);
+    assert!(refusals(&up, "client_requests").await >= 1);
+    drop(held);
+}
+
+#[tokio::test]
+async fn the_body_deadline_is_a_total_not_a_silence_between_pieces() {
+    let up = Up::start(&["--body-read-timeout-secs", "2"]).await;
+    let mut stream = TcpStream::connect(up.address()).await.unwrap();
+    stream.write_all(slow_create_head(100, 0, "").as_bytes()).await.unwrap();
+    // A byte every 200 ms: never silent for long, but 20 s for the whole body.
+    let trickle = async {
+        for _ in 0..100 {
+            if stream.write_all(b"a").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(8), trickle).await.ok();
+    let answer = read_until_closed(&mut stream, BOUND).await.expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 408"), "the body's deadline passed while it trickled: {answer}");
+}
+
+#[tokio::test]
+async fn a_create_refused_by_its_headers_is_answered_before_its_body() {
+    let up = Up::start(&["--body-read-timeout-secs", "600", "--create-rate-limit", "1/hour"]).await;
+    // No key, a body that never comes: 400 at once, not after the body deadline.
+    let mut no_key = TcpStream::connect(up.address()).await.unwrap();
+    let head = "POST /api/v1/pastes HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\na";
+    no_key.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut no_key, BOUND).await.expect("answered without the body");
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("Idempotency-Key"), "{answer}");
+    // The rate limit too: the first create spends the hour's one; the second is refused at once.
+    let (status, _, _) = up.create(&new_key(), "the one", &[]).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let mut limited = TcpStream::connect(up.address()).await.unwrap();
+    limited.write_all(slow_create_head(1000, 1, "").as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut limited, BOUND).await.expect("answered without the body");
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+}
+
+#[tokio::test]
+async fn deletes_and_the_delete_form_are_rate_limited_per_address() {
+    let up = Up::start(&["--delete-rate-limit", "2/hour"]).await;
+    let (_, _, created) = up.create(&new_key(), "keep me", &[]).await;
+    let id = created["id"].as_str().unwrap();
+    let client = Client::new();
+    let form = || client.post(format!("{}/{id}/delete", up.http)).form(&[("token", "wrong")]).send();
+    assert_eq!(form().await.unwrap().status(), StatusCode::FORBIDDEN);
+    let api = client.delete(format!("{}/api/v1/pastes/{id}", up.http)).bearer_auth("wrong").send();
+    assert_eq!(api.await.unwrap().status(), StatusCode::FORBIDDEN);
+    let limited = form().await.unwrap();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(limited.headers().contains_key(header::RETRY_AFTER));
+    assert!(limited.text().await.unwrap().contains("too many deletes"));
+    let api = client.delete(format!("{}/api/v1/pastes/{id}", up.http)).bearer_auth("wrong").send().await.unwrap();
+    assert_eq!(api.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(error_code(&api.json().await.unwrap()), "rate_limited");
+    // Another address still deletes.
+    let other = client_from("127.0.0.2").delete(format!("{}/api/v1/pastes/{id}", up.http)).bearer_auth("wrong");
+    assert_eq!(other.send().await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert!(refusals(&up, "delete_rate_limited").await >= 2);
+}
+
+/// The up process's resident memory now, in bytes.
+fn resident_bytes(up: &Up) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", up.process.pid())).unwrap();
+    let kib = status.lines().find_map(|line| line.strip_prefix("VmRSS:")).expect("VmRSS in /proc/PID/status");
+    kib.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() * 1024
+}
+
+/// Waits (bounded) until `reason` has been counted at least `count` times.
+async fn until_refused(up: &Up, reason: &str, count: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let seen = refusals(up, reason).await;
+        if seen >= count || tokio::time::Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_that_stop_reading_hold_little_memory_and_are_cut_off() {
+    let up = Up::start(&[
+        "--send-timeout-secs",
+        "3",
+        "--max-connections-per-client",
+        "1000",
+        "--max-requests-in-flight-per-client",
+        "1000",
+        "--max-requests-in-flight",
+        "1000",
+    ])
+    .await;
+    // 1 MiB of a control character: its JSON answer is 6 MiB (`\u0001` each),
+    // more than any socket buffer takes, so a reader that reads nothing stalls the server.
+    let content = "\u{1}".repeat(1024 * 1024);
+    let (status, _, created) = up.create(&new_key(), &content, &[]).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let whole: Value =
+        Client::new().get(format!("{}/api/v1/pastes/{id}", up.http)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(whole["content"].as_str().unwrap().len(), content.len(), "a reader that reads gets it all");
+    let idle = resident_bytes(&up);
+
+    const SLOW_READERS: usize = 30;
+    let mut slow = Vec::new();
+    for n in 0..SLOW_READERS {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(up.address().parse().unwrap()).await.unwrap();
+        let path = if n % 5 == 0 { format!("/raw/{id}") } else { format!("/api/v1/pastes/{id}") };
+        stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+        slow.push(stream);
+    }
+    let mut peak = idle;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        peak = peak.max(resident_bytes(&up));
+    }
+    // Built whole, the JSON answers alone would be 24 x 6 MiB; streamed, each holds a chunk.
+    assert!(
+        peak < idle + 64 * 1024 * 1024,
+        "RSS {} MB above idle with {SLOW_READERS} stalled readers",
+        (peak - idle) >> 20
+    );
+
+    // Meanwhile another client is served, whole.
+    let other = client_from("127.0.0.2");
+    let raw = other.get(format!("{}/raw/{id}", up.http)).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(raw.len(), content.len());
+    let (status, _, _) = up.create(&new_key(), "still taking creates", &[]).await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // Each stalled JSON reader is cut off once a write has waited 3 s.
+    let stalled_json = SLOW_READERS as u64 * 4 / 5;
+    let closed = until_refused(&up, "send_timeout", stalled_json).await;
+    assert!(closed >= stalled_json, "{closed} of {stalled_json} stalled readers were closed");
+    let mut one = slow.pop().unwrap();
+    let received = read_until_closed(&mut one, BOUND).await.expect("the server closed the stalled connection");
+    assert!(received.len() < 6 * 1024 * 1024, "the answer was cut off, not sent whole ({} bytes)", received.len());
+}
+
+#[tokio::test]
+async fn past_the_body_budget_a_create_is_answered_503_before_its_body() {
+    let up = Up::start(&["--body-budget-bytes", "200000", "--body-read-timeout-secs", "600"]).await;
+    // One client holds 150,000 bytes of the process's budget with a body that never ends.
+    let mut holder = TcpStream::connect(up.address()).await.unwrap();
+    holder.write_all(slow_create_head(150_000, 1, "").as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another client's 100,000-byte body does not fit: refused from its headers, at once.
+    let local = "127.0.0.2:0".parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(local).unwrap();
+    let mut refused = socket.connect(up.address().parse().unwrap()).await.unwrap();
+    refused.write_all(slow_create_head(100_000, 0, "").as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut refused, BOUND).await.expect("answered without the body");
+    assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("retry-after: 1"), "{answer}");
+    // A small body still fits beside the held one.
+    let created = client_from("127.0.0.2")
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", new_key())
+        .body("small enough")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    assert!(refusals(&up, "body_budget").await >= 1);
+    drop(holder);
+}
+
+type Frames = futures::channel::mpsc::Sender<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>;
+
+/// A CreatePaste on `channel` whose message declares `declared` bytes and
+/// sends `sent` of them; the rest never comes while the returned sender
+/// lives. The task answers the call's `grpc-status`, when it has one.
+fn half_sent_grpc_create(
+    channel: &tonic::transport::Channel,
+    declared: u32,
+    sent: usize,
+) -> (Frames, tokio::task::JoinHandle<Option<String>>) {
+    let (mut frames, body) = futures::channel::mpsc::channel(1);
+    let mut message = vec![0u8];
+    message.extend_from_slice(&declared.to_be_bytes());
+    message.resize(5 + sent, b'a');
+    frames.try_send(Ok(http_body::Frame::data(bytes::Bytes::from(message)))).unwrap();
+    let request = http::Request::post("/pastebin.v1.PasteApi/CreatePaste")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(tonic::body::Body::new(http_body_util::StreamBody::new(body)))
+        .unwrap();
+    let mut channel = channel.clone();
+    let call = tokio::spawn(async move {
+        use tonic::codegen::Service;
+        std::future::poll_fn(|cx| channel.poll_ready(cx)).await.ok()?;
+        let response = channel.call(request).await.ok()?;
+        response.headers().get("grpc-status").map(|status| status.to_str().unwrap().to_owned())
+    });
+    (frames, call)
+}
+
+async fn grpc_create(channel: &tonic::transport::Channel, content: String) -> Result<(), tonic::Status> {
+    let mut api = pastebin_proto::api::v1::paste_api_client::PasteApiClient::new(channel.clone());
+    let request = pastebin_proto::api::v1::CreatePasteRequest { request_id: new_key(), content, ..Default::default() };
+    api.create_paste(request).await.map(|_| ())
+}
+
+#[tokio::test]
+async fn grpc_messages_are_charged_to_the_body_budget_before_they_arrive() {
+    let up = Up::start(&["--body-budget-bytes", "2000000"]).await;
+    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
+    let channel = tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
+    // A message that declares 1.5 MB and sends 10 bytes holds 1.5 MB of the budget...
+    let (held, held_call) = half_sent_grpc_create(&channel, 1_500_000, 10);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // ...so one more of 1 MB is UNAVAILABLE at once, before a byte past its prefix is read,
+    let (_busy, busy) = half_sent_grpc_create(&channel, 1_000_000, 0);
+    let busy = tokio::time::timeout(BOUND, busy).await.expect("answered at once").unwrap();
+    assert_eq!(busy.as_deref(), Some("14"), "UNAVAILABLE");
+    // one larger than the whole budget can never fit: RESOURCE_EXHAUSTED,
+    let (_huge, huge) = half_sent_grpc_create(&channel, 3_000_000, 0);
+    let huge = tokio::time::timeout(BOUND, huge).await.expect("answered at once").unwrap();
+    assert_eq!(huge.as_deref(), Some("8"), "RESOURCE_EXHAUSTED");
+    // and a small create is still served beside the held one.
+    grpc_create(&channel, "small".into()).await.unwrap();
+    assert!(refusals(&up, "body_budget").await >= 1);
+
+    // Once the half-sent message is given up, its bytes are back.
+    drop(held);
+    let _ = tokio::time::timeout(BOUND, held_call).await;
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        match grpc_create(&channel, "b".repeat(900_000)).await {
+            Ok(()) => break,
+            Err(status) if status.code() == tonic::Code::Unavailable && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("the budget was not given back: {status:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn grpc_connections_past_the_cap_are_closed() {
+    let up = Up::start(&["--grpc-max-connections", "2"]).await;
+    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
+    let connect = || async {
+        let channel = tonic::transport::Channel::from_shared(grpc.clone()).unwrap().connect().await.ok()?;
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+        health.check(request).await.ok().map(|_| channel)
+    };
+    let first = connect().await.expect("the first connection is served");
+    let _second = connect().await.expect("the second connection is served");
+    assert!(connect().await.is_none(), "a third is closed");
+    assert!(refusals(&up, "grpc_connection_cap").await >= 1);
+    drop(first);
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while connect().await.is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "a closed connection gives its place back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

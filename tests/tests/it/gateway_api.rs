@@ -61,6 +61,13 @@ async fn get(client: &Client, url: String) -> Response {
     client.get(url).send().await.expect("GET reaches the gateway")
 }
 
+/// `GET` as a browser asks for a page: curl's `*/*` gets the raw text instead.
+async fn get_page(client: &Client, url: String) -> Response {
+    client.get(url).header(header::ACCEPT, BROWSER_ACCEPT).send().await.expect("GET reaches the gateway")
+}
+
+const BROWSER_ACCEPT: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+
 async fn delete(client: &Client, cluster: &Cluster, id: &str, authorization: Option<&str>) -> Response {
     let mut request = client.delete(format!("{}/api/v1/pastes/{id}", cluster.http));
     if let Some(value) = authorization {
@@ -172,7 +179,7 @@ async fn delete_then_again_then_wrong_token() {
         let body = expect_error(get(&client, url.clone()).await, StatusCode::NOT_FOUND, "not_found", &url).await;
         assert_eq!(body, missing_body, "a deleted paste is the same 404 as a missing one ({url})");
     }
-    let page = get(&client, format!("{}/{id}", cluster.http)).await;
+    let page = get_page(&client, format!("{}/{id}", cluster.http)).await;
     assert_eq!(page.status(), StatusCode::NOT_FOUND, "the HTML page of a deleted paste");
 
     let again = expect_error(
@@ -253,12 +260,12 @@ async fn expired_paste_is_not_found() {
     let client = Client::new();
     let missing_body =
         get(&client, format!("{}/api/v1/pastes/{NEVER_CREATED}", cluster.http)).await.text().await.unwrap();
-    let missing_page = get(&client, format!("{}/{NEVER_CREATED}", cluster.http)).await.text().await.unwrap();
+    let missing_page = get_page(&client, format!("{}/{NEVER_CREATED}", cluster.http)).await.text().await.unwrap();
 
     let body =
         created(post_json(&client, &cluster, &new_key(), &json!({ "content": "short-lived" })).await, "create").await;
     let (id, token) = (field(&body, "id"), field(&body, "delete_token"));
-    let page = get(&client, format!("{}/{id}", cluster.http)).await;
+    let page = get_page(&client, format!("{}/{id}", cluster.http)).await;
     assert_eq!(page.status(), StatusCode::OK, "readable before it expires");
 
     // Time passes: the row's expiry is in the past (the sweeper has not purged it yet).
@@ -273,7 +280,7 @@ async fn expired_paste_is_not_found() {
         let text = expect_error(get(&client, url.clone()).await, StatusCode::NOT_FOUND, "not_found", &url).await;
         assert_eq!(text, missing_body, "an expired paste is the same 404 as a missing one ({url})");
     }
-    let page = get(&client, format!("{}/{id}", cluster.http)).await;
+    let page = get_page(&client, format!("{}/{id}", cluster.http)).await;
     assert_eq!(page.status(), StatusCode::NOT_FOUND);
     let content_type = page.headers()[header::CONTENT_TYPE].to_str().unwrap().to_owned();
     assert!(content_type.starts_with("text/html"), "the browser 404 is HTML: {content_type}");
@@ -814,7 +821,7 @@ async fn ids_that_are_not_even_utf8_are_missing_pastes() {
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
         assert_eq!(response.text().await.unwrap(), missing_body, "{path}");
     }
-    let page = get(&client, format!("{}/%FF", cluster.http)).await;
+    let page = get_page(&client, format!("{}/%FF", cluster.http)).await;
     assert_eq!(page.status(), StatusCode::NOT_FOUND);
     assert!(page.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
     let deleted = client.delete(format!("{}/api/v1/pastes/%FF", cluster.http)).send().await.unwrap();

@@ -339,6 +339,14 @@ async fn every_documented_status_is_what_the_server_answers() {
         let gone = probe.request("GET", &concrete_missing);
         probe.expect("GET", template, gone, 404).await;
     }
+    // The share link of a burn paste, asked for by curl: not read, 409.
+    let burn = probe
+        .request("POST", "/api/v1/pastes")
+        .header("Idempotency-Key", new_key())
+        .json(&json!({ "content": "once", "burn_after_reading": true }));
+    let burn = probe.expect("POST", "/api/v1/pastes", burn, 201).await.json();
+    let sealed = probe.request("GET", &format!("/{}", burn["id"].as_str().unwrap()));
+    probe.expect("GET", "/{id}", sealed, 409).await;
     // The page's button (a plain paste: the same page, nothing burned), and the QR code.
     let reveal = probe.request("POST", &format!("/{id}"));
     probe.expect("POST", "/{id}", reveal, 200).await;
@@ -400,6 +408,7 @@ async fn every_documented_status_is_what_the_server_answers() {
         ("PASTEBIN_CREATE_TOKENS_FILE", tokens_file.as_str()),
         ("PASTEBIN_CREATE_RATE_LIMIT", "2/min"),
         ("PASTEBIN_BODY_READ_TIMEOUT_SECS", "1"),
+        ("PASTEBIN_DELETE_RATE_LIMIT", "1/hour"),
     ];
     cluster.gateway.restart(&public, &["gateway-http", "gateway-grpc", "admin"]).await;
     let anonymous =
@@ -427,7 +436,18 @@ async fn every_documented_status_is_what_the_server_answers() {
             .json(&json!({ "content": "x" }));
         probe.expect("POST", "/api/v1/pastes", member, expected).await;
     }
+    // The delete rate: one delete an hour from this address; the API and the form share it.
+    let spent = probe.request("DELETE", "/api/v1/pastes/00000000000000").bearer_auth("t");
+    probe.expect("DELETE", "/api/v1/pastes/{id}", spent, 404).await;
+    let limited = probe.request("DELETE", "/api/v1/pastes/00000000000000").bearer_auth("t");
+    assert_eq!(
+        probe.expect("DELETE", "/api/v1/pastes/{id}", limited, 429).await.json()["error"]["code"],
+        "rate_limited"
+    );
+    let limited_form = probe.request("POST", "/00000000000000/delete").form(&[("token", "t")]);
+    probe.expect("POST", "/{id}/delete", limited_form, 429).await;
     let open = [
+        ("PASTEBIN_DELETE_RATE_LIMIT", "1000000/s"),
         ("PASTEBIN_REQUIRE_CREATE_TOKEN", "false"),
         ("PASTEBIN_CREATE_RATE_LIMIT", "1000000/s"),
         ("PASTEBIN_BODY_READ_TIMEOUT_SECS", "10"),

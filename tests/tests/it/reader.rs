@@ -73,8 +73,10 @@ fn id_of(body: &str) -> String {
     serde_json::from_str::<Value>(body).unwrap()["id"].as_str().expect("a 201 has an id").to_owned()
 }
 
+/// As a browser asks: `GET /{id}` answers the page, not the raw text curl gets.
 async fn fetch(method: Method, url: String) -> reqwest::Response {
-    Client::new().request(method, url).send().await.unwrap()
+    let browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    Client::new().request(method, url).header(header::ACCEPT, browser).send().await.unwrap()
 }
 
 /// A binary paste comes back byte for byte from `/raw`, as base64 in the

@@ -8,10 +8,12 @@
 //!   the faults the environment injects;
 //! - [`properties`]: what must always (or eventually) hold;
 //! - [`flaw`]: broken variants, each of which the checker must catch;
-//! - [`check`]: runs a check and reports what it found.
+//! - [`check`]: runs a check and reports what it found;
+//! - [`handover`]: a model of its own, moving one slot between two shards.
 
 pub mod check;
 pub mod flaw;
+pub mod handover;
 pub mod properties;
 pub mod protocol;
 pub mod servers;

@@ -36,3 +36,5 @@ pub mod api {
         pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("api_descriptor");
     }
 }
+
+mod redacted;

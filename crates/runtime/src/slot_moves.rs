@@ -44,6 +44,10 @@ pub struct MovedTable {
     pub slot_column: &'static str,
 }
 
+/// Rows per INSERT of an import: 13 columns × 250 rows stays far below
+/// SQLite's and PostgreSQL's limits on bound parameters.
+const INSERT_CHUNK: usize = 250;
+
 /// The largest page of rows asked for at once.
 const MAX_PAGE: u32 = 5_000;
 
@@ -207,23 +211,28 @@ impl SlotMovesService {
         }
         let names = t.columns.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ");
         let width = t.columns.len();
-        let sql = format!(
-            "INSERT INTO {} ({names}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-            t.table,
-            placeholders(width, |i| format!("${}", i + 1)),
-            t.id
-        );
         self.db
             .write(move |conn| {
                 Box::pin(async move {
                     let mut inserted = 0;
-                    for values in decoded {
-                        let mut insert = sqlx::query(AssertSqlSafe(sql.clone()));
-                        for ((_, kind), value) in t.columns.iter().zip(values) {
-                            insert = match kind {
-                                ColumnType::Text => insert.bind(value.as_str().map(str::to_owned)),
-                                ColumnType::Integer => insert.bind(value.as_i64()),
-                            };
+                    // Many rows per statement: one round trip per chunk, not per row.
+                    for chunk in decoded.chunks(INSERT_CHUNK) {
+                        let tuples = (0..chunk.len())
+                            .map(|row| format!("({})", placeholders(width, |i| format!("${}", row * width + i + 1))))
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        let sql = format!(
+                            "INSERT INTO {} ({names}) VALUES {tuples} ON CONFLICT ({}) DO NOTHING",
+                            t.table, t.id
+                        );
+                        let mut insert = sqlx::query(AssertSqlSafe(sql));
+                        for values in chunk {
+                            for ((_, kind), value) in t.columns.iter().zip(values) {
+                                insert = match kind {
+                                    ColumnType::Text => insert.bind(value.as_str().map(str::to_owned)),
+                                    ColumnType::Integer => insert.bind(value.as_i64()),
+                                };
+                            }
                         }
                         inserted += insert.execute(&mut *conn).await?.rows_affected();
                     }

@@ -55,13 +55,22 @@ async fn readyz() -> Response {
         (true, true) => "degraded",
         (true, false) => "ready",
     };
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "status": status,
         "checks": checks
             .iter()
             .map(|(name, check)| (name.to_string(), check.outcome.as_ref().err().map_or("ok", String::as_str).into()))
             .collect::<serde_json::Map<String, serde_json::Value>>(),
     });
+    // A shard's durability is reported, never a reason to be not ready:
+    // commits work; what a failover would lose is the operator's call.
+    if let Some(durability) = pastebin_runtime::durability::current() {
+        body["durability"] = serde_json::json!({
+            "kind": durability.kind(),
+            "detail": durability.to_string(),
+            "commits_survive_server_loss": durability.survives_server_loss(),
+        });
+    }
     let code = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut response = (code, Json(body)).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -17,7 +17,7 @@ use pastebin_admin::AdminState;
 use pastebin_core::{Clock, OwnedSlots, SystemClock};
 use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
-    db,
+    db, durability,
     grpc::{GrpcLimits, GrpcServer, ServerOptions},
     help, readiness,
     shard_slots::{Resharding, ShardSlots},
@@ -134,6 +134,11 @@ pub struct ShardArgs {
     /// Database connections in the pool.
     #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
     pub db_connections: u32,
+    /// Refuse to start unless every commit waits for a synchronous standby
+    /// (PostgreSQL's synchronous_standby_names and synchronous_commit), so an
+    /// acknowledged commit survives the loss of the database server.
+    #[arg(long, env = "PASTEBIN_REQUIRE_SYNCHRONOUS_STANDBY")]
+    pub require_synchronous_standby: bool,
     /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
     #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061", help_heading = help::LISTENERS)]
     pub listen: SocketAddr,
@@ -236,6 +241,8 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     let _sqlite = locks::sqlite_file(args.database_url.expose(), &format!("pastebin {what}"))?;
     let connect = db::connect(args.database_url.expose(), args.db_connections, migrations);
     let Some(pool) = unless_stopped(connect).await.transpose()? else { return Ok(()) };
+    let backend = db::Backend::of_url(args.database_url.expose())?;
+    durability::start_watching(what, pool.pool().clone(), backend, args.require_synchronous_standby).await?;
     let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
     let now = pastebin_core::to_millis(SystemClock.now());
     let slots = ShardSlots::claim(pool.pool(), kind, args.slots, resharding, now).await?;

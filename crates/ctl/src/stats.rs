@@ -97,11 +97,48 @@ struct Total {
     paste_shards_unreachable: usize,
 }
 
+/// What a shard that answered says of its database: does an acknowledged
+/// commit survive the loss of the server?
+#[derive(Debug, Serialize)]
+struct ShardDurability {
+    shard: String,
+    kind: String,
+    detail: String,
+    commits_survive_server_loss: Option<bool>,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     total: Total,
     key_shards: Vec<KeyShardStats>,
     paste_shards: Vec<PasteShardStats>,
+    durability: Vec<ShardDurability>,
+}
+
+/// The durability of every shard that answered and has read its own.
+async fn durability(
+    deployment: &Deployment,
+    key_shards: &[KeyShardStats],
+    paste_shards: &[PasteShardStats],
+) -> Vec<ShardDurability> {
+    let row = |shard: String, reported: pastebin_runtime::durability::Reported| ShardDurability {
+        shard,
+        kind: reported.kind,
+        detail: reported.detail,
+        commits_survive_server_loss: reported.commits_survive_server_loss,
+    };
+    let mut found = Vec::new();
+    for shard in key_shards.iter().filter(|s| s.reachable).map(|s| s.shard) {
+        if let Ok(Some(reported)) = deployment.keys(shard).durability().await {
+            found.push(row(format!("K{shard}"), reported));
+        }
+    }
+    for shard in paste_shards.iter().filter(|s| s.reachable).map(|s| s.shard) {
+        if let Ok(Some(reported)) = deployment.pastes(shard).durability().await {
+            found.push(row(format!("P{shard}"), reported));
+        }
+    }
+    found
 }
 
 pub async fn run(
@@ -168,7 +205,8 @@ pub async fn run(
         key_shards_unreachable: key_shards.iter().filter(|s| !s.reachable).count(),
         paste_shards_unreachable: paste_shards.iter().filter(|s| !s.reachable).count(),
     };
-    let report = Report { total, key_shards, paste_shards };
+    let durability = durability(deployment, &key_shards, &paste_shards).await;
+    let report = Report { total, key_shards, paste_shards, durability };
 
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
@@ -208,6 +246,23 @@ pub async fn run(
         .map(|s| format!("P{} {}", s.shard, if s.reachable { "reachable" } else { "UNREACHABLE" }))
         .collect();
     writeln!(out, "paste shards: {}", pastes.join(", "))?;
+    if !report.durability.is_empty() {
+        let kinds: Vec<String> = report.durability.iter().map(|d| format!("{} {}", d.shard, d.kind)).collect();
+        writeln!(out, "durability: {}", kinds.join(", "))?;
+        let at_risk: Vec<&str> = report
+            .durability
+            .iter()
+            .filter(|d| d.commits_survive_server_loss != Some(true))
+            .map(|d| d.shard.as_str())
+            .collect();
+        if !at_risk.is_empty() {
+            writeln!(
+                out,
+                "commits on {} can be lost on a failover of their database (or may be: see each detail in --json); docs/operations.md#durability-and-failover",
+                at_risk.join(", ")
+            )?;
+        }
+    }
     match t.level {
         Summary::Known(level) => {
             let row = level.card_row();

@@ -168,4 +168,10 @@ impl KeyClient {
         let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
         shard_slots::described(shard_pb::ShardKind::Key, answer.get_ref())
     }
+
+    /// The durability the shard last read of its database (`None` before it did).
+    pub async fn durability(&self) -> Result<Option<pastebin_runtime::durability::Reported>, CallError> {
+        let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
+        Ok(shard_slots::described_durability(answer.get_ref()))
+    }
 }

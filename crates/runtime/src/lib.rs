@@ -24,6 +24,7 @@ pub mod body_budget;
 pub mod client_shares;
 pub mod database_url;
 pub mod db;
+pub mod durability;
 pub mod failpoints;
 pub mod files;
 mod group_commit;

@@ -27,6 +27,10 @@ pub const LOST_PASTES_SPARED: &str = "pastebin_lost_pastes_spared_total";
 /// row), `missing_object` (done key or live row, no object), `orphan` (live
 /// paste, no key). Anything above 0 is a loss: run `ctl reconcile`.
 pub const DIVERGENT_IDS: &str = "pastebin_divergent_ids";
+/// 1 when a commit this K or P shard acknowledged survives the loss of its
+/// database server (a synchronous standby), 0 when it does not (a single
+/// server, asynchronous standbys), -1 when the server would not say.
+pub const COMMITS_SURVIVE_SERVER_LOSS: &str = "pastebin_commits_survive_server_loss";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";
 /// 1 if the sweeper reached this P shard in its last round, else 0 (`shard` label).
@@ -71,6 +75,7 @@ pub const ALL: &[&str] = &[
     PENDING_KEYS_OLDER_THAN,
     SWEEPER_DECISIONS,
     DIVERGENT_IDS,
+    COMMITS_SURVIVE_SERVER_LOSS,
     SWEEPER_LAST_SUCCESS,
     PASTE_SHARD_REACHABLE,
     RETIRED_KEYS,

@@ -640,8 +640,11 @@ pub fn span_range(span: Option<&pb::SlotSpan>) -> Result<SlotRange, String> {
     SlotRange::new(slot(span.first_slot)?, slot(span.last_slot)?).map_err(|e| e.to_string())
 }
 
+/// `Describe`'s answer: what the shard is, which slots it owns, its clock,
+/// and the durability of its database as last read.
 fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::ShardDescription {
     let (first_slot, last_slot, nothing) = columns(ownership.owned);
+    let durability = crate::durability::current();
     pb::ShardDescription {
         kind: kind.into(),
         first_slot: first_slot as u32,
@@ -650,7 +653,19 @@ fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::S
         owns_nothing: nothing != 0,
         generation: ownership.generation,
         frozen: ownership.frozen().map(span),
+        durability: durability.as_ref().map(|d| d.kind().to_owned()).unwrap_or_default(),
+        durability_detail: durability.as_ref().map(ToString::to_string).unwrap_or_default(),
+        commits_survive_server_loss: durability.and_then(|d| d.survives_server_loss()),
     }
+}
+
+/// The durability in a `Describe` answer; `None` when the shard has not read it.
+pub fn described_durability(answer: &pb::ShardDescription) -> Option<crate::durability::Reported> {
+    (!answer.durability.is_empty()).then(|| crate::durability::Reported {
+        kind: answer.durability.clone(),
+        detail: answer.durability_detail.clone(),
+        commits_survive_server_loss: answer.commits_survive_server_loss,
+    })
 }
 
 /// What a shard said about itself in `Describe`.

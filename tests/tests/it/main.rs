@@ -17,6 +17,7 @@ mod compose_topology;
 mod concurrency;
 mod ctl_honesty;
 mod divergence;
+mod durability;
 mod edge;
 mod failover;
 mod fence;

@@ -315,7 +315,8 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     // appear once something is refused (tests/tests/it/edge.rs checks them).
     // Group sizes are recorded by SQLite shards' writers only
     // (group_commit::sqlite_group_sizes_are_on_the_admin_listener checks them),
-    // and a slot move's gauges by the shards in it (reshard.rs checks them).
+    // a slot move's gauges by the shards in it (reshard.rs checks them), and
+    // durability by each K and P shard (durability.rs checks it).
     let elsewhere = [
         m::CREATES,
         m::SAGA_STEP_SECONDS,
@@ -326,6 +327,7 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
         m::GROUP_COMMIT_WRITES,
         m::FROZEN_SLOTS,
         m::SLOT_MOVE_ROWS,
+        m::COMMITS_SURVIVE_SERVER_LOSS,
     ];
     for name in m::ALL.iter().filter(|n| !elsewhere.contains(n)) {
         assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");

@@ -70,19 +70,27 @@ fn shards<C>(list: &[(&str, u8, u8)], client: fn(Channel) -> C) -> anyhow::Resul
 }
 
 pub async fn serve_keys(store: KeyStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    let slots = claimed(store.database(), ShardKind::Key, slots).await?;
+    let slots = claimed(&disk, store.database().clone(), ShardKind::Key, slots)?;
     serve_shard(Routes::new(KeyServiceImpl::new(store, slots).into_server()), disk).await
 }
 
 pub async fn serve_pastes(store: PasteStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    let slots = claimed(store.database(), ShardKind::Paste, slots).await?;
+    let slots = claimed(&disk, store.database().clone(), ShardKind::Paste, slots)?;
     serve_shard(Routes::new(PasteServiceImpl::new(store, slots).into_server()), disk).await
 }
 
-/// The shard's range, stored in its database as a real shard's start does.
-async fn claimed(db: &pastebin_runtime::db::Database, kind: ShardKind, slots: (u8, u8)) -> anyhow::Result<ShardSlots> {
+/// The shard's range, stored in its database as a real shard's start does:
+/// one atomic step on the disk, like every other database access here (a
+/// claim run on sqlx's own threads would race simulated time, and a seed
+/// would no longer replay the same history).
+fn claimed(
+    disk: &Disk,
+    db: pastebin_runtime::db::Database,
+    kind: ShardKind,
+    slots: (u8, u8),
+) -> anyhow::Result<ShardSlots> {
     let asked = Some(range(slots.0, slots.1)?.into());
-    Ok(ShardSlots::claim(db.pool(), kind, asked, Resharding::Allow, 0).await?)
+    Ok(disk.run(async move { ShardSlots::claim(db.pool(), kind, asked, Resharding::Allow, 0).await })?)
 }
 
 /// A shard's service on the simulated network, each RPC one step on the disk.

@@ -107,9 +107,20 @@ async fn key_and_paste_services_answer_no_reflection_unless_asked() {
 
     std::fs::create_dir(temp.path().join("asked")).unwrap();
     let (_process, channel, _) = shard("key-service", &temp.path().join("asked"), &["--reflection"]).await;
-    let expected = ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "pastebin.keys.v1.KeyService"];
+    // Its own API and the slot moves every shard serves (docs/design.md#moving-slots).
+    let expected = [
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "pastebin.keys.v1.KeyService",
+        "pastebin.shard.v1.SlotMoves",
+    ];
     assert_eq!(list_v1(channel.clone()).await.unwrap(), expected);
-    let expected = ["grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "pastebin.keys.v1.KeyService"];
+    let expected = [
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "pastebin.keys.v1.KeyService",
+        "pastebin.shard.v1.SlotMoves",
+    ];
     assert_eq!(list_v1alpha(channel.clone()).await.unwrap(), expected);
     assert!(!describes(channel, "pastebin.pastes.v1.PasteService").await, "K describes only its own API");
 }

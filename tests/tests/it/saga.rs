@@ -93,12 +93,15 @@ async fn same_key_with_another_request_is_a_conflict_and_creates_nothing() {
 #[tokio::test]
 async fn sixty_four_concurrent_creates_with_one_key_make_one_paste() {
     // Every attempt is admitted: this is contention on one key, not load
-    // shedding (shedding.rs), so the shedding limit is above the 64. And every
+    // shedding (shedding.rs) nor one address's fair share (edge.rs), so the
+    // shedding limit and the per-client caps are above the 64. And every
     // attempt may take as long as a saturated machine needs: the budget is
     // the test's own, not the 2 s a deployment answers within.
     let budget = Duration::from_secs(120);
     let env = vec![
         ("PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD".to_owned(), "64".to_owned()),
+        ("PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT".to_owned(), "64".to_owned()),
+        ("PASTEBIN_MAX_CONNECTIONS_PER_CLIENT".to_owned(), "128".to_owned()),
         ("PASTEBIN_REQUEST_BUDGET_MS".to_owned(), budget.as_millis().to_string()),
     ];
     let cluster = Cluster::start(ClusterOptions { env, ..ClusterOptions::default() }).await;

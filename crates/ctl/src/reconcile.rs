@@ -310,111 +310,99 @@ fn print_text(report: &Report, out: &mut (dyn Write + Send)) -> std::io::Result<
         if report.complete { "" } else { " (INCOMPLETE: see warnings)" }
     )?;
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
-
-    writeln!(out, "\nlost pastes (done key, no paste row): {}", report.lost_pastes.count)?;
-    if report.lost_pastes.count > 0 {
-        writeln!(
-            out,
-            "  the product answered 201 for these; `pastebin ctl repair` shows what it can rebuild, `--apply` rebuilds it"
-        )?;
-        let rows: Vec<Vec<String>> = report
-            .lost_pastes
-            .samples
-            .iter()
-            .map(|l| {
-                vec![
-                    l.paste_id.clone(),
-                    l.key.clone(),
-                    format!("K{}", l.key_shard),
-                    format!("P{}", l.paste_shard),
-                    yes_no(l.object_present),
-                ]
-            })
-            .collect();
-        write_indented(out, &table(&["PASTE ID", "KEY", "K SHARD", "P SHARD", "OBJECT"], &rows))?;
-    }
-
-    writeln!(out, "\nmissing objects (done key or live row, no object): {}", report.missing_objects.count)?;
-    if report.missing_objects.count > 0 {
-        writeln!(out, "  the bytes are gone: restore them from a backup of the bucket; nothing rebuilds them")?;
-        let rows: Vec<Vec<String>> = report
-            .missing_objects
-            .samples
-            .iter()
-            .map(|m| vec![m.paste_id.clone(), format!("P{}", m.paste_shard), yes_no(m.key_done)])
-            .collect();
-        write_indented(out, &table(&["PASTE ID", "P SHARD", "DONE KEY"], &rows))?;
-    }
-
-    writeln!(
+    write_finding(
         out,
-        "\norphans (live paste, no key): {} ({} likely duplicate(s) of another live paste)",
-        report.orphans.count, report.likely_duplicates
+        format!("lost pastes (done key, no paste row): {}", report.lost_pastes.count),
+        &report.lost_pastes,
+        "the product answered 201 for these; `pastebin ctl repair` shows what it can rebuild, `--apply` rebuilds it",
+        &["PASTE ID", "KEY", "K SHARD", "P SHARD", "OBJECT"],
+        |l| {
+            vec![
+                l.paste_id.clone(),
+                l.key.clone(),
+                format!("K{}", l.key_shard),
+                format!("P{}", l.paste_shard),
+                yes_no(l.object_present),
+            ]
+        },
     )?;
-    if report.orphans.count > 0 {
-        writeln!(
-            out,
-            "  K lost their keys (an unsafe failover?): a retry may have created a second paste; see docs/operations.md#finding-and-repairing-lost-pastes"
-        )?;
-        let rows: Vec<Vec<String>> = report
-            .orphans
-            .samples
-            .iter()
-            .map(|o| {
-                vec![
-                    age(o.age_seconds),
-                    o.paste_id.clone(),
-                    format!("P{}", o.paste_shard),
-                    o.content_sha256[..12].to_owned(),
-                    if o.same_content.is_empty() { "-".into() } else { o.same_content.join(",") },
-                ]
-            })
-            .collect();
-        write_indented(out, &table(&["AGE", "PASTE ID", "P SHARD", "CONTENT", "SAME CONTENT"], &rows))?;
-    }
+    write_finding(
+        out,
+        format!("missing objects (done key or live row, no object): {}", report.missing_objects.count),
+        &report.missing_objects,
+        "the bytes are gone: restore them from a backup of the bucket; nothing rebuilds them",
+        &["PASTE ID", "P SHARD", "DONE KEY"],
+        |m| vec![m.paste_id.clone(), format!("P{}", m.paste_shard), yes_no(m.key_done)],
+    )?;
+    write_finding(
+        out,
+        format!(
+            "orphans (live paste, no key): {} ({} likely duplicate(s) of another live paste)",
+            report.orphans.count, report.likely_duplicates
+        ),
+        &report.orphans,
+        "K lost their keys (an unsafe failover?): a retry may have created a second paste; see docs/operations.md#finding-and-repairing-lost-pastes",
+        &["AGE", "PASTE ID", "P SHARD", "CONTENT", "SAME CONTENT"],
+        |o| {
+            vec![
+                age(o.age_seconds),
+                o.paste_id.clone(),
+                format!("P{}", o.paste_shard),
+                o.content_sha256[..12].to_owned(),
+                if o.same_content.is_empty() { "-".into() } else { o.same_content.join(",") },
+            ]
+        },
+    )?;
+    write_finding(
+        out,
+        format!("pending keys whose paste exists: {}", report.pending_with_paste.count),
+        &report.pending_with_paste,
+        "the sweeper marks these done once they are 60s old; `pastebin ctl recover KEY` does one now",
+        &["AGE", "KEY", "PASTE ID", "P SHARD", "OBJECT"],
+        |f| {
+            vec![
+                age(f.age_seconds),
+                f.key.clone(),
+                f.paste_id.clone(),
+                format!("P{}", f.paste_shard),
+                yes_no(f.object_present),
+            ]
+        },
+    )?;
+    write_finding(
+        out,
+        format!("objects without a live paste row: {}", report.orphan_objects.count),
+        &report.orphan_objects,
+        "the reaper deletes these once older than the age floor (1h), behind a tombstone, and spares those a done key names; never delete them by hand",
+        &["AGE", "PASTE ID", "BYTES", "PAST FLOOR", "KEY PENDING", "DONE KEY"],
+        |o| {
+            vec![
+                age(o.age_seconds),
+                o.paste_id.clone(),
+                o.size.to_string(),
+                yes_no(o.past_age_floor),
+                yes_no(o.key_pending),
+                yes_no(o.key_done),
+            ]
+        },
+    )
+}
 
-    writeln!(out, "\npending keys whose paste exists: {}", report.pending_with_paste.count)?;
-    if report.pending_with_paste.count > 0 {
-        writeln!(out, "  the sweeper marks these done once they are 60s old; `pastebin ctl recover KEY` does one now")?;
-        let rows: Vec<Vec<String>> = report
-            .pending_with_paste
-            .samples
-            .iter()
-            .map(|f| {
-                vec![
-                    age(f.age_seconds),
-                    f.key.clone(),
-                    f.paste_id.clone(),
-                    format!("P{}", f.paste_shard),
-                    yes_no(f.object_present),
-                ]
-            })
-            .collect();
-        write_indented(out, &table(&["AGE", "KEY", "PASTE ID", "P SHARD", "OBJECT"], &rows))?;
-    }
-
-    writeln!(out, "\nobjects without a live paste row: {}", report.orphan_objects.count)?;
-    if report.orphan_objects.count > 0 {
-        writeln!(
-            out,
-            "  the reaper deletes these once older than the age floor (1h), behind a tombstone, and spares those a done key names; never delete them by hand"
-        )?;
-        let rows: Vec<Vec<String>> = report
-            .orphan_objects
-            .samples
-            .iter()
-            .map(|o| {
-                vec![
-                    age(o.age_seconds),
-                    o.paste_id.clone(),
-                    o.size.to_string(),
-                    yes_no(o.past_age_floor),
-                    yes_no(o.key_pending),
-                    yes_no(o.key_done),
-                ]
-            })
-            .collect();
-        write_indented(out, &table(&["AGE", "PASTE ID", "BYTES", "PAST FLOOR", "KEY PENDING", "DONE KEY"], &rows))?;
+/// One kind of finding: its heading (with its count), then, when there is
+/// any, what to do about it and a table of its samples.
+fn write_finding<T>(
+    out: &mut (dyn Write + Send),
+    heading: String,
+    finding: &Finding<T>,
+    what_to_do: &str,
+    header: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+) -> std::io::Result<()> {
+    writeln!(out, "\n{heading}")?;
+    if finding.count > 0 {
+        writeln!(out, "  {what_to_do}")?;
+        let rows: Vec<Vec<String>> = finding.samples.iter().map(row).collect();
+        write_indented(out, &table(header, &rows))?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use std::{
 
 use sqlx::{Connection, PgConnection};
 
-use crate::postgres::{database_on, free_port, pg_command, Cluster};
+use crate::postgres::{database_on, free_port, pg_command, spawn_detached_shell, Cluster};
 
 /// Where Debian installs `pg_autoctl`.
 const PG_AUTOCTL: &str = "/usr/bin/pg_autoctl";
@@ -205,16 +205,5 @@ fn spawn_watchdog(group: u32) {
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; kill -KILL -- -{group} 2>/dev/null",
         pid = std::process::id()
     );
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        // Detached: it outlives this process, so nothing here waits for it.
-        .map(drop)
-        .expect("the watchdog starts");
+    spawn_detached_shell(&script).expect("the watchdog starts");
 }

@@ -414,6 +414,12 @@ fn spawn_watchdog(bin: &Path, as_postgres: bool, dir: &Path) -> Result<(), Strin
          rm -rf {dir_q}",
         pid = std::process::id(),
     );
+    spawn_detached_shell(&script).map_err(|e| format!("spawning the cleanup watchdog: {e}"))
+}
+
+/// Starts `script` under `sh` in a process group of its own, with no stdio
+/// of ours, so it outlives this process and `cargo test` never waits for it.
+pub(crate) fn spawn_detached_shell(script: &str) -> std::io::Result<()> {
     Command::new("sh")
         .arg("-c")
         .arg(script)
@@ -423,8 +429,8 @@ fn spawn_watchdog(bin: &Path, as_postgres: bool, dir: &Path) -> Result<(), Strin
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("spawning the cleanup watchdog: {e}"))?;
-    Ok(())
+        // Detached: nothing here waits for it.
+        .map(drop)
 }
 
 #[cfg(test)]

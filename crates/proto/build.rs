@@ -27,6 +27,7 @@ const REDACTED: &[&str] = &[
     ".pastebin.keys.v1.KeyRecord",
     ".pastebin.keys.v1.BeginRequest",
     ".pastebin.keys.v1.RestartRequest",
+    ".pastebin.keys.v1.AdoptRequest",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -253,6 +253,7 @@ pub fn new_paste(now: DateTime<Utc>, ttl: chrono::Duration) -> (NewPaste, Delete
         size: 11,
         content_sha256: random_hash().0,
         attributes: Default::default(),
+        origin: None,
     };
     (paste, token)
 }

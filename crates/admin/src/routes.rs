@@ -71,6 +71,15 @@ async fn readyz() -> Response {
             "commits_survive_server_loss": durability.survives_server_loss(),
         });
     }
+    // Nor is the search-first mode: creates work, each asking P first.
+    if let Some(lost) = pastebin_runtime::durability::lost_commits() {
+        let until = lost.search_first_until();
+        body["search_first"] = serde_json::json!({
+            "may_have_lost_commits_since": lost.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "until": until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "active": lost.search_first(chrono::Utc::now()),
+        });
+    }
     let code = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut response = (code, Json(body)).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

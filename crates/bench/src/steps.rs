@@ -128,6 +128,7 @@ impl Harness {
             size: self.content.len() as u64,
             content_sha256: Sha256::digest(&self.content).into(),
             attributes: Default::default(),
+            origin: Some(pastebin_core::PasteOrigin { key_hash: key.hash(), request_hash }),
         };
         let started = Instant::now();
         if let Err(e) = self.pastes.insert(&paste).await {

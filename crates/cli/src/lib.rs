@@ -47,7 +47,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a key service (shard K: idempotency records) over gRPC.
-    KeyService(ShardArgs),
+    KeyService(KeyServiceArgs),
     /// Run a paste service (shard P: paste rows and tombstones) over gRPC.
     PasteService(ShardArgs),
     /// Run the gateway: the create saga, reads and deletes, over HTTP and gRPC.
@@ -152,6 +152,27 @@ pub struct ShardArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub admin: flags::AdminArgs,
+}
+
+/// A key service's flags: a shard's, and what only K has.
+#[derive(Debug, clap::Args)]
+pub struct KeyServiceArgs {
+    #[command(flatten)]
+    pub shard: ShardArgs,
+    /// After an unsafe failover or a restore (RFC 3339, e.g.
+    /// 2026-12-01T10:00:00Z): this database may have lost commits since
+    /// then. For 26 h after it, a create of a key this shard does not know
+    /// searches every paste shard first and adopts the paste an erased
+    /// earlier create of the key made (docs/operations.md#after-an-unsafe-failover).
+    #[arg(long, env = "PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE", value_parser = parse_rfc3339,
+          help_heading = help::DATABASE)]
+    pub may_have_lost_commits_since: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn parse_rfc3339(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(raw.trim())
+        .map(|at| at.to_utc())
+        .map_err(|error| format!("`{raw}` is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {error}"))
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -263,9 +284,19 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     Ok(())
 }
 
-async fn run_key_service(args: ShardArgs) -> anyhow::Result<()> {
-    run_shard(args, &pastebin_keys::MIGRATIONS, "key-service", ShardKind::Key, |pool, slots, options| {
-        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock));
+async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
+    let lost = args.may_have_lost_commits_since.map(|since| pastebin_core::LostCommits { since });
+    if let Some(lost) = lost {
+        durability::note_lost_commits(lost);
+        tracing::warn!(
+            since = %lost.since,
+            until = %lost.search_first_until(),
+            "this key shard may have lost commits: creates of keys it does not know search every paste shard \
+             before minting, and adopt what they find (docs/operations.md#after-an-unsafe-failover)"
+        );
+    }
+    run_shard(args.shard, &pastebin_keys::MIGRATIONS, "key-service", ShardKind::Key, |pool, slots, options| {
+        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)).with_lost_commits(lost);
         pastebin_keys::server(store, slots, options)
     })
     .await

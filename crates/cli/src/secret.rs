@@ -37,6 +37,7 @@ mod tests {
     fn a_database_url_never_prints() {
         let cli = Cli::parse_from(["pastebin", "key-service", "--database-url", "postgres://k:hunter2@db/keys_0"]);
         let Command::KeyService(args) = &cli.command else { panic!("parsed as {cli:?}") };
+        let args = &args.shard;
         assert_eq!(args.database_url.expose(), "postgres://k:hunter2@db/keys_0");
         let printed = format!("{cli:?}");
         assert!(!printed.contains("hunter2") && printed.contains("Secret(hidden)"), "{printed}");

@@ -3,7 +3,7 @@ use std::{fmt, str::FromStr};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::Slot;
+use crate::{RequestHash, Slot};
 
 /// The client's idempotency key: one UUID per save, reused on every retry of it.
 /// With the request it names, it fetches that save's stored 201 (and so its
@@ -43,13 +43,46 @@ impl IdempotencyKey {
     /// first 8 hex digits of SHA-256 over its raw bytes. Enough to match a
     /// log line to a key an operator already holds, useless for replaying it.
     pub fn short_hash(&self) -> String {
-        hex::encode(&Sha256::digest(self.0.as_bytes())[..4])
+        hex::encode(&self.hash().0[..4])
+    }
+
+    /// SHA-256 over the key's 16 raw bytes: what a paste row keeps of the
+    /// create that made it, so a search can find it again after K lost the
+    /// key (docs/design.md#adopting-after-a-k-loss), without P ever holding
+    /// the key itself.
+    pub fn hash(&self) -> KeyHash {
+        KeyHash(Sha256::digest(self.0.as_bytes()).into())
     }
 
     /// `slot = first byte of SHA-256(the key's 16 raw bytes)`.
     pub fn slot(&self) -> Slot {
-        Slot(Sha256::digest(self.0.as_bytes())[0])
+        Slot(self.hash().0[0])
     }
+}
+
+/// [`IdempotencyKey::hash`]: useless for replaying a create (the key is
+/// needed for that), enough to recognise the paste it made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyHash(pub [u8; 32]);
+
+impl KeyHash {
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    pub fn from_hex(raw: &str) -> Option<Self> {
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(raw, &mut bytes).ok()?;
+        Some(Self(bytes))
+    }
+}
+
+/// The create that made a paste, as its row keeps it: the key's hash and
+/// the request hash the key was created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PasteOrigin {
+    pub key_hash: KeyHash,
+    pub request_hash: RequestHash,
 }
 
 impl FromStr for IdempotencyKey {

@@ -18,6 +18,7 @@ mod expiry;
 #[cfg(test)]
 mod fuzz;
 mod key;
+mod lost_commits;
 mod minter;
 mod paste_id;
 mod request_hash;
@@ -29,7 +30,8 @@ mod token;
 pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttributes};
 pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
 pub use expiry::{Expiry, ExpiryError};
-pub use key::{IdempotencyKey, KeyError};
+pub use key::{IdempotencyKey, KeyError, KeyHash, PasteOrigin};
+pub use lost_commits::LostCommits;
 pub use minter::{Minter, RandomMinter, SeededMinter};
 pub use paste_id::{PasteId, PasteIdError};
 pub use request_hash::{CreateRequest, RequestHash};

@@ -20,7 +20,7 @@
 use std::{collections::BTreeMap, io::Write};
 
 use futures::{stream, StreamExt};
-use pastebin_core::{DeleteToken, KeyState, PasteAttributes, Slot};
+use pastebin_core::{DeleteToken, KeyState, PasteAttributes, PasteOrigin, Slot};
 use pastebin_gateway::Created;
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{InsertOutcome, NewPaste};
@@ -276,6 +276,9 @@ async fn rebuild(deployment: &Deployment, objects: &dyn ObjectStore, lost: &Lost
         size: content.len() as u64,
         content_sha256: Sha256::digest(&content).into(),
         attributes: PasteAttributes::default(),
+        // K's record names the create, so the rebuilt row can be found by
+        // its key again (docs/design.md#adopting-after-a-k-loss).
+        origin: Some(PasteOrigin { key_hash: record.key.hash(), request_hash: record.request_hash }),
     })
 }
 

@@ -107,12 +107,39 @@ struct ShardDurability {
     commits_survive_server_loss: Option<bool>,
 }
 
+/// A K shard started with `--may-have-lost-commits-since`: its creates
+/// search P before minting (docs/design.md#adopting-after-a-k-loss).
+#[derive(Debug, Serialize)]
+struct SearchFirst {
+    shard: String,
+    may_have_lost_commits_since: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+    active: bool,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     total: Total,
     key_shards: Vec<KeyShardStats>,
     paste_shards: Vec<PasteShardStats>,
     durability: Vec<ShardDurability>,
+    search_first: Vec<SearchFirst>,
+}
+
+/// Every K shard that answered and is in the search-first mode.
+async fn search_first(deployment: &Deployment, key_shards: &[KeyShardStats]) -> Vec<SearchFirst> {
+    let mut found = Vec::new();
+    for shard in key_shards.iter().filter(|s| s.reachable).map(|s| s.shard) {
+        if let Ok(Some(lost)) = deployment.keys(shard).lost_commits().await {
+            found.push(SearchFirst {
+                shard: format!("K{shard}"),
+                may_have_lost_commits_since: lost.since,
+                until: lost.search_first_until(),
+                active: lost.search_first(chrono::Utc::now()),
+            });
+        }
+    }
+    found
 }
 
 /// The durability of every shard that answered and has read its own.
@@ -206,7 +233,8 @@ pub async fn run(
         paste_shards_unreachable: paste_shards.iter().filter(|s| !s.reachable).count(),
     };
     let durability = durability(deployment, &key_shards, &paste_shards).await;
-    let report = Report { total, key_shards, paste_shards, durability };
+    let search_first = search_first(deployment, &key_shards).await;
+    let report = Report { total, key_shards, paste_shards, durability, search_first };
 
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&report).map_err(|e| CtlError::Failed(e.to_string()))?)?;
@@ -262,6 +290,21 @@ pub async fn run(
                 at_risk.join(", ")
             )?;
         }
+    }
+    for mode in &report.search_first {
+        let seconds = chrono::SecondsFormat::Secs;
+        writeln!(
+            out,
+            "search first: {} may have lost commits since {}; {} {}; docs/operations.md#after-an-unsafe-failover",
+            mode.shard,
+            mode.may_have_lost_commits_since.to_rfc3339_opts(seconds, true),
+            if mode.active {
+                "creates of keys it does not know search the paste shards first until"
+            } else {
+                "searched until"
+            },
+            mode.until.to_rfc3339_opts(seconds, true),
+        )?;
     }
     match t.level {
         Summary::Known(level) => {

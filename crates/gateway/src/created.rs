@@ -14,6 +14,12 @@ pub struct Created {
     /// RFC 3339, UTC, whole seconds.
     pub expires_at: String,
     pub delete_token: String,
+    /// True when a K loss erased this key's record and the paste its first
+    /// create made was found and adopted, under a new delete token
+    /// (docs/design.md#adopting-after-a-k-loss). Absent otherwise, so every
+    /// other stored body is byte-identical to before the field existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 impl Created {
@@ -24,6 +30,7 @@ impl Created {
             raw_url: format!("{public_url}/raw/{id}"),
             expires_at: expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             delete_token: token.expose().to_owned(),
+            adopted: false,
         }
     }
 
@@ -58,6 +65,16 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_body_that_was_not_adopted_does_not_say_so() {
+        let expires_at = chrono::DateTime::from_timestamp(1_900_000_000, 0).unwrap();
+        let created =
+            Created::new(&PasteId::mint(pastebin_core::Slot(3)), "http://x", expires_at, &DeleteToken::generate());
+        assert!(!created.to_stored().expose().contains("adopted"));
+        let adopted = Created { adopted: true, ..created };
+        assert!(adopted.to_stored().expose().contains("\"adopted\":true"));
+    }
+
     // The stored-201 decoder reads what K hands back (docs/testing.md#fuzzing).
     proptest! {
         #[test]
@@ -66,9 +83,10 @@ mod tests {
         }
 
         #[test]
-        fn a_created_answer_round_trips_through_its_stored_form(id in "[0-9A-Za-z]{14}", url in "https?://[a-z.:0-9]{1,30}", seconds in 60u32..31_536_000) {
+        fn a_created_answer_round_trips_through_its_stored_form(id in "[0-9A-Za-z]{14}", url in "https?://[a-z.:0-9]{1,30}", seconds in 60u32..31_536_000, adopted: bool) {
             let expires_at = chrono::DateTime::from_timestamp(1_900_000_000 + i64::from(seconds), 0).unwrap();
             let created = Created::new(&PasteId::parse(&id).unwrap_or_else(|_| PasteId::mint(pastebin_core::Slot(0))), &url, expires_at, &DeleteToken::generate());
+            let created = Created { adopted, ..created };
             let stored = created.to_stored();
             prop_assert_eq!(Created::from_stored(&stored), Some(created.clone()));
             prop_assert_eq!(created.expires_at(), Some(expires_at));

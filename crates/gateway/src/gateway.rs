@@ -274,6 +274,7 @@ impl Gateway {
         };
         let outcome = match &result {
             Ok(answer) if answer.replayed => "replayed",
+            Ok(answer) if answer.created.adopted => "adopted",
             Ok(_) => "created",
             Err(ApiError::KeyConflict) => "conflict",
             Err(ApiError::Unavailable(SHED)) => "shed",

@@ -73,6 +73,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
             expires_at: created.expires_at,
             delete_token: created.delete_token,
             replayed: answer.replayed,
+            adopted: created.adopted,
         }))
     }
 

@@ -23,6 +23,9 @@ use crate::{
 };
 
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// On a 201 for a paste found and adopted after the key service lost the
+/// key's record: the delete token is new (docs/api.md#adopted-pastes).
+const PASTE_ADOPTED: &str = "paste-adopted";
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
 pub(crate) fn accept_quality(headers: &HeaderMap, media_type: &str) -> f32 {
@@ -93,6 +96,9 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
     }
     if answer.replayed {
         response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    if answer.created.adopted {
+        response.headers_mut().insert(PASTE_ADOPTED, HeaderValue::from_static("true"));
     }
     response
 }

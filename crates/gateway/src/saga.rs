@@ -7,16 +7,22 @@
 //! 5. **K done**, guarded;
 //! 6. answer 201 with the stored body.
 //!
+//! While K may have lost commits, a key it has not finished first searches
+//! every P shard for a paste an erased earlier life of the key made, and
+//! adopts it instead of making a second (docs/design.md#adopting-after-a-k-loss).
+//!
 //! A definite failure compensates by aborting (tombstone on P first, then the
 //! guarded abort on K). An uncertain one leaves the key pending and answers
 //! 503: the client's retry with the same key, or the sweeper, finishes it.
 //! Nothing here ever deletes a paste: a pending key whose paste exists is
 //! finished, not undone.
 
-use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, ResponseBody};
-use pastebin_keys::{Begun, KeyClient, KeyRecord, NewKey};
-use pastebin_pastes::{InsertOutcome, NewPaste, PasteClient};
-use pastebin_shards::{fence, FenceError, Fenced};
+use std::sync::Arc;
+
+use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, PasteOrigin, ResponseBody};
+use pastebin_keys::{Adopted, Begun, KeyClient, KeyRecord, NewKey};
+use pastebin_pastes::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteClient};
+use pastebin_shards::{fence, FenceError, Fenced, SlotMap};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -39,6 +45,8 @@ struct Saga<'a> {
     deadline: Instant,
     keys: KeyClient,
     pastes: PasteClient,
+    /// Every P shard: the search for an erased earlier life asks them all.
+    slots: Arc<SlotMap>,
 }
 
 fn key_unavailable(error: StepError) -> ApiError {
@@ -80,6 +88,7 @@ impl Gateway {
                 deadline,
                 keys: slots.key_shard(slot).with_deadline(deadline),
                 pastes: slots.paste_shard(slot).with_deadline(deadline),
+                slots: Arc::clone(&slots),
             };
             match saga.run().instrument(span.clone()).await {
                 Err(ApiError::SlotMoving) if moves.again(&self.inner.slots, deadline).await => {}
@@ -114,7 +123,7 @@ impl Saga<'_> {
             }
             match record.state {
                 KeyState::Done => return answer(&record, true),
-                KeyState::Pending => return self.roll_forward(&record).await,
+                KeyState::Pending => return self.finish_pending(&record).await,
                 KeyState::Aborted => {
                     let (paste_id, response_body) = self.mint();
                     let restarted = within(
@@ -125,7 +134,7 @@ impl Saga<'_> {
                     .map_err(key_unavailable)?;
                     if restarted {
                         record = KeyRecord { paste_id, response_body, state: KeyState::Pending, ..record };
-                        return self.roll_forward(&record).await;
+                        return self.finish_pending(&record).await;
                     }
                     record = self.reread().await?;
                 }
@@ -149,6 +158,103 @@ impl Saga<'_> {
             .await
             .map_err(key_unavailable)?
             .ok_or(ApiError::Unavailable("the key vanished; retry"))
+    }
+
+    /// A pending record goes forward, unless K may have lost an earlier
+    /// life of its key: then P is searched first, and a paste that life
+    /// made is adopted instead of making a second one.
+    async fn finish_pending(&self, record: &KeyRecord) -> Result<CreateAnswer, ApiError> {
+        if record.search_first {
+            if let Some(found) = self.search_for_earlier_life(record).await? {
+                return self.adopt(record, found).await;
+            }
+        }
+        self.roll_forward(record).await
+    }
+
+    /// Asks every P shard at once for the pastes made under this key: the
+    /// paste of an erased life lives on the slot of an id nobody here knows.
+    /// A shard that does not answer makes the create 503: a search that did
+    /// not complete must never lead to a second paste.
+    #[tracing::instrument(skip_all, err(Display))]
+    async fn search_for_earlier_life(&self, record: &KeyRecord) -> Result<Option<KeyedPaste>, ApiError> {
+        let key_hash = self.key().hash();
+        let searches = self.slots.paste_shards().iter().map(|shard| {
+            let shard = shard.with_deadline(self.deadline);
+            async move { within(self.deadline, shard.find_by_key(&key_hash)).await }
+        });
+        let mut found = Vec::new();
+        for answer in timed("p_search", futures::future::join_all(searches)).await {
+            found.extend(answer.map_err(|error| {
+                tracing::warn!(%error, "a paste shard could not be searched; nothing is minted");
+                ApiError::Unavailable("a paste shard could not be searched for this key's earlier paste")
+            })?);
+        }
+        Ok(earlier_life(&record.paste_id, found))
+    }
+
+    /// Rebuilds the record a K loss erased around `found`: the paste's
+    /// delete token becomes this pending record's (the lost 201's token
+    /// cannot be shown again), then one guarded update makes the key done
+    /// with the paste and the request hash its create carried. Every
+    /// attempt on this record carries the same token, so attempts racing
+    /// here rotate to the same hash, and K's guard lets exactly one adopt.
+    #[tracing::instrument(skip_all, fields(adopted = %found.id), err(Display))]
+    async fn adopt(&self, record: &KeyRecord, found: KeyedPaste) -> Result<CreateAnswer, ApiError> {
+        let pending = Created::from_stored(&record.response_body)
+            .ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
+        let token = DeleteToken::presented(&pending.delete_token);
+        if found.fate == IdFate::Live {
+            self.rotate_delete_token(&found.id, &token).await?;
+        }
+        // A paste that died since (deleted, expired, burned) is adopted too:
+        // the key answers as its first life would, and its id reads 404.
+        let created = Created::new(&found.id, &self.gateway.inner.settings.public_url, found.expires_at, &token);
+        let adopted = Adopted {
+            key: *self.key(),
+            pending_paste_id: record.paste_id.clone(),
+            paste_id: found.id,
+            request_hash: found.request_hash,
+            response_body: Created { adopted: true, ..created }.to_stored(),
+        };
+        let changed =
+            timed("k_adopt", within(self.deadline, self.keys.adopt(&adopted))).await.map_err(key_unavailable)?;
+        let now = if changed {
+            tracing::warn!(paste_id = %adopted.paste_id, "adopted the paste an erased earlier life of this key made");
+            KeyRecord {
+                paste_id: adopted.paste_id,
+                request_hash: adopted.request_hash,
+                response_body: adopted.response_body,
+                state: KeyState::Done,
+                search_first: false,
+                ..record.clone()
+            }
+        } else {
+            self.reread().await?
+        };
+        if now.request_hash != self.request.request_hash {
+            return Err(ApiError::KeyConflict);
+        }
+        match now.state {
+            KeyState::Done => answer(&now, !changed),
+            _ => Err(ApiError::Unavailable("the key moved on during this attempt")),
+        }
+    }
+
+    /// The adopted paste's token, guarded by the key hash its row carries.
+    async fn rotate_delete_token(&self, id: &PasteId, token: &DeleteToken) -> Result<(), ApiError> {
+        let shard = self.slots.paste_shard(id.slot()).with_deadline(self.deadline);
+        let (key_hash, token_hash) = (self.key().hash(), token.hash());
+        let rotated = within(self.deadline, shard.rotate_delete_token(id, &key_hash, &token_hash));
+        match timed("p_rotate_token", rotated).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ApiError::Unavailable("the paste this key made changed while it was adopted; retry")),
+            Err(StepError::NotExecuted(_)) => Err(ApiError::SlotMoving),
+            Err(error) => {
+                tracing::warn!(%error, "cannot rotate the adopted paste's delete token; the key stays pending");
+                Err(ApiError::Unavailable("the paste service did not answer"))
+            }
+        }
     }
 
     /// Steps 3 to 6 for a pending record, with the stored id and body: every
@@ -206,6 +312,8 @@ impl Saga<'_> {
             // The request hash covers these, so a rolled-forward retry
             // carries the very attributes the first attempt minted for.
             attributes: self.request.attributes.clone(),
+            // What a search after a K loss finds the paste by.
+            origin: Some(PasteOrigin { key_hash: self.key().hash(), request_hash: self.request.request_hash }),
         };
         match timed("p_insert", within(self.deadline, self.pastes.insert(&paste))).await {
             Ok(InsertOutcome::Inserted | InsertOutcome::AlreadyExists) => Ok(true),
@@ -272,9 +380,54 @@ impl Saga<'_> {
     }
 }
 
+/// Which of the pastes made under this key the record should name: none
+/// when one is the record's own (this life already made its paste), else
+/// the oldest live one, else the oldest that died. Every attempt sorts the
+/// same rows the same way, so racing attempts pick the same paste.
+fn earlier_life(own: &PasteId, mut found: Vec<KeyedPaste>) -> Option<KeyedPaste> {
+    if found.iter().any(|paste| &paste.id == own) {
+        return None;
+    }
+    found.sort_by_key(|paste| (paste.fate != IdFate::Live, paste.created_at, paste.id.to_string()));
+    found.into_iter().next()
+}
+
 /// Step 6: the stored body, exactly as stored.
 fn answer(record: &KeyRecord, replayed: bool) -> Result<CreateAnswer, ApiError> {
     let created = Created::from_stored(&record.response_body)
         .ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
     Ok(CreateAnswer { body: record.response_body.clone(), created, replayed })
+}
+
+#[cfg(test)]
+mod tests {
+    use pastebin_core::{from_millis, RequestHash, Slot};
+
+    use super::*;
+
+    fn keyed(fate: IdFate, created_ms: i64) -> KeyedPaste {
+        KeyedPaste {
+            id: PasteId::mint(Slot(7)),
+            fate,
+            request_hash: RequestHash([1; 32]),
+            created_at: from_millis(created_ms),
+            expires_at: from_millis(created_ms + 60_000),
+        }
+    }
+
+    #[test]
+    fn the_oldest_live_paste_of_an_earlier_life_is_adopted_before_any_dead_one() {
+        let own = PasteId::mint(Slot(7));
+        let (dead, young, old) = (keyed(IdFate::Tombstoned, 1), keyed(IdFate::Live, 3), keyed(IdFate::Live, 2));
+        let chosen = earlier_life(&own, vec![dead.clone(), young, old.clone()]);
+        assert_eq!(chosen, Some(old));
+        assert_eq!(earlier_life(&own, vec![dead.clone()]), Some(dead));
+        assert_eq!(earlier_life(&own, Vec::new()), None);
+    }
+
+    #[test]
+    fn a_life_that_already_made_its_paste_adopts_nothing() {
+        let mine = keyed(IdFate::Live, 5);
+        assert_eq!(earlier_life(&mine.id.clone(), vec![keyed(IdFate::Live, 1), mine]), None);
+    }
 }

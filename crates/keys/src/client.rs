@@ -11,7 +11,7 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
+use crate::{convert, Adopted, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 /// A K shard as the gateway, the sweeper and operators see it: domain types
 /// in, domain types out, every failure classified as refused or uncertain.
@@ -90,6 +90,18 @@ impl KeyClient {
             raw.iter().map(|key| convert::key(key).map_err(bad_reply)).collect()
         };
         Ok(AppliedVerdicts { changed: keys(&reply.changed)?, not_owned: keys(&reply.not_owned)? })
+    }
+
+    /// See [`crate::KeyStore::adopt`].
+    pub async fn adopt(&self, adopted: &Adopted) -> Result<bool, CallError> {
+        let request = convert::adopt_request(adopted);
+        Ok(self.inner.clone().adopt(self.deadline.request(request)).await?.into_inner().changed)
+    }
+
+    /// Since when the shard may have lost commits, if it says so.
+    pub async fn lost_commits(&self) -> Result<Option<pastebin_core::LostCommits>, CallError> {
+        let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;
+        Ok(shard_slots::described_lost_commits(answer.get_ref()))
     }
 
     pub async fn restart(

@@ -7,7 +7,7 @@ use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, PasteId, R
 use pastebin_proto::keys::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
-use crate::{KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
+use crate::{Adopted, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 pub(crate) fn key(raw: &str) -> Result<IdempotencyKey, Malformed> {
     IdempotencyKey::parse(raw).map_err(|e| Malformed(e.to_string()))
@@ -87,6 +87,7 @@ pub(crate) fn record_to_pb(record: KeyRecord) -> pb::KeyRecord {
         response_body: record.response_body.into_inner().into_bytes(),
         created_at_ms: to_millis(record.created_at),
         retain_until_ms: to_millis(record.retain_until),
+        search_first: record.search_first,
     }
 }
 
@@ -99,6 +100,27 @@ pub(crate) fn record_from_pb(raw: pb::KeyRecord) -> Result<KeyRecord, Malformed>
         response_body: response_body(raw.response_body)?,
         created_at: from_millis(raw.created_at_ms),
         retain_until: from_millis(raw.retain_until_ms),
+        search_first: raw.search_first,
+    })
+}
+
+pub(crate) fn adopt_request(adopted: &Adopted) -> pb::AdoptRequest {
+    pb::AdoptRequest {
+        key: adopted.key.canonical(),
+        pending_paste_id: adopted.pending_paste_id.to_string(),
+        paste_id: adopted.paste_id.to_string(),
+        request_hash: adopted.request_hash.0.to_vec(),
+        response_body: adopted.response_body.expose().as_bytes().to_vec(),
+    }
+}
+
+pub(crate) fn adopted(request: pb::AdoptRequest) -> Result<Adopted, Malformed> {
+    Ok(Adopted {
+        key: key(&request.key)?,
+        pending_paste_id: paste_id(&request.pending_paste_id)?,
+        paste_id: paste_id(&request.paste_id)?,
+        request_hash: request_hash(request.request_hash)?,
+        response_body: response_body(request.response_body)?,
     })
 }
 
@@ -157,6 +179,7 @@ mod tests {
             response_body: ResponseBody::new("{\"id\":\"x\"}".into()),
             created_at: from_millis(1_700_000_000_123),
             retain_until: from_millis(1_700_090_000_123),
+            search_first: state != KeyState::Done,
         }
     }
 

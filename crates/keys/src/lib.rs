@@ -19,7 +19,7 @@ use pastebin_runtime::{
 };
 
 pub use client::KeyClient;
-pub use record::{AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
+pub use record::{Adopted, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
 

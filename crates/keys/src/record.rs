@@ -11,6 +11,25 @@ pub struct KeyRecord {
     pub response_body: ResponseBody,
     pub created_at: DateTime<Utc>,
     pub retain_until: DateTime<Utc>,
+    /// Never stored: K sets it on a record not yet done while it may have
+    /// lost commits. A create then searches P for the paste an erased
+    /// earlier life of the key made before making one
+    /// (docs/design.md#adopting-after-a-k-loss).
+    pub search_first: bool,
+}
+
+/// The record a K loss erased, rebuilt around the paste its first life
+/// made: `Adopt` turns the pending record of `pending_paste_id` into it,
+/// done, in one guarded update.
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    pub key: IdempotencyKey,
+    pub pending_paste_id: PasteId,
+    pub paste_id: PasteId,
+    /// The request hash the paste's create carried, which may not be this
+    /// request's: the record answers as its first life would have.
+    pub request_hash: RequestHash,
+    pub response_body: ResponseBody,
 }
 
 /// What step 2 of the saga asks K to record.

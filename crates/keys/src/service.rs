@@ -3,7 +3,7 @@ use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, Slot};
 use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     grpc::{store_status, Malformed, StoreFailure},
-    shard_slots::ShardSlots,
+    shard_slots::{self, ShardSlots},
 };
 use tonic::{Request, Response, Status};
 
@@ -159,6 +159,15 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
+    async fn adopt(&self, request: Request<pb::AdoptRequest>) -> Result<Response<pb::UpdateResult>, Status> {
+        let request = request.into_inner();
+        check_body_size(&request.response_body)?;
+        let adopted = convert::adopted(request)?;
+        let _writing = self.slots.writable([adopted.key.slot()]).await?;
+        let changed = self.store.adopt(&adopted).await?;
+        Ok(Response::new(pb::UpdateResult { changed }))
+    }
+
     async fn list_pending(
         &self,
         request: Request<pb::ListPendingRequest>,
@@ -240,6 +249,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         _request: Request<shard_pb::DescribeRequest>,
     ) -> Result<Response<shard_pb::ShardDescription>, Status> {
         let now = to_millis(self.store.clock().now());
-        Ok(Response::new(self.slots.description(now).await))
+        let description = self.slots.description(now).await;
+        Ok(Response::new(shard_slots::with_lost_commits(description, self.store.lost_commits())))
     }
 }

@@ -2,13 +2,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use pastebin_core::{
-    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, PasteId, RequestHash, ResponseBody, Slot,
-    KEY_RETENTION,
+    alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, LostCommits, PasteId, RequestHash, ResponseBody,
+    Slot, KEY_RETENTION,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
+use crate::{Adopted, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyStoreError {
@@ -30,6 +30,7 @@ pub enum KeyStoreError {
 pub struct KeyStore {
     db: Database,
     clock: Arc<dyn Clock>,
+    lost_commits: Option<LostCommits>,
 }
 
 /// Guarded updates per statement of [`KeyStore::apply_verdicts`]: two
@@ -43,7 +44,26 @@ fn retention() -> chrono::Duration {
 
 impl KeyStore {
     pub fn new(db: Database, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+        Self { db, clock, lost_commits: None }
+    }
+
+    /// The same store on a database that may have lost commits since
+    /// `lost.since` (`--may-have-lost-commits-since`): until
+    /// [`LostCommits::search_first_until`], every record it answers that is
+    /// not done says `search_first` (docs/design.md#adopting-after-a-k-loss).
+    pub fn with_lost_commits(self, lost: Option<LostCommits>) -> Self {
+        Self { lost_commits: lost, ..self }
+    }
+
+    pub fn lost_commits(&self) -> Option<LostCommits> {
+        self.lost_commits
+    }
+
+    /// A record as K answers it: a done one names its paste for good; any
+    /// other may be a key whose earlier life this database lost.
+    fn answered(&self, record: KeyRecord) -> KeyRecord {
+        let searching = self.lost_commits.is_some_and(|lost| lost.search_first(self.clock.now()));
+        KeyRecord { search_first: searching && record.state != KeyState::Done, ..record }
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -74,7 +94,7 @@ impl KeyStore {
             .await?
                 == 1;
             if inserted {
-                return Ok(Begun::Inserted(KeyRecord {
+                return Ok(Begun::Inserted(self.answered(KeyRecord {
                     key: new.key,
                     request_hash: new.request_hash,
                     paste_id: new.paste_id.clone(),
@@ -82,7 +102,8 @@ impl KeyStore {
                     response_body: new.response_body.clone(),
                     created_at: from_millis(to_millis(now)),
                     retain_until: from_millis(to_millis(now + retention())),
-                }));
+                    search_first: false,
+                })));
             }
             // Retention may delete a retired key between the conflict and this
             // read; then the insert is simply tried again.
@@ -105,7 +126,7 @@ impl KeyStore {
                 .fetch_optional(pool)
             })
             .await?;
-        row.as_ref().map(record_from_row).transpose()
+        Ok(row.as_ref().map(record_from_row).transpose()?.map(|record| self.answered(record)))
     }
 
     /// Step 5: pending → done. Guarded by state and paste id so it can only
@@ -263,6 +284,33 @@ impl KeyStore {
             .collect()
     }
 
+    /// pending → done around another paste: the record a K loss erased,
+    /// rebuilt (docs/design.md#adopting-after-a-k-loss). Guarded by state and
+    /// the pending paste id, so of two attempts racing on the key only the
+    /// first adopts, and a record the sweeper aborted meanwhile is left as
+    /// it is. One update, so no state between "another paste" and "done"
+    /// exists for a crash to leave behind.
+    pub async fn adopt(&self, adopted: &Adopted) -> Result<bool, KeyStoreError> {
+        let retain_until = to_millis(self.clock.now() + retention());
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE idempotency_keys
+                        SET state = 'done', paste_id = $1, request_hash = $2, response_body = $3, retain_until = $4
+                      WHERE key = $5 AND state = 'pending' AND paste_id = $6",
+                )
+                .bind(adopted.paste_id.to_string())
+                .bind(adopted.request_hash.to_hex())
+                .bind(adopted.response_body.expose().to_owned())
+                .bind(retain_until)
+                .bind(adopted.key.canonical())
+                .bind(adopted.pending_paste_id.to_string()),
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
     /// aborted → pending with a fresh paste id and body. The key's clock
     /// restarts too: the sweeper must see a restarted create as young, not as
     /// a minute-old pending it may abort while the create is in flight.
@@ -407,5 +455,6 @@ fn record_from_row(row: &AnyRow) -> Result<KeyRecord, KeyStoreError> {
         response_body: ResponseBody::new(row.try_get("response_body")?),
         created_at: from_millis(row.try_get("created_at")?),
         retain_until: from_millis(row.try_get("retain_until")?),
+        search_first: false,
     })
 }

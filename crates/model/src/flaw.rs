@@ -28,10 +28,13 @@ pub enum Flaw {
     ReapsWithoutAgeFloor,
     /// The object reaper reads P instead of fencing before it deletes.
     ReapsWithoutFence,
+    /// K loses commits and is restarted without `--may-have-lost-commits-since`:
+    /// creates never search P first (docs/design.md#adopting-after-a-k-loss).
+    NoSearchAfterKLoss,
 }
 
 impl Flaw {
-    pub const ALL: [Flaw; 11] = [
+    pub const ALL: [Flaw; 12] = [
         Flaw::SweeperAbortsWithoutFence,
         Flaw::SweeperFinishesBlind,
         Flaw::SweeperAbortsWhenUnreachable,
@@ -43,5 +46,6 @@ impl Flaw {
         Flaw::AnswersBeforeDone,
         Flaw::ReapsWithoutAgeFloor,
         Flaw::ReapsWithoutFence,
+        Flaw::NoSearchAfterKLoss,
     ];
 }

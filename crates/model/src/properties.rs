@@ -21,6 +21,7 @@ pub const SOME_CREATE: &str = "a create answers 201";
 pub const SOME_RESTART: &str = "a retry restarts an aborted key with a new id";
 pub const SOME_RECOVERY: &str = "a key is resolved while its client has given up";
 pub const SOME_OWNER_DELETE: &str = "an owner deletes a paste and its object is reaped";
+pub const SOME_ADOPTION: &str = "after a K loss, a retry adopts the paste the lost key made";
 
 /// The properties whose counterexample is a bug.
 pub const SAFETY: [&str; 7] = [
@@ -34,7 +35,7 @@ pub const SAFETY: [&str; 7] = [
 ];
 
 /// The examples the checker must find for the model to mean anything.
-pub const REACHABLE: [&str; 4] = [SOME_CREATE, SOME_RESTART, SOME_RECOVERY, SOME_OWNER_DELETE];
+pub const REACHABLE: [&str; 5] = [SOME_CREATE, SOME_RESTART, SOME_RECOVERY, SOME_OWNER_DELETE, SOME_ADOPTION];
 
 pub fn all() -> Vec<Property<Protocol>> {
     vec![
@@ -56,6 +57,7 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::sometimes(SOME_OWNER_DELETE, |_, w: &World| {
             w.keys.iter().flat_map(|k| &k.pastes).any(|p| p.row == Row::DeletedByOwner && !p.object)
         }),
+        Property::sometimes(SOME_ADOPTION, |_, w: &World| w.keys.iter().any(|k| k.adopted && k.client.has_201)),
     ]
 }
 

@@ -6,7 +6,8 @@
 //! (it may land later, in any order, or never), duplicate a request, refuse
 //! a PUT or a P insert definitely, crash a gateway or a sweeper at any
 //! step, let a client give up and retry while its attempt still runs, and
-//! make P unreachable for a while.
+//! make P unreachable for a while, and make K lose a key's record (an
+//! unsafe failover), after which K runs in the search-first mode.
 
 use stateright::{Model, Property};
 
@@ -86,6 +87,11 @@ pub enum Action {
     OwnerDeletes {
         key: u8,
     },
+    /// K fails over to a standby that lacks the key's record, and is
+    /// restarted with `--may-have-lost-commits-since`. A fault; once.
+    KLosesKey {
+        key: u8,
+    },
 }
 
 /// What an actor does after a reply.
@@ -161,7 +167,8 @@ impl Protocol {
 
     /// Applies a call on its server; returns the reply and whether it minted.
     fn land(&self, world: &mut World, call: Call) -> (Reply, bool) {
-        servers::apply(self.flaw, &mut world.keys[usize::from(call.key)], call.op)
+        let searches_first = world.k_searches_first(self.flaw);
+        servers::apply(self.flaw, searches_first, &mut world.keys[usize::from(call.key)], call.op)
     }
 
     /// The actor reads `reply` and takes its next step.
@@ -176,9 +183,12 @@ impl Protocol {
         let slot = usize::from(gateway);
         let Some(mut attempt) = world.gateways[slot].take() else { return };
         match reply {
-            Reply::Record(record) if record.state == KeyState::Pending => {
-                attempt.paste = Some(record.paste);
-                attempt.minted = minted;
+            Reply::Record { record, search_first } if record.state != KeyState::Done => {
+                attempt.search_first = search_first;
+                if record.state == KeyState::Pending {
+                    attempt.paste = Some(record.paste);
+                    attempt.minted = minted;
+                }
             }
             Reply::Restarted(Some(paste)) => {
                 attempt.paste = Some(paste);
@@ -186,7 +196,7 @@ impl Protocol {
             }
             _ => {}
         }
-        match self.saga_step(attempt.waiting_for, reply) {
+        match self.saga_step(attempt.waiting_for, reply, attempt.search_first) {
             Next::Call(op) => {
                 attempt.waiting_for = op;
                 world.gateways[slot] = Some(attempt);
@@ -203,14 +213,21 @@ impl Protocol {
     }
 
     /// The create saga after one reply (crates/gateway/src/saga.rs).
-    fn saga_step(&self, step: Op, reply: Reply) -> Next {
+    fn saga_step(&self, step: Op, reply: Reply, search_first: bool) -> Next {
         match (step, reply) {
-            (Op::Begin, Reply::Record(record)) => match record.state {
+            (Op::Begin, Reply::Record { record, .. }) => match record.state {
                 KeyState::Done => Next::Answer(Some(record.paste)),
-                KeyState::Pending => Next::Call(Op::Put(record.paste)),
+                KeyState::Pending => finish_pending(record.paste, search_first),
                 KeyState::Aborted => Next::Call(Op::Restart { aborted: record.paste }),
             },
-            (Op::Restart { .. }, Reply::Restarted(Some(paste))) => Next::Call(Op::Put(paste)),
+            (Op::Restart { .. }, Reply::Restarted(Some(paste))) => finish_pending(paste, search_first),
+            (Op::Search { own }, Reply::Found(None)) => Next::Call(Op::Put(own)),
+            (Op::Search { own }, Reply::Found(Some((paste, Fate::Live)))) => {
+                Next::Call(Op::Rotate { pending: own, paste })
+            }
+            (Op::Search { own }, Reply::Found(Some((paste, _)))) => Next::Call(Op::Adopt { pending: own, paste }),
+            (Op::Rotate { pending, paste }, Reply::Changed(true)) => Next::Call(Op::Adopt { pending, paste }),
+            (Op::Adopt { paste, .. }, Reply::Changed(true)) => Next::Answer(Some(paste)),
             (Op::Put(paste), Reply::Stored) => Next::Call(Op::Insert(paste)),
             (Op::Put(paste) | Op::Insert(paste), Reply::Refused) => self.compensate(paste),
             (Op::Insert(paste), Reply::Inserted(InsertOutcome::Inserted | InsertOutcome::AlreadyExists)) => {
@@ -304,6 +321,15 @@ impl Protocol {
     }
 }
 
+/// `Saga::finish_pending`: search P first when K says so, else roll forward.
+fn finish_pending(paste: PasteNo, search_first: bool) -> Next {
+    if search_first {
+        Next::Call(Op::Search { own: paste })
+    } else {
+        Next::Call(Op::Put(paste))
+    }
+}
+
 /// The object reaper for one object (crates/sweeper/src/reapers.rs): only
 /// behind a dead id.
 fn reaper_step(step: Op, paste: PasteNo, reply: Reply) -> Next {
@@ -323,13 +349,14 @@ impl Model for Protocol {
 
     fn init_states(&self) -> Vec<World> {
         let client = Client { attempts_left: self.bounds.attempts, waiting_on: None, has_201: false };
-        let key = KeyWorld { record: None, pastes: Vec::new(), client, first_201: None };
+        let key = KeyWorld { record: None, pastes: Vec::new(), client, first_201: None, adopted: false };
         vec![World {
             keys: vec![key; usize::from(self.bounds.keys)],
             gateways: vec![None; usize::from(self.bounds.gateways)],
             sweepers: vec![None; usize::from(self.bounds.sweepers)],
             orphans: Default::default(),
             paste_service_reachable: true,
+            k_lost_commits: false,
             faults_left: self.bounds.faults,
             violations: 0,
         }]
@@ -354,6 +381,13 @@ impl Model for Protocol {
             }
             actions.push(Action::DropOrphan(call));
         }
+        if world.faults_left > 0 && !world.k_lost_commits {
+            for (key, this) in (0..).zip(&world.keys) {
+                if this.record.is_some() && world.key_is_quiet(key) {
+                    actions.push(Action::KLosesKey { key });
+                }
+            }
+        }
         if !world.paste_service_reachable {
             actions.push(Action::PasteServiceBack);
         } else if world.faults_left > 0 {
@@ -368,8 +402,14 @@ impl Model for Protocol {
                 let client = &mut world.keys[usize::from(key)].client;
                 client.attempts_left -= 1;
                 client.waiting_on = Some(gateway);
-                world.gateways[usize::from(gateway)] =
-                    Some(Attempt { key, paste: None, minted: false, answered: false, waiting_for: Op::Begin });
+                world.gateways[usize::from(gateway)] = Some(Attempt {
+                    key,
+                    paste: None,
+                    minted: false,
+                    answered: false,
+                    search_first: false,
+                    waiting_for: Op::Begin,
+                });
             }
             Action::GiveUp { key } => {
                 fault(&mut world);
@@ -436,6 +476,11 @@ impl Model for Protocol {
                 self.start_job(&mut world, sweeper, Chore::Recover, key, paste);
             }
             Action::Reap { sweeper, key, paste } => self.start_job(&mut world, sweeper, Chore::Reap, key, paste),
+            Action::KLosesKey { key } => {
+                fault(&mut world);
+                world.k_lost_commits = true;
+                world.keys[usize::from(key)].record = None;
+            }
             Action::OwnerDeletes { key } => {
                 let this = &mut world.keys[usize::from(key)];
                 let paste = this.record?.paste;

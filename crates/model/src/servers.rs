@@ -4,21 +4,34 @@
 
 use crate::{
     flaw::Flaw,
-    world::{Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, Reply, Row},
+    world::{Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, PasteNo, Reply, Row},
 };
 
 /// Applies `op` to one key's K record, P rows and objects; returns the reply
 /// and whether the call minted the key's current id.
-pub fn apply(flaw: Option<Flaw>, world: &mut KeyWorld, op: Op) -> (Reply, bool) {
+pub fn apply(flaw: Option<Flaw>, searches_first: bool, world: &mut KeyWorld, op: Op) -> (Reply, bool) {
+    let answered =
+        |record: KeyRecord| Reply::Record { record, search_first: searches_first && record.state != KeyState::Done };
     match op {
         Op::Begin => match world.record {
-            Some(record) => (Reply::Record(record), false),
+            Some(record) => (answered(record), false),
             None => {
                 let record = KeyRecord { paste: world.mint(), state: KeyState::Pending };
                 world.record = Some(record);
-                (Reply::Record(record), true)
+                (answered(record), true)
             }
         },
+        Op::Search { own } => (Reply::Found(search(world, own)), false),
+        Op::Rotate { paste, .. } => (Reply::Changed(world.row(paste) == Row::Live), false),
+        Op::Adopt { pending, paste } => {
+            let changed = world.record.is_some_and(|record| record.is(pending, KeyState::Pending));
+            if changed {
+                world.record = Some(KeyRecord { paste, state: KeyState::Done });
+                world.adopted = true;
+            }
+            let already = world.record.is_some_and(|record| record.is(paste, KeyState::Done));
+            (Reply::Changed(changed || already), false)
+        }
         Op::Restart { aborted } => match world.record {
             Some(record) if record.state == KeyState::Aborted && restart_guard(flaw, record.paste, aborted) => {
                 let paste = world.mint();
@@ -45,6 +58,18 @@ pub fn apply(flaw: Option<Flaw>, world: &mut KeyWorld, op: Op) -> (Reply, bool) 
             (Reply::Changed(changed || already), false)
         }
     }
+}
+
+/// `FindByKey` and the gateway's choice (`earlier_life`) in one: ids are
+/// numbered in minting order, so the smallest is the oldest.
+fn search(world: &KeyWorld, own: PasteNo) -> Option<(PasteNo, Fate)> {
+    let made: Vec<(PasteNo, Row)> =
+        (0..).zip(world.pastes.iter().map(|slot| slot.row)).filter(|(_, row)| row.was_created()).collect();
+    if made.iter().any(|(paste, _)| *paste == own) {
+        return None;
+    }
+    let live = made.iter().find(|(_, row)| *row == Row::Live).map(|(paste, _)| (*paste, Fate::Live));
+    live.or_else(|| made.first().map(|(paste, _)| (*paste, Fate::Dead)))
 }
 
 fn restart_guard(flaw: Option<Flaw>, current: u8, aborted: u8) -> bool {

@@ -74,6 +74,8 @@ pub struct KeyWorld {
     pub client: Client,
     /// History: the id named by the first 201 any gateway sent for this key.
     pub first_201: Option<PasteNo>,
+    /// History: a retry adopted the paste a K loss left without its key.
+    pub adopted: bool,
 }
 
 impl KeyWorld {
@@ -121,11 +123,19 @@ pub enum Op {
     Done(PasteNo),
     /// Object store: delete the object.
     DeleteObject(PasteNo),
+    /// P: the rows made under this key (live, or deleted by their owner
+    /// since; the fence's tombstones carry no key), for an attempt whose
+    /// pending record names `own` (docs/design.md#adopting-after-a-k-loss).
+    Search { own: PasteNo },
+    /// P: the adopted live row takes the pending record's delete token.
+    Rotate { pending: PasteNo, paste: PasteNo },
+    /// K: pending (with `pending`) → done with `paste`, guarded.
+    Adopt { pending: PasteNo, paste: PasteNo },
 }
 
 impl Op {
     pub fn on_paste_service(self) -> bool {
-        matches!(self, Op::Insert(_) | Op::Fence(_) | Op::Read(_))
+        matches!(self, Op::Insert(_) | Op::Fence(_) | Op::Read(_) | Op::Search { .. } | Op::Rotate { .. })
     }
 
     /// Steps whose definite refusal the saga compensates for.
@@ -137,8 +147,16 @@ impl Op {
 /// What the caller learns from a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reply {
-    /// K's record after a begin.
-    Record(KeyRecord),
+    /// K's record after a begin, and whether K says to search P first (it
+    /// may have lost commits, and the record is not done).
+    Record {
+        record: KeyRecord,
+        search_first: bool,
+    },
+    /// What a search chose to adopt: the oldest live row made under the
+    /// key, else the oldest one its owner deleted; none when the attempt's
+    /// own id is among them.
+    Found(Option<(PasteNo, Fate)>),
     /// Whether a guarded update on K applied. For done, also true when the
     /// key is already done with this id (the saga's re-read, folded in: the
     /// key cannot become done with this id between the two).
@@ -181,6 +199,8 @@ pub struct Attempt {
     pub minted: bool,
     /// Only the broken variant that answers before done sets this.
     pub answered: bool,
+    /// K said to search P before minting (its begin's record).
+    pub search_first: bool,
     pub waiting_for: Op,
 }
 
@@ -226,6 +246,9 @@ pub struct World {
     /// network duplicated: they may still land, in any order, or never.
     pub orphans: BTreeSet<Call>,
     pub paste_service_reachable: bool,
+    /// K lost commits once (an unsafe failover) and was restarted in the
+    /// search-first mode (unless the broken variant leaves it out).
+    pub k_lost_commits: bool,
     pub faults_left: u8,
     /// Bits of [`violation`].
     pub violations: u8,
@@ -238,6 +261,21 @@ impl World {
             Actor::Gateway(g) => self.gateways[usize::from(g)].as_ref().map(|a| Call { key: a.key, op: a.waiting_for }),
             Actor::Sweeper(s) => self.sweepers[usize::from(s)].as_ref().map(|j| Call { key: j.key, op: j.waiting_for }),
         }
+    }
+
+    /// Whether K answers `search_first` now.
+    pub fn k_searches_first(&self, flaw: Option<crate::flaw::Flaw>) -> bool {
+        self.k_lost_commits && flaw != Some(crate::flaw::Flaw::NoSearchAfterKLoss)
+    }
+
+    /// Nothing is in flight for `key`: no attempt, no job, no late request.
+    /// A K failover and the restart in the search-first mode take far
+    /// longer than any call's 2 s budget, so the loss is modelled between
+    /// the key's calls.
+    pub fn key_is_quiet(&self, key: u8) -> bool {
+        self.gateways.iter().flatten().all(|a| a.key != key)
+            && self.sweepers.iter().flatten().all(|j| j.key != key)
+            && self.orphans.iter().all(|call| call.key != key)
     }
 
     /// Whether `call` can reach its server now.

@@ -38,7 +38,7 @@ fn the_protocol_holds_every_property_in_every_reachable_world() {
 
 /// Each broken variant and the property it must break. The done and
 /// restart id guards are not here: see the test after this one.
-const CAUGHT: [(Flaw, &str); 9] = [
+const CAUGHT: [(Flaw, &str); 10] = [
     (Flaw::SweeperAbortsWithoutFence, ONE_PASTE_PER_KEY),
     (Flaw::SweeperFinishesBlind, NAMES_LIVE_PASTE),
     (Flaw::SweeperAbortsWhenUnreachable, ONE_PASTE_PER_KEY),
@@ -48,6 +48,7 @@ const CAUGHT: [(Flaw, &str); 9] = [
     (Flaw::AnswersBeforeDone, NO_201_BEFORE_DONE),
     (Flaw::ReapsWithoutFence, DONE_PASTE_KEPT),
     (Flaw::ReapsWithoutAgeFloor, UNDISTURBED_CREATES_SUCCEED),
+    (Flaw::NoSearchAfterKLoss, ONE_PASTE_PER_KEY),
 ];
 
 /// Behind the fence, a done or a restart never meets a record of another

@@ -1,4 +1,4 @@
-use pastebin_core::{DeleteToken, PasteId, Slot};
+use pastebin_core::{DeleteToken, DeleteTokenHash, KeyHash, PasteId, Slot};
 use pastebin_proto::{
     pastes::v1::{self as pb, paste_service_client::PasteServiceClient},
     shard::v1 as shard_pb,
@@ -9,7 +9,7 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
+use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -123,6 +123,29 @@ impl PasteClient {
         };
         let reply = self.inner.clone().list_slot(self.deadline.request(request)).await?.into_inner();
         reply.rows.into_iter().map(|raw| convert::slot_row_from_pb(raw).map_err(bad_reply)).collect()
+    }
+
+    /// The rows whose create carried `key_hash`, oldest first (at most 8),
+    /// of the slots this shard owns.
+    pub async fn find_by_key(&self, key_hash: &KeyHash) -> Result<Vec<KeyedPaste>, CallError> {
+        let request = pb::FindByKeyRequest { key_sha256: key_hash.0.to_vec() };
+        let reply = self.inner.clone().find_by_key(self.deadline.request(request)).await?.into_inner();
+        reply.pastes.into_iter().map(|raw| convert::keyed_from_pb(raw).map_err(bad_reply)).collect()
+    }
+
+    /// See [`crate::PasteStore::rotate_delete_token`].
+    pub async fn rotate_delete_token(
+        &self,
+        id: &PasteId,
+        key_hash: &KeyHash,
+        token_hash: &DeleteTokenHash,
+    ) -> Result<bool, CallError> {
+        let request = pb::RotateDeleteTokenRequest {
+            id: id.to_string(),
+            key_sha256: key_hash.0.to_vec(),
+            delete_token_sha256: token_hash.0.to_vec(),
+        };
+        Ok(self.inner.clone().rotate_delete_token(self.deadline.request(request)).await?.into_inner().rotated)
     }
 
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, CallError> {

@@ -3,11 +3,14 @@
 //! A field that does not convert is [`Malformed`]: the caller's bad input on
 //! the service side, an untrustworthy reply on the client side.
 
-use pastebin_core::{from_millis, to_millis, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes, PasteId};
+use pastebin_core::{
+    from_millis, to_millis, DeleteTokenHash, FileName, KeyHash, Language, MediaType, PasteAttributes, PasteId,
+    PasteOrigin, RequestHash,
+};
 use pastebin_proto::pastes::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
-use crate::{IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
+use crate::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
 
 pub(crate) fn id(raw: &str) -> Result<PasteId, Malformed> {
     PasteId::parse(raw).map_err(|e| Malformed(format!("id: {e}")))
@@ -66,7 +69,45 @@ pub(crate) fn insert_request(paste: &NewPaste) -> pb::InsertRequest {
         size: paste.size,
         content_sha256: paste.content_sha256.to_vec(),
         attributes: Some(attributes_to_pb(&paste.attributes)),
+        key_sha256: paste.origin.map(|origin| origin.key_hash.0.to_vec()).unwrap_or_default(),
+        request_sha256: paste.origin.map(|origin| origin.request_hash.0.to_vec()).unwrap_or_default(),
     }
+}
+
+pub(crate) fn key_hash(raw: Vec<u8>) -> Result<KeyHash, Malformed> {
+    sha256(raw, "key_sha256").map(KeyHash)
+}
+
+/// Both hashes or neither: a paste half-labelled could be adopted by the
+/// wrong request.
+fn origin(key_sha256: Vec<u8>, request_sha256: Vec<u8>) -> Result<Option<PasteOrigin>, Malformed> {
+    if key_sha256.is_empty() && request_sha256.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(PasteOrigin {
+        key_hash: key_hash(key_sha256)?,
+        request_hash: RequestHash(sha256(request_sha256, "request_sha256")?),
+    }))
+}
+
+pub(crate) fn keyed_to_pb(paste: KeyedPaste) -> pb::KeyedPaste {
+    pb::KeyedPaste {
+        id: paste.id.to_string(),
+        fate: fate_to_pb(paste.fate),
+        request_sha256: paste.request_hash.0.to_vec(),
+        created_at_ms: to_millis(paste.created_at),
+        expires_at_ms: to_millis(paste.expires_at),
+    }
+}
+
+pub(crate) fn keyed_from_pb(raw: pb::KeyedPaste) -> Result<KeyedPaste, Malformed> {
+    Ok(KeyedPaste {
+        id: id(&raw.id)?,
+        fate: fate_from_pb(raw.fate)?.ok_or_else(|| Malformed("fate".into()))?,
+        request_hash: RequestHash(sha256(raw.request_sha256, "request_sha256")?),
+        created_at: from_millis(raw.created_at_ms),
+        expires_at: from_millis(raw.expires_at_ms),
+    })
 }
 
 pub(crate) fn new_paste(request: pb::InsertRequest) -> Result<NewPaste, Malformed> {
@@ -81,6 +122,7 @@ pub(crate) fn new_paste(request: pb::InsertRequest) -> Result<NewPaste, Malforme
         size: request.size,
         content_sha256: sha256(request.content_sha256, "content_sha256")?,
         attributes: attributes_from_pb(request.attributes)?,
+        origin: origin(request.key_sha256, request.request_sha256)?,
     })
 }
 
@@ -185,6 +227,26 @@ mod tests {
         let bad = pb::PasteAttributes { media_type: Some("not a type".into()), ..Default::default() };
         let raw = pb::Paste { attributes: Some(bad), ..paste_to_pb(row(PasteAttributes::default())) };
         assert!(paste_from_pb(raw).unwrap_err().0.starts_with("attributes: "));
+    }
+
+    #[test]
+    fn an_insert_carries_its_origin_whole_or_not_at_all() {
+        let origin = PasteOrigin { key_hash: KeyHash([1; 32]), request_hash: RequestHash([2; 32]) };
+        let paste = NewPaste {
+            id: PasteId::mint(Slot(9)),
+            delete_token_hash: DeleteTokenHash([3; 32]),
+            created_at: from_millis(1_700_000_000_000),
+            expires_at: from_millis(1_700_000_060_000),
+            size: 1,
+            content_sha256: [4; 32],
+            attributes: PasteAttributes::default(),
+            origin: Some(origin),
+        };
+        assert_eq!(new_paste(insert_request(&paste)).unwrap(), paste);
+        let unlabelled = NewPaste { origin: None, ..paste.clone() };
+        assert_eq!(new_paste(insert_request(&unlabelled)).unwrap(), unlabelled);
+        let half = pb::InsertRequest { request_sha256: Vec::new(), ..insert_request(&paste) };
+        assert!(new_paste(half).unwrap_err().0.contains("request_sha256"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use pastebin_runtime::{
 };
 
 pub use client::PasteClient;
-pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
+pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 
@@ -50,6 +50,8 @@ pub static MOVED_TABLE: MovedTable = MovedTable {
         ("file_name", ColumnType::Text),
         ("language", ColumnType::Text),
         ("burn_after_reading", ColumnType::Integer),
+        ("key_sha256", ColumnType::Text),
+        ("request_sha256", ColumnType::Text),
     ],
     slot_column: "id",
     slot_of: |id| pastebin_core::PasteId::parse(id).ok().map(|id| id.slot()),

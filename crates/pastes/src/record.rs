@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use pastebin_core::{DeleteTokenHash, PasteAttributes, PasteId};
+use pastebin_core::{DeleteTokenHash, PasteAttributes, PasteId, PasteOrigin, RequestHash};
 
 /// Step 4 of the saga: the paste row. The content itself is in the object store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +11,8 @@ pub struct NewPaste {
     pub size: u64,
     pub content_sha256: [u8; 32],
     pub attributes: PasteAttributes,
+    /// The create that made it; `None` from a caller that predates it.
+    pub origin: Option<PasteOrigin>,
 }
 
 /// A live paste as readers see it.
@@ -41,6 +43,18 @@ pub struct SlotRow {
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// Live rows only.
     pub content_sha256: Option<[u8; 32]>,
+}
+
+/// A row found by the hash of the key whose create made it
+/// (docs/design.md#adopting-after-a-k-loss): what an adopting gateway needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedPaste {
+    pub id: PasteId,
+    /// Live, or dead (deleted, expired, burned) since.
+    pub fate: IdFate,
+    pub request_hash: RequestHash,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
 }
 
 /// What is true of an id after the fence ran.

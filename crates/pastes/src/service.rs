@@ -1,4 +1,4 @@
-use pastebin_core::{to_millis, DeleteToken, PasteId};
+use pastebin_core::{to_millis, DeleteToken, DeleteTokenHash, PasteId};
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
@@ -9,6 +9,9 @@ use tonic::{Request, Response, Status};
 
 use crate::{convert, BurnClaim, DeleteOutcome, PasteStore, PasteStoreError};
 
+/// The most rows one `FindByKey` returns: a key makes one paste per life,
+/// and a life ends only by a K loss or the 25 h retention.
+const MAX_KEYED: u32 = 8;
 /// The most ids one `ResolveBatch` takes.
 const MAX_BATCH: usize = 1_000;
 const MAX_PAGE: u32 = 10_000;
@@ -209,6 +212,40 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let _writing = self.slots.writable_everywhere().await?;
         let deleted = self.store.purge_tombstones(min_age, request.limit).await?;
         Ok(Response::new(pb::PurgeTombstonesResponse { deleted }))
+    }
+
+    async fn find_by_key(
+        &self,
+        request: Request<pb::FindByKeyRequest>,
+    ) -> Result<Response<pb::FindByKeyResponse>, Status> {
+        let key_hash = convert::key_hash(request.into_inner().key_sha256)?;
+        let mut pastes = Vec::new();
+        for paste in self.store.find_by_key(&key_hash, MAX_KEYED).await? {
+            // A stale copy of a slot moved away is not this shard's to report:
+            // its owner answers for it.
+            if self.slots.readable(paste.id.slot()).await.is_ok() {
+                pastes.push(convert::keyed_to_pb(paste));
+            }
+        }
+        Ok(Response::new(pb::FindByKeyResponse { pastes }))
+    }
+
+    async fn rotate_delete_token(
+        &self,
+        request: Request<pb::RotateDeleteTokenRequest>,
+    ) -> Result<Response<pb::RotateDeleteTokenResponse>, Status> {
+        let request = request.into_inner();
+        let id = convert::id(&request.id)?;
+        let key_hash = convert::key_hash(request.key_sha256)?;
+        let token_hash = DeleteTokenHash(
+            request
+                .delete_token_sha256
+                .try_into()
+                .map_err(|_| Status::invalid_argument("delete_token_sha256 must be 32 bytes"))?,
+        );
+        let _writing = self.slots.writable([id.slot()]).await?;
+        let rotated = self.store.rotate_delete_token(&id, &key_hash, &token_hash).await?;
+        Ok(Response::new(pb::RotateDeleteTokenResponse { rotated }))
     }
 
     async fn describe(

@@ -1,13 +1,13 @@
 use std::{collections::HashMap, sync::Arc};
 
 use pastebin_core::{
-    from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, Language, MediaType, PasteAttributes,
-    PasteId, Slot,
+    from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, KeyHash, Language, MediaType,
+    PasteAttributes, PasteId, RequestHash, Slot,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, SlotRow};
+use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasteStoreError {
@@ -68,8 +68,9 @@ impl PasteStore {
             .execute(
                 sqlx::query(
                     "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
-                                         media_type, file_name, language, burn_after_reading)
-                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+                                         media_type, file_name, language, burn_after_reading, key_sha256,
+                                         request_sha256)
+                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(paste.id.to_string())
                 .bind(to_millis(paste.created_at))
@@ -80,7 +81,9 @@ impl PasteStore {
                 .bind(paste.attributes.media_type.as_ref().map(|t| t.as_str().to_owned()))
                 .bind(paste.attributes.file_name.as_ref().map(|n| n.as_str().to_owned()))
                 .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
-                .bind(i64::from(paste.attributes.burn_after_reading)),
+                .bind(i64::from(paste.attributes.burn_after_reading))
+                .bind(paste.origin.map(|origin| origin.key_hash.to_hex()))
+                .bind(paste.origin.map(|origin| origin.request_hash.to_hex())),
             )
             .await?
             == 1;
@@ -266,6 +269,48 @@ impl PasteStore {
             .collect()
     }
 
+    /// Up to `limit` rows whose create carried `key_hash`, oldest first:
+    /// live ones and those that died since (deleted, expired, burned; the
+    /// fence's tombstones carry no key hash). By the `pastes_by_key` index.
+    pub async fn find_by_key(&self, key_hash: &KeyHash, limit: u32) -> Result<Vec<KeyedPaste>, PasteStoreError> {
+        let rows = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT id, state, request_sha256, created_at, expires_at FROM pastes
+                      WHERE key_sha256 = $1 ORDER BY created_at, id LIMIT $2",
+                )
+                .bind(key_hash.to_hex())
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+            })
+            .await?;
+        rows.iter().map(keyed_from_row).collect()
+    }
+
+    /// The adopting gateway's new delete token: the hash of a live row made
+    /// under `key_hash` becomes `token_hash`. Setting the same hash again is
+    /// a change too, so a repeat reports `true`. `false`: no such live row.
+    pub async fn rotate_delete_token(
+        &self,
+        id: &PasteId,
+        key_hash: &KeyHash,
+        token_hash: &DeleteTokenHash,
+    ) -> Result<bool, PasteStoreError> {
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE pastes SET delete_token_sha256 = $1 WHERE id = $2 AND state = 'live' AND key_sha256 = $3",
+                )
+                .bind(token_hash.to_hex())
+                .bind(id.to_string())
+                .bind(key_hash.to_hex()),
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
     /// Deleting turns the row into a tombstone, so the id can never be
     /// inserted again by a late saga step. The token is compared in constant
     /// time; the update is guarded so two deletes cannot both succeed.
@@ -402,6 +447,19 @@ fn paste_from_row(row: &AnyRow) -> Result<PasteRow, PasteStoreError> {
         size: u64::try_from(row.try_get::<i64, _>("size")?).map_err(|_| corrupt("size"))?,
         content_sha256,
         attributes: attributes_from_row(row)?,
+    })
+}
+
+fn keyed_from_row(row: &AnyRow) -> Result<KeyedPaste, PasteStoreError> {
+    let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+    let state: String = row.try_get("state")?;
+    let request_hash = row.try_get::<Option<String>, _>("request_sha256")?.and_then(|hex| RequestHash::from_hex(&hex));
+    Ok(KeyedPaste {
+        id: PasteId::parse(&row.try_get::<String, _>("id")?).map_err(|_| corrupt("id"))?,
+        fate: fate_of(Some(&state))?.ok_or_else(|| corrupt("state"))?,
+        request_hash: request_hash.ok_or_else(|| corrupt("request_sha256"))?,
+        created_at: from_millis(row.try_get("created_at")?),
+        expires_at: from_millis(row.try_get::<Option<i64>, _>("expires_at")?.ok_or_else(|| corrupt("expires_at"))?),
     })
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::{
     api::v1::{CreatePasteRequest, CreatePasteResponse, DeletePasteRequest},
-    keys::v1::{BeginRequest, KeyRecord, RestartRequest},
+    keys::v1::{AdoptRequest, BeginRequest, KeyRecord, RestartRequest},
     pastes::v1::DeleteRequest,
 };
 
@@ -37,6 +37,7 @@ impl fmt::Debug for CreatePasteResponse {
             .field("expires_at", &self.expires_at)
             .field("delete_token", &REDACTED)
             .field("replayed", &self.replayed)
+            .field("adopted", &self.adopted)
             .finish()
     }
 }
@@ -84,6 +85,17 @@ impl fmt::Debug for RestartRequest {
             .field("paste_id", &self.paste_id)
             .field("response_body", &REDACTED)
             .finish()
+    }
+}
+
+impl fmt::Debug for AdoptRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdoptRequest")
+            .field("key", &REDACTED)
+            .field("pending_paste_id", &self.pending_paste_id)
+            .field("paste_id", &self.paste_id)
+            .field("response_body", &REDACTED)
+            .finish_non_exhaustive()
     }
 }
 
@@ -140,9 +152,16 @@ mod tests {
                     RestartRequest {
                         key: KEY.into(),
                         paste_id: id.into(),
-                        response_body: stored,
+                        response_body: stored.clone(),
                         ..Default::default()
                     }
+                ),
+                id,
+            ),
+            (
+                format!(
+                    "{:?}",
+                    AdoptRequest { key: KEY.into(), paste_id: id.into(), response_body: stored, ..Default::default() }
                 ),
                 id,
             ),

@@ -219,6 +219,20 @@ pub async fn start_watching(
     Ok(())
 }
 
+/// The key service's search-first mode (`--may-have-lost-commits-since`,
+/// docs/design.md#adopting-after-a-k-loss), noted for `/readyz`: an
+/// operator must see that the shard searches P before minting.
+pub fn note_lost_commits(lost: pastebin_core::LostCommits) {
+    let _ = LOST_COMMITS.set(lost);
+}
+
+/// What [`note_lost_commits`] noted; `None` in every other process.
+pub fn lost_commits() -> Option<pastebin_core::LostCommits> {
+    LOST_COMMITS.get().copied()
+}
+
+static LOST_COMMITS: OnceLock<pastebin_core::LostCommits> = OnceLock::new();
+
 #[cfg(test)]
 mod tests {
     use super::*;

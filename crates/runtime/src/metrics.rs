@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Creates by outcome: `created`, `replayed`, `conflict`, `unavailable`, `slot_moving`, `shed`, `invalid`, `too_large`.
+/// Creates by outcome: `created`, `replayed`, `adopted`, `conflict`, `unavailable`, `slot_moving`, `shed`, `invalid`, `too_large`.
 pub const CREATES: &str = "pastebin_creates_total";
 /// Seconds per saga step: `k_begin`, `put`, `p_insert`, `k_done`, and `create` for the whole.
 pub const SAGA_STEP_SECONDS: &str = "pastebin_saga_step_duration_seconds";

@@ -656,6 +656,9 @@ fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::S
         durability: durability.as_ref().map(|d| d.kind().to_owned()).unwrap_or_default(),
         durability_detail: durability.as_ref().map(ToString::to_string).unwrap_or_default(),
         commits_survive_server_loss: durability.and_then(|d| d.survives_server_loss()),
+        // K's search-first mode is the key service's to add (`with_lost_commits`).
+        may_have_lost_commits_since_ms: None,
+        search_first_until_ms: None,
     }
 }
 
@@ -666,6 +669,26 @@ pub fn described_durability(answer: &pb::ShardDescription) -> Option<crate::dura
         detail: answer.durability_detail.clone(),
         commits_survive_server_loss: answer.commits_survive_server_loss,
     })
+}
+
+/// A K shard's `Describe` with its search-first mode
+/// (docs/design.md#adopting-after-a-k-loss), which operators must see.
+pub fn with_lost_commits(
+    description: pb::ShardDescription,
+    lost: Option<pastebin_core::LostCommits>,
+) -> pb::ShardDescription {
+    pb::ShardDescription {
+        may_have_lost_commits_since_ms: lost.map(|lost| pastebin_core::to_millis(lost.since)),
+        search_first_until_ms: lost.map(|lost| pastebin_core::to_millis(lost.search_first_until())),
+        ..description
+    }
+}
+
+/// The search-first mode in a `Describe` answer; `None` when the shard is not in it.
+pub fn described_lost_commits(answer: &pb::ShardDescription) -> Option<pastebin_core::LostCommits> {
+    answer
+        .may_have_lost_commits_since_ms
+        .map(|since| pastebin_core::LostCommits { since: pastebin_core::from_millis(since) })
 }
 
 /// What a shard said about itself in `Describe`.

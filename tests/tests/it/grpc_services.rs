@@ -102,6 +102,8 @@ fn insert_request(paste: &pastebin_pastes::NewPaste) -> ppb::InsertRequest {
         content_sha256: paste.content_sha256.to_vec(),
         // As a caller from before the reader attributes sends it: a plain text paste.
         attributes: None,
+        // And from before the origin: a paste no search after a K loss finds.
+        ..Default::default()
     }
 }
 

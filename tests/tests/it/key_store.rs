@@ -63,6 +63,7 @@ pastebin_tests::both_backends! {
             response_body: new.response_body.clone(),
             created_at: t0(),
             retain_until: t0() + chrono::Duration::hours(25),
+            search_first: false,
         };
         assert_eq!(record, expected);
         assert_eq!(store.get(&new.key).await.unwrap(), Some(expected), "the stored row is what begin returned");
@@ -190,6 +191,7 @@ pastebin_tests::both_backends! {
                 response_body: body.clone(),
                 created_at: restarted_at,
                 retain_until: restarted_at + retention(),
+                search_first: false,
             }
         );
 

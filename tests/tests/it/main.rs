@@ -7,6 +7,7 @@
 //!
 //! Run one module with `cargo test -p pastebin-tests --test it saga::`.
 
+mod adopt;
 mod answer_after_done;
 mod batched_recovery;
 mod browser;

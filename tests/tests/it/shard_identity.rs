@@ -200,6 +200,7 @@ pastebin_tests::both_backends! {
             size: 1,
             content_sha256: vec![0; 32],
             attributes: None,
+            ..Default::default()
         };
         expect_refused("insert", raw.insert(insert).await);
         let fence = |id: &PasteId| ppb::TombstoneRequest { id: id.to_string() };

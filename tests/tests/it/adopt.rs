@@ -1,0 +1,163 @@
+//! Adopting instead of duplicating after a K loss
+//! (docs/design.md#adopting-after-a-k-loss), on real processes: K forgets a
+//! key it answered 201 for (its row deleted, as a failover to a stale
+//! standby loses it), and a K shard started with
+//! `--may-have-lost-commits-since` makes the retry find and adopt the paste
+//! instead of minting a second one, under a new delete token. Another
+//! request under the lost key is a 409; a paste deleted since is answered
+//! as the deleted paste; a P shard that cannot be searched makes the create
+//! 503 with nothing minted; and without the flag nothing is searched.
+
+use pastebin_core::IdempotencyKey;
+use pastebin_tests::{
+    api::{self, Answer},
+    cluster::{execute, scalar, Cluster, ClusterOptions},
+};
+use reqwest::{header, StatusCode};
+
+/// A time inside the search-first window: an hour ago.
+fn an_hour_ago() -> String {
+    (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339()
+}
+
+/// One K shard and `paste_shards` P shards; K in the search-first mode when `search_first`.
+async fn start(paste_shards: usize, search_first: bool) -> Cluster {
+    let env = if search_first {
+        vec![("PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE".to_owned(), an_hour_ago())]
+    } else {
+        Vec::new()
+    };
+    Cluster::start(ClusterOptions { paste_shards, env, ..Default::default() }).await
+}
+
+/// A fresh key whose slot the first of two P shards owns (slots 0 to 127).
+fn key_on_the_first_paste_shard() -> String {
+    loop {
+        let key = api::new_key();
+        if IdempotencyKey::parse(&key).unwrap().slot().0 < 128 {
+            return key;
+        }
+    }
+}
+
+/// K loses the key's record, as a failover to a standby that had not received it does.
+async fn k_loses(cluster: &Cluster, key: &str) {
+    let deleted = execute(&cluster.key_database_urls[0], "DELETE FROM idempotency_keys WHERE key = $1", key).await;
+    assert_eq!(deleted, 1, "the key was on K");
+}
+
+async fn created(http: &str, key: &str, content: &str) -> Answer {
+    let answer = api::create(http, Some(key), content).await.expect("the gateway answers");
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    answer
+}
+
+fn field(answer: &Answer, name: &str) -> String {
+    answer.json()[name].as_str().unwrap_or_else(|| panic!("no {name} in {}", answer.body)).to_owned()
+}
+
+async fn delete(cluster: &Cluster, id: &str, token: &str) -> StatusCode {
+    let request = reqwest::Client::new()
+        .delete(format!("{}/api/v1/pastes/{id}", cluster.http))
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    request.send().await.expect("the gateway answers").status()
+}
+
+#[tokio::test]
+async fn a_retry_of_a_key_k_lost_adopts_its_paste_under_a_new_token() {
+    let cluster = start(2, true).await;
+    let lost = cluster.key_client(0).lost_commits().await.expect("K describes itself");
+    assert!(lost.is_some_and(|lost| lost.search_first(chrono::Utc::now())), "K says it searches first");
+    let fresh = created(&cluster.http, &api::new_key(), "a key K never lost").await;
+    assert!(fresh.json().get("adopted").is_none(), "a paste that was not adopted does not say so: {}", fresh.body);
+
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "made before K lost its key").await;
+    k_loses(&cluster, &key).await;
+    let retry = created(&cluster.http, &key, "made before K lost its key").await;
+    assert_eq!(field(&retry, "id"), field(&first, "id"), "the retry names the paste its first create made");
+    assert_eq!(retry.json()["adopted"], true, "{}", retry.body);
+    assert_eq!(retry.headers.get("paste-adopted").map(|v| v.to_str().unwrap()), Some("true"));
+    assert!(
+        retry.headers.get("idempotent-replayed").is_none(),
+        "the adopting answer is not byte-identical to the first"
+    );
+    assert_ne!(field(&retry, "delete_token"), field(&first, "delete_token"), "the lost 201's token is not shown again");
+    assert_eq!(cluster.live_pastes().await, 2, "no second paste for the lost key");
+
+    let replay = created(&cluster.http, &key, "made before K lost its key").await;
+    assert_eq!(replay.body, retry.body, "later retries replay the adopted answer byte for byte");
+    assert_eq!(replay.headers.get("idempotent-replayed").map(|v| v.to_str().unwrap()), Some("true"));
+    let id = field(&first, "id");
+    assert_eq!(delete(&cluster, &id, &field(&first, "delete_token")).await, StatusCode::FORBIDDEN, "the old token");
+    assert_eq!(delete(&cluster, &id, &field(&retry, "delete_token")).await, StatusCode::NO_CONTENT, "the new token");
+}
+
+#[tokio::test]
+async fn a_lost_key_sent_with_another_request_is_a_conflict_and_its_paste_stays_the_keys() {
+    let cluster = start(1, true).await;
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "the first request").await;
+    k_loses(&cluster, &key).await;
+    let other = api::create(&cluster.http, Some(&key), "another request").await.expect("the gateway answers");
+    assert_eq!(other.status, StatusCode::CONFLICT, "as for any key reused for another request: {}", other.body);
+    let retry = created(&cluster.http, &key, "the first request").await;
+    assert_eq!(field(&retry, "id"), field(&first, "id"), "the key still names its first paste");
+    assert_eq!(retry.json()["adopted"], true);
+    assert_eq!(cluster.live_pastes().await, 1, "the conflicting request made nothing");
+}
+
+#[tokio::test]
+async fn a_lost_key_whose_paste_was_deleted_answers_the_deleted_paste_and_mints_none() {
+    let cluster = start(1, true).await;
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "deleted before K lost its key").await;
+    let id = field(&first, "id");
+    assert_eq!(delete(&cluster, &id, &field(&first, "delete_token")).await, StatusCode::NO_CONTENT);
+    k_loses(&cluster, &key).await;
+    let retry = created(&cluster.http, &key, "deleted before K lost its key").await;
+    assert_eq!(field(&retry, "id"), id, "the key answers as its first life would have");
+    assert_eq!(retry.json()["adopted"], true);
+    assert_eq!(api::get(&cluster.http, &id).await.status, StatusCode::NOT_FOUND, "and the paste stays deleted");
+    assert_eq!(cluster.live_pastes().await, 0, "no new paste was minted");
+}
+
+#[tokio::test]
+async fn a_paste_shard_that_cannot_be_searched_makes_the_create_503_and_mints_nothing() {
+    let mut cluster = start(2, true).await;
+    cluster.pastes[1].kill().await;
+    // The key's own paste shard is up: only the search needs the other one.
+    let key = key_on_the_first_paste_shard();
+    let answer = api::create(&cluster.http, Some(&key), "searched for").await.expect("the gateway answers");
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{}", answer.body);
+    assert!(answer.headers.contains_key(header::RETRY_AFTER), "a 503 says when to retry");
+    let live = scalar(&cluster.paste_database_urls[0], "SELECT COUNT(*) FROM pastes").await;
+    assert_eq!(live, 0, "nothing was minted while the search could not complete");
+
+    cluster.pastes[1].restart(&[], &["paste-service"]).await;
+    let mut answer = api::create(&cluster.http, Some(&key), "searched for").await.expect("the gateway answers");
+    for _ in 0..200 {
+        if answer.status == StatusCode::CREATED {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        answer = api::create(&cluster.http, Some(&key), "searched for").await.expect("the gateway answers");
+    }
+    assert_eq!(answer.status, StatusCode::CREATED, "once every shard answers, the create goes on: {}", answer.body);
+    assert!(answer.json().get("adopted").is_none(), "nothing was there to adopt");
+}
+
+#[tokio::test]
+async fn a_key_shard_not_told_it_lost_commits_searches_nothing() {
+    let mut cluster = start(2, false).await;
+    assert_eq!(cluster.key_client(0).lost_commits().await.expect("K describes itself"), None);
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "made before K lost its key").await;
+    k_loses(&cluster, &key).await;
+    let retry = created(&cluster.http, &key, "made before K lost its key").await;
+    assert_ne!(field(&retry, "id"), field(&first, "id"), "without the flag the retry mints a second paste");
+
+    // A search would need every P shard; without the flag a create needs only its own.
+    cluster.pastes[1].kill().await;
+    created(&cluster.http, &key_on_the_first_paste_shard(), "no search").await;
+}

@@ -15,6 +15,8 @@ use pastebin_tests::{
 };
 use reqwest::{header, StatusCode};
 
+use crate::operators::ctl;
+
 /// A time inside the search-first window: an hour ago.
 fn an_hour_ago() -> String {
     (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339()
@@ -68,6 +70,8 @@ async fn a_retry_of_a_key_k_lost_adopts_its_paste_under_a_new_token() {
     let cluster = start(2, true).await;
     let lost = cluster.key_client(0).lost_commits().await.expect("K describes itself");
     assert!(lost.is_some_and(|lost| lost.search_first(chrono::Utc::now())), "K says it searches first");
+    let (_, stats, _) = ctl(&cluster, &["stats"]).await;
+    assert!(stats.contains("search first: K0 may have lost commits since"), "operators see the mode: {stats}");
     let fresh = created(&cluster.http, &api::new_key(), "a key K never lost").await;
     assert!(fresh.json().get("adopted").is_none(), "a paste that was not adopted does not say so: {}", fresh.body);
 
@@ -160,4 +164,30 @@ async fn a_key_shard_not_told_it_lost_commits_searches_nothing() {
     // A search would need every P shard; without the flag a create needs only its own.
     cluster.pastes[1].kill().await;
     created(&cluster.http, &key_on_the_first_paste_shard(), "no search").await;
+}
+
+#[tokio::test]
+async fn retries_racing_on_a_lost_key_adopt_it_once_and_answer_alike() {
+    let cluster = start(2, true).await;
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "raced for after K lost its key").await;
+    k_loses(&cluster, &key).await;
+    let retries = (0..4).map(|_| api::create(&cluster.http, Some(&key), "raced for after K lost its key"));
+    let answers = futures::future::join_all(retries).await;
+    let bodies: std::collections::HashSet<String> = answers
+        .into_iter()
+        .map(|answer| answer.expect("the gateway answers"))
+        .filter(|answer| answer.status == StatusCode::CREATED)
+        .map(|answer| answer.body)
+        .collect();
+    // A loser of K's unique key may answer 503 (retry); every 201 is the one adopted answer.
+    assert!(bodies.len() <= 1, "racing retries answered different bodies: {bodies:?}");
+    let replay = created(&cluster.http, &key, "raced for after K lost its key").await;
+    if let Some(body) = bodies.iter().next() {
+        assert_eq!(&replay.body, body, "the race's answer is the key's answer");
+    }
+    assert_eq!(field(&replay, "id"), field(&first, "id"));
+    assert_eq!(replay.json()["adopted"], true);
+    assert_eq!(cluster.live_pastes().await, 1, "one paste for the key");
+    assert_eq!(delete(&cluster, &field(&first, "id"), &field(&replay, "delete_token")).await, StatusCode::NO_CONTENT);
 }

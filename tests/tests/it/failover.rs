@@ -7,8 +7,10 @@
 //! pg_auto_failover. Every invariant holds: no duplicate, no lost key or
 //! paste, every 201 replays byte-identical and reads back, the gateway
 //! stays ready. With an asynchronous standby that fell behind, `ctl
-//! reconcile` reports exactly what K lost. And during an outage a shard
-//! does not hammer the server.
+//! reconcile` reports exactly what K lost, and K started again with
+//! `--may-have-lost-commits-since` makes the retries of the lost keys adopt
+//! their pastes instead of minting second ones. And during an outage a
+//! shard does not hammer the server.
 
 use std::{
     sync::{
@@ -626,4 +628,72 @@ async fn an_asynchronous_p_failover_is_counted_by_reconcile_and_repaired_and_the
     let (_, out, _) = ctl(&cluster, &["reconcile", "--json"]).await;
     let report: serde_json::Value = serde_json::from_str(out.trim()).expect("a JSON report");
     assert_eq!(report["lost_pastes"]["count"], 0, "{report:#}");
+}
+
+/// The same asynchronous K failover, handled as docs/operations.md says:
+/// K is stopped, the stale standby promoted, and K started again with
+/// `--may-have-lost-commits-since` (the time the standby stopped receiving
+/// WAL). Creates go on; then every client whose 201 K forgot sends its key
+/// again: each gets the paste its first 201 named, adopted under a new
+/// delete token, and no key has a second paste: reconcile finds no orphan
+/// and no duplicate (docs/design.md#adopting-after-a-k-loss).
+#[tokio::test]
+async fn after_an_asynchronous_k_failover_retries_of_lost_keys_adopt_their_pastes() {
+    let server = ReplicatedServer::start(Replication::Asynchronous).await;
+    let database = server.fresh_database().await;
+    let key_database_urls = vec![server.multi_host_url(&database)];
+    let mut cluster = Cluster::start(ClusterOptions { key_database_urls, ..Default::default() }).await;
+    let load = Load::start(&cluster.http);
+    load.wait("creates before the standby falls behind", |load| load.count() >= CREATES_BEFORE)
+        .await
+        .unwrap_or_else(give_up(&cluster, Part::Keys));
+    // Earlier than the cut is safe: it only widens the window searched.
+    let since = (chrono::Utc::now() - chrono::Duration::seconds(1)).to_rfc3339();
+    server.stop_streaming().await;
+    let at_cut = load.count();
+    load.wait("creates only the primary holds", |load| load.count() >= at_cut + CREATES_AFTER)
+        .await
+        .unwrap_or_else(give_up(&cluster, Part::Keys));
+    // K serves nothing between the promotion and its start in the search-first mode.
+    cluster.keys[0].kill().await;
+    server.kill_primary().await;
+    server.promote_standby().await;
+    cluster.keys[0].set_flag("--may-have-lost-commits-since", &since);
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    let at_restart = load.count();
+    load.wait("creates after the failover", |load| load.count() >= at_restart + CREATES_AFTER)
+        .await
+        .unwrap_or_else(give_up(&cluster, Part::Keys));
+    let mut created = load.stop().await;
+
+    let (keys, pastes) =
+        (ReplicatedServer::url(server.standby_port, &database), cluster.paste_database_urls[0].clone());
+    let known: std::collections::HashSet<String> = key_table(&keys).await.into_iter().map(|row| row.0).collect();
+    let forgotten: Vec<usize> = (0..created.len()).filter(|&i| !known.contains(&created[i].key)).collect();
+    assert!(forgotten.len() + CLIENTS >= CREATES_AFTER, "K lost the keys of the creates answered after the cut");
+    let adopted_in_flight = created.iter().filter(|create| create.body.contains("\"adopted\":true")).count();
+
+    let failed = AtomicU64::new(0);
+    for &i in &forgotten {
+        let (body, _) = create_until_201(&cluster.http, &created[i].key, &created[i].content, &failed).await;
+        let (first, retry): (serde_json::Value, serde_json::Value) =
+            (serde_json::from_str(&created[i].body).unwrap(), serde_json::from_str(&body).unwrap());
+        assert_eq!(retry["id"], first["id"], "the retry of a lost key names its first paste: {body}");
+        assert_eq!(retry["adopted"], true, "and says it adopted it: {body}");
+        assert_ne!(retry["delete_token"], first["delete_token"], "under a new delete token");
+        created[i].body = body;
+    }
+    eprintln!(
+        "ASYNCHRONOUS K FAILOVER, SEARCH FIRST: {} creates answered 201, K forgot {} of them, each adopted on retry; \
+         {adopted_in_flight} more adopted by retries already in flight",
+        created.len(),
+        forgotten.len()
+    );
+    invariants_hold(&cluster, &keys, &pastes, &created).await;
+    assert_eq!(orphans_in(&keys, &pastes).await, 0, "every paste is named by its key again");
+    let (exit, out, err) = ctl(&cluster, &["reconcile", "--json"]).await;
+    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("a JSON report");
+    assert_eq!(exit, Exit::Ok, "{report:#}\n{err}");
+    assert_eq!(report["orphans"]["count"], 0, "{report:#}");
+    assert_eq!(report["likely_duplicates"], 0, "{report:#}");
 }

@@ -6,12 +6,14 @@
 //! instead of minting a second one, under a new delete token. Another
 //! request under the lost key is a 409; a paste deleted since is answered
 //! as the deleted paste; a P shard that cannot be searched makes the create
-//! 503 with nothing minted; and without the flag nothing is searched.
+//! 503 with nothing minted; without the flag nothing is searched; and the
+//! mode shows in `Describe`, `ctl stats`, `/readyz` and the log.
 
 use pastebin_core::IdempotencyKey;
 use pastebin_tests::{
     api::{self, Answer},
-    cluster::{execute, scalar, Cluster, ClusterOptions},
+    cluster::{execute, run_to_exit, scalar, Cluster, ClusterOptions, Process},
+    postgres::fresh_database_url,
 };
 use reqwest::{header, StatusCode};
 
@@ -190,4 +192,38 @@ async fn retries_racing_on_a_lost_key_adopt_it_once_and_answer_alike() {
     assert_eq!(replay.json()["adopted"], true);
     assert_eq!(cluster.live_pastes().await, 1, "one paste for the key");
     assert_eq!(delete(&cluster, &field(&first, "id"), &field(&replay, "delete_token")).await, StatusCode::NO_CONTENT);
+}
+
+/// A K shard on a fresh database with its admin listener, in the mode since `since`.
+async fn key_shard_that_may_have_lost_commits_since(since: &str) -> Process {
+    let database_url = fresh_database_url().await;
+    let args = ["key-service", "--database-url", &database_url, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
+    let args = args.iter().map(|a| a.to_string()).chain(["--may-have-lost-commits-since".into(), since.into()]);
+    Process::start(args.collect(), Vec::new(), &["key-service", "admin"]).await
+}
+
+async fn search_first_in_readyz(shard: &Process) -> serde_json::Value {
+    let url = format!("http://{}/readyz", shard.address("admin"));
+    let ready: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    assert_eq!(ready["status"], "ready", "the mode is reported, never a reason to stop: {ready}");
+    ready["search_first"].clone()
+}
+
+#[tokio::test]
+async fn the_mode_is_shown_ends_after_a_day_and_refuses_a_time_it_cannot_read() {
+    let shard = key_shard_that_may_have_lost_commits_since("2026-12-01T10:00:00+01:00").await;
+    let mode = search_first_in_readyz(&shard).await;
+    assert_eq!(mode["may_have_lost_commits_since"], "2026-12-01T09:00:00Z", "{mode}");
+    assert_eq!(mode["until"], "2026-12-02T11:00:00Z", "the key retention and an hour later: {mode}");
+    assert!(shard.logs().contains("this key shard may have lost commits"), "{}", shard.logs());
+
+    let long_ago = (chrono::Utc::now() - chrono::Duration::hours(27)).to_rfc3339();
+    let shard = key_shard_that_may_have_lost_commits_since(&long_ago).await;
+    assert_eq!(search_first_in_readyz(&shard).await["active"], false, "26 h after it, nothing is searched");
+
+    let args = ["key-service", "--database-url", "sqlite::memory:", "--may-have-lost-commits-since", "yesterday"];
+    let refused = run_to_exit(&args).await;
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("is not an RFC 3339 time such as 2026-12-01T10:00:00Z"), "{said}");
 }

@@ -9,3 +9,6 @@ pub const AFTER_PUT: &str = "after_put";
 pub const AFTER_P_INSERT: &str = "after_p_insert";
 pub const BEFORE_DONE: &str = "before_done";
 pub const AFTER_DONE: &str = "after_done";
+/// Adopting after a K loss: the found paste has the pending record's token,
+/// and K does not know the adoption yet.
+pub const AFTER_TOKEN_ROTATED: &str = "after_token_rotated";

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::{
-    failpoints::{self, AFTER_DONE, AFTER_K_BEGIN, AFTER_PUT, AFTER_P_INSERT, BEFORE_DONE},
+    failpoints::{self, AFTER_DONE, AFTER_K_BEGIN, AFTER_PUT, AFTER_P_INSERT, AFTER_TOKEN_ROTATED, BEFORE_DONE},
     gateway::{CreateAnswer, ValidCreate},
     step::{timed, within, FollowMoves, StepError},
     ApiError, Created, Gateway,
@@ -206,6 +206,7 @@ impl Saga<'_> {
         let token = DeleteToken::presented(&pending.delete_token);
         if found.fate == IdFate::Live {
             self.rotate_delete_token(&found.id, &token).await?;
+            failpoints::hit(AFTER_TOKEN_ROTATED).await;
         }
         // A paste that died since (deleted, expired, burned) is adopted too:
         // the key answers as its first life would, and its id reads 404.

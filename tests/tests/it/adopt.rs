@@ -9,7 +9,9 @@
 //! 503 with nothing minted; without the flag nothing is searched; and the
 //! mode shows in `Describe`, `ctl stats`, `/readyz` and the log.
 
-use pastebin_core::IdempotencyKey;
+use std::time::Duration;
+
+use pastebin_core::{IdempotencyKey, KeyState, ManualClock};
 use pastebin_tests::{
     api::{self, Answer},
     cluster::{execute, run_to_exit, scalar, Cluster, ClusterOptions, Process},
@@ -26,12 +28,12 @@ fn an_hour_ago() -> String {
 
 /// One K shard and `paste_shards` P shards; K in the search-first mode when `search_first`.
 async fn start(paste_shards: usize, search_first: bool) -> Cluster {
-    let env = if search_first {
-        vec![("PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE".to_owned(), an_hour_ago())]
-    } else {
-        Vec::new()
-    };
+    let env = if search_first { in_the_mode() } else { Vec::new() };
     Cluster::start(ClusterOptions { paste_shards, env, ..Default::default() }).await
+}
+
+fn in_the_mode() -> Vec<(String, String)> {
+    vec![("PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE".to_owned(), an_hour_ago())]
 }
 
 /// A fresh key whose slot the first of two P shards owns (slots 0 to 127).
@@ -226,4 +228,34 @@ async fn the_mode_is_shown_ends_after_a_day_and_refuses_a_time_it_cannot_read() 
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("is not an RFC 3339 time such as 2026-12-01T10:00:00Z"), "{said}");
+}
+
+#[tokio::test]
+async fn a_gateway_dead_between_the_new_token_and_the_adoption_leaves_what_the_sweeper_and_a_retry_finish() {
+    let failpoints = Some("after_token_rotated".to_owned());
+    let mut cluster = Cluster::start(ClusterOptions { env: in_the_mode(), failpoints, ..Default::default() }).await;
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "adopted across a crash").await;
+    k_loses(&cluster, &key).await;
+    let crashed = api::create(&cluster.http, Some(&key), "adopted across a crash").await;
+    assert!(crashed.is_err(), "the gateway died between the token and the adoption");
+    assert!(cluster.gateway.wait_exit(Duration::from_secs(10)).await.is_some_and(|status| !status.success()));
+    let parsed = IdempotencyKey::parse(&key).unwrap();
+    let pending = cluster.key_client(0).get(&parsed).await.unwrap().expect("the retry's begin committed");
+    assert_eq!(pending.state, KeyState::Pending);
+    assert_ne!(pending.paste_id.to_string(), field(&first, "id"), "K does not know the adoption");
+
+    // A minute later the sweeper finds no row for the pending id: it fences it and aborts the key.
+    cluster.age_pending_keys(Duration::from_secs(61)).await;
+    let clock = ManualClock::starting_at(chrono::Utc::now());
+    clock.advance(Duration::from_secs(61));
+    let report = cluster.sweeper(clock).await.recover_stale().await;
+    assert_eq!((report.aborted, report.marked_done), (1, 0), "{report:?}");
+
+    cluster.restart_gateway("").await;
+    let retry = created(&cluster.http, &key, "adopted across a crash").await;
+    assert_eq!(field(&retry, "id"), field(&first, "id"), "the restarted key adopts the same paste");
+    assert_eq!(retry.json()["adopted"], true);
+    assert_eq!(cluster.live_pastes().await, 1);
+    assert_eq!(delete(&cluster, &field(&first, "id"), &field(&retry, "delete_token")).await, StatusCode::NO_CONTENT);
 }

@@ -259,3 +259,22 @@ async fn a_gateway_dead_between_the_new_token_and_the_adoption_leaves_what_the_s
     assert_eq!(cluster.live_pastes().await, 1);
     assert_eq!(delete(&cluster, &field(&first, "id"), &field(&retry, "delete_token")).await, StatusCode::NO_CONTENT);
 }
+
+#[tokio::test]
+async fn over_grpc_the_adopted_answer_says_so() {
+    use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteRequest};
+    let cluster = start(1, true).await;
+    let mut api = PasteApiClient::connect(cluster.grpc.clone()).await.expect("connect to the gateway's gRPC");
+    let key = api::new_key();
+    let request = || CreatePasteRequest { request_id: key.clone(), content: "over gRPC".into(), ..Default::default() };
+    let first = api.create_paste(request()).await.expect("create").into_inner();
+    assert!(!first.adopted);
+    k_loses(&cluster, &key).await;
+    let retry = api.create_paste(request()).await.expect("the retry").into_inner();
+    assert!(retry.adopted && !retry.replayed, "adopted, not a byte-identical replay");
+    assert_eq!(retry.id, first.id);
+    assert_ne!(retry.delete_token, first.delete_token);
+    let replay = api.create_paste(request()).await.expect("the replay").into_inner();
+    assert!(replay.adopted && replay.replayed);
+    assert_eq!(replay.delete_token, retry.delete_token);
+}

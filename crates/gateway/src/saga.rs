@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, PasteOrigin, ResponseBody};
 use pastebin_keys::{Adopted, Begun, KeyClient, KeyRecord, NewKey};
 use pastebin_pastes::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteClient};
@@ -190,7 +191,7 @@ impl Saga<'_> {
                 ApiError::Unavailable("a paste shard could not be searched for this key's earlier paste")
             })?);
         }
-        Ok(earlier_life(&record.paste_id, found))
+        Ok(earlier_life(&record.paste_id, found, self.gateway.inner.clock.now()))
     }
 
     /// Rebuilds the record a K loss erased around `found`: the paste's
@@ -383,14 +384,18 @@ impl Saga<'_> {
 
 /// Which of the pastes made under this key the record should name: none
 /// when one is the record's own (this life already made its paste), else
-/// the oldest live one, else the oldest that died. Every attempt sorts the
-/// same rows the same way, so racing attempts pick the same paste.
-fn earlier_life(own: &PasteId, mut found: Vec<KeyedPaste>) -> Option<KeyedPaste> {
+/// the oldest live one, else the oldest that died. A paste made more than
+/// the key retention before `now` is never a lost life: its key may have
+/// been retired by contract and reused for a new paste. Every attempt sorts
+/// the same rows the same way, so racing attempts pick the same paste.
+fn earlier_life(own: &PasteId, found: Vec<KeyedPaste>, now: DateTime<Utc>) -> Option<KeyedPaste> {
     if found.iter().any(|paste| &paste.id == own) {
         return None;
     }
-    found.sort_by_key(|paste| (paste.fate != IdFate::Live, paste.created_at, paste.id.to_string()));
-    found.into_iter().next()
+    let retired_before = pastebin_core::saturating_ago(now, pastebin_core::KEY_RETENTION);
+    let mut lost: Vec<KeyedPaste> = found.into_iter().filter(|paste| paste.created_at > retired_before).collect();
+    lost.sort_by_key(|paste| (paste.fate != IdFate::Live, paste.created_at, paste.id.to_string()));
+    lost.into_iter().next()
 }
 
 /// Step 6: the stored body, exactly as stored.
@@ -416,19 +421,33 @@ mod tests {
         }
     }
 
+    /// A moment a day after the pastes above were made: all within the key retention.
+    fn now() -> DateTime<Utc> {
+        from_millis(24 * 3600 * 1000)
+    }
+
     #[test]
     fn the_oldest_live_paste_of_an_earlier_life_is_adopted_before_any_dead_one() {
         let own = PasteId::mint(Slot(7));
         let (dead, young, old) = (keyed(IdFate::Tombstoned, 1), keyed(IdFate::Live, 3), keyed(IdFate::Live, 2));
-        let chosen = earlier_life(&own, vec![dead.clone(), young, old.clone()]);
+        let chosen = earlier_life(&own, vec![dead.clone(), young, old.clone()], now());
         assert_eq!(chosen, Some(old));
-        assert_eq!(earlier_life(&own, vec![dead.clone()]), Some(dead));
-        assert_eq!(earlier_life(&own, Vec::new()), None);
+        assert_eq!(earlier_life(&own, vec![dead.clone()], now()), Some(dead));
+        assert_eq!(earlier_life(&own, Vec::new(), now()), None);
     }
 
     #[test]
     fn a_life_that_already_made_its_paste_adopts_nothing() {
         let mine = keyed(IdFate::Live, 5);
-        assert_eq!(earlier_life(&mine.id.clone(), vec![keyed(IdFate::Live, 1), mine]), None);
+        assert_eq!(earlier_life(&mine.id.clone(), vec![keyed(IdFate::Live, 1), mine], now()), None);
+    }
+
+    #[test]
+    fn a_paste_older_than_the_key_retention_is_a_retired_life_not_a_lost_one() {
+        let own = PasteId::mint(Slot(7));
+        let (retired, lost) = (keyed(IdFate::Live, 1), keyed(IdFate::Live, 3_600_001));
+        let a_day_and_two_hours_later = from_millis(26 * 3600 * 1000);
+        assert_eq!(earlier_life(&own, vec![retired.clone(), lost.clone()], a_day_and_two_hours_later), Some(lost));
+        assert_eq!(earlier_life(&own, vec![retired], a_day_and_two_hours_later), None);
     }
 }

@@ -125,7 +125,7 @@ impl PasteClient {
         reply.rows.into_iter().map(|raw| convert::slot_row_from_pb(raw).map_err(bad_reply)).collect()
     }
 
-    /// The rows whose create carried `key_hash`, oldest first (at most 8),
+    /// The rows whose create carried `key_hash`, newest first (at most 8),
     /// of the slots this shard owns.
     pub async fn find_by_key(&self, key_hash: &KeyHash) -> Result<Vec<KeyedPaste>, CallError> {
         let request = pb::FindByKeyRequest { key_sha256: key_hash.0.to_vec() };

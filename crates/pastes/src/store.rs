@@ -269,7 +269,8 @@ impl PasteStore {
             .collect()
     }
 
-    /// Up to `limit` rows whose create carried `key_hash`, oldest first:
+    /// Up to `limit` rows whose create carried `key_hash`, newest first (a
+    /// lost life is recent; older ones may be lives the key retention ended):
     /// live ones and those that died since (deleted, expired, burned; the
     /// fence's tombstones carry no key hash). By the `pastes_by_key` index.
     pub async fn find_by_key(&self, key_hash: &KeyHash, limit: u32) -> Result<Vec<KeyedPaste>, PasteStoreError> {
@@ -278,7 +279,7 @@ impl PasteStore {
             .read(|pool| {
                 sqlx::query(
                     "SELECT id, state, request_sha256, created_at, expires_at FROM pastes
-                      WHERE key_sha256 = $1 ORDER BY created_at, id LIMIT $2",
+                      WHERE key_sha256 = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
                 )
                 .bind(key_hash.to_hex())
                 .bind(i64::from(limit))

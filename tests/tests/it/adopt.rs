@@ -278,3 +278,18 @@ async fn over_grpc_the_adopted_answer_says_so() {
     assert!(replay.adopted && replay.replayed);
     assert_eq!(replay.delete_token, retry.delete_token);
 }
+
+#[tokio::test]
+async fn a_paste_made_longer_ago_than_the_key_retention_is_not_adopted() {
+    let cluster = start(1, true).await;
+    let key = api::new_key();
+    let first = created(&cluster.http, &key, "made 26 hours ago").await;
+    let aged = "UPDATE pastes SET created_at = created_at - 93600000 WHERE id = $1";
+    assert_eq!(execute(&cluster.paste_database_urls[0], aged, &field(&first, "id")).await, 1);
+    // As retention would have: the key is gone, by contract free for a new paste.
+    k_loses(&cluster, &key).await;
+    let again = created(&cluster.http, &key, "a new paste under a retired key").await;
+    assert_ne!(field(&again, "id"), field(&first, "id"), "a retired key's reuse makes a new paste");
+    assert!(again.json().get("adopted").is_none(), "{}", again.body);
+    assert_eq!(cluster.live_pastes().await, 2);
+}

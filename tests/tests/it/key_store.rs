@@ -4,8 +4,8 @@
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{Clock, IdempotencyKey, KeyState, ManualClock, PasteId, ResponseBody, KEY_RETENTION};
-use pastebin_keys::{Begun, KeyRecord, KeyStore, NewKey};
+use pastebin_core::{Clock, IdempotencyKey, KeyState, LostCommits, ManualClock, PasteId, ResponseBody, KEY_RETENTION};
+use pastebin_keys::{Adopted, Begun, KeyRecord, KeyStore, NewKey};
 use pastebin_proto::keys::v1 as pb;
 use pastebin_tests::shards::{key_store, new_key, random_hash, spawn_key_service, Backend};
 use prost::Message;
@@ -384,5 +384,39 @@ pastebin_tests::both_backends! {
         assert_eq!(store.get(&younger.key).await.unwrap(), None);
         assert_eq!(state_of(&store, &pending.key).await, KeyState::Pending);
         assert_eq!(store.purge_retired(100).await.unwrap(), 0);
+    }
+
+    async fn a_shard_that_may_have_lost_commits_says_search_first_until_done_and_adopts_once(backend: Backend) {
+        let (store, clock) = store_at_t0(backend).await;
+        let since = t0() - chrono::Duration::hours(1);
+        let store = store.with_lost_commits(Some(LostCommits { since }));
+        let new = new_key("{\"id\":\"minted\"}");
+        assert!(begin_inserted(&store, &new).await.search_first, "a key it does not know searches first");
+        assert!(store.get(&new.key).await.unwrap().unwrap().search_first, "and so does every read of it until done");
+
+        let found = PasteId::mint(new.key.slot());
+        let adopted = Adopted {
+            key: new.key,
+            pending_paste_id: PasteId::mint(new.key.slot()),
+            paste_id: found.clone(),
+            request_hash: random_hash(),
+            response_body: ResponseBody::new("{\"id\":\"adopted\"}".into()),
+        };
+        assert!(!store.adopt(&adopted).await.unwrap(), "guarded by the pending record's own id");
+        let adopted = Adopted { pending_paste_id: new.paste_id.clone(), ..adopted };
+        assert!(store.adopt(&adopted).await.unwrap());
+        assert!(!store.adopt(&adopted).await.unwrap(), "only once");
+        let record = store.get(&new.key).await.unwrap().unwrap();
+        assert_eq!(
+            (record.state, &record.paste_id, record.request_hash, record.response_body.expose()),
+            (KeyState::Done, &found, adopted.request_hash, "{\"id\":\"adopted\"}"),
+        );
+        assert!(!record.search_first, "a done key names its paste for good");
+
+        clock.advance(Duration::from_secs(26 * 3600));
+        let later = new_key("{\"id\":\"later\"}");
+        assert!(!begin_inserted(&store, &later).await.search_first, "the mode ends 26 h after its time");
+        let unflagged = store.with_lost_commits(None);
+        assert!(!unflagged.get(&new.key).await.unwrap().unwrap().search_first);
     }
 }

@@ -4,8 +4,8 @@
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{Clock, DeleteToken, IdempotencyKey, ManualClock, PasteId};
-use pastebin_pastes::{DeleteOutcome, IdFate, InsertOutcome, NewPaste, PasteRow, PasteStore};
+use pastebin_core::{Clock, DeleteToken, IdempotencyKey, ManualClock, PasteId, PasteOrigin, RequestHash};
+use pastebin_pastes::{DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, PasteStore};
 use pastebin_tests::shards::{new_paste, paste_store, Backend};
 
 fn t0() -> DateTime<Utc> {
@@ -231,5 +231,39 @@ pastebin_tests::both_backends! {
         assert_eq!(store.purge_tombstones(Duration::ZERO, 100).await.unwrap(), 0);
         clock.advance(Duration::from_secs(3600 + 1));
         assert_eq!(store.purge_tombstones(Duration::ZERO, 100).await.unwrap(), 1);
+    }
+
+    async fn a_paste_is_found_by_its_key_hash_and_its_token_rotates_only_under_it(backend: Backend) {
+        let (store, _clock) = store_at_t0(backend).await;
+        let key = IdempotencyKey::new_random();
+        let origin = PasteOrigin { key_hash: key.hash(), request_hash: RequestHash([9; 32]) };
+        let (mut paste, token) = new_paste(t0(), minutes(60));
+        paste.origin = Some(origin);
+        assert_eq!(store.insert(&paste).await.unwrap(), InsertOutcome::Inserted);
+        let (unlabelled, _) = live(&store, minutes(60)).await;
+        assert_ne!(unlabelled.id, paste.id);
+
+        let found = store.find_by_key(&key.hash(), 8).await.unwrap();
+        let expected = KeyedPaste {
+            id: paste.id.clone(),
+            fate: IdFate::Live,
+            request_hash: origin.request_hash,
+            created_at: paste.created_at,
+            expires_at: paste.expires_at,
+        };
+        assert_eq!(found, vec![expected.clone()]);
+        assert!(store.find_by_key(&IdempotencyKey::new_random().hash(), 8).await.unwrap().is_empty());
+
+        let rotated = DeleteToken::generate();
+        let other_key = IdempotencyKey::new_random().hash();
+        assert!(!store.rotate_delete_token(&paste.id, &other_key, &rotated.hash()).await.unwrap(), "another key's hash");
+        assert!(store.rotate_delete_token(&paste.id, &key.hash(), &rotated.hash()).await.unwrap());
+        assert!(store.rotate_delete_token(&paste.id, &key.hash(), &rotated.hash()).await.unwrap(), "a repeat");
+        assert_eq!(store.delete(&paste.id, &token).await.unwrap(), DeleteOutcome::WrongToken, "the old token");
+        assert_eq!(store.delete(&paste.id, &rotated).await.unwrap(), DeleteOutcome::Deleted);
+
+        let dead = store.find_by_key(&key.hash(), 8).await.unwrap();
+        assert_eq!(dead, vec![KeyedPaste { fate: IdFate::Tombstoned, ..expected }], "a deleted paste is still found");
+        assert!(!store.rotate_delete_token(&paste.id, &key.hash(), &rotated.hash()).await.unwrap(), "not live");
     }
 }

@@ -92,6 +92,8 @@ async fn a_retry_of_a_key_k_lost_adopts_its_paste_under_a_new_token() {
     );
     assert_ne!(field(&retry, "delete_token"), field(&first, "delete_token"), "the lost 201's token is not shown again");
     assert_eq!(cluster.live_pastes().await, 2, "no second paste for the lost key");
+    let metrics = reqwest::get(format!("{}/metrics", cluster.gateway_admin())).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("pastebin_creates_total{outcome=\"adopted\"} 1"), "the adoption is counted: {metrics}");
 
     let replay = created(&cluster.http, &key, "made before K lost its key").await;
     assert_eq!(replay.body, retry.body, "later retries replay the adopted answer byte for byte");

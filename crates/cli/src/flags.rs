@@ -232,6 +232,40 @@ impl LimitArgs {
     }
 }
 
+/// The key service's search-first mode (docs/design.md#adopting-after-a-k-loss).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = help::DATABASE)]
+pub struct LostCommitsArgs {
+    /// After an unsafe failover or a restore (RFC 3339, e.g.
+    /// 2026-12-01T10:00:00Z): the key database may have lost commits since
+    /// then. For 26 h after it, a create of a key K does not know
+    /// searches every paste shard first and adopts the paste an erased
+    /// earlier create of the key made (docs/operations.md#after-an-unsafe-failover).
+    #[arg(long, env = "PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE", value_parser = parse_rfc3339)]
+    pub may_have_lost_commits_since: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl LostCommitsArgs {
+    /// The mode, if set, noted for `/readyz` and logged: operators must see it.
+    pub fn announced(&self) -> Option<pastebin_core::LostCommits> {
+        let lost = self.may_have_lost_commits_since.map(|since| pastebin_core::LostCommits { since })?;
+        pastebin_runtime::durability::note_lost_commits(lost);
+        tracing::warn!(
+            since = %lost.since,
+            until = %lost.search_first_until(),
+            "this key shard may have lost commits: creates of keys it does not know search every paste shard \
+             before minting, and adopt what they find (docs/operations.md#after-an-unsafe-failover)"
+        );
+        Some(lost)
+    }
+}
+
+fn parse_rfc3339(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(raw.trim())
+        .map(|at| at.to_utc())
+        .map_err(|error| format!("`{raw}` is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {error}"))
+}
+
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = help::SWEEPER)]
 pub struct SweeperArgs {

@@ -159,20 +159,8 @@ pub struct ShardArgs {
 pub struct KeyServiceArgs {
     #[command(flatten)]
     pub shard: ShardArgs,
-    /// After an unsafe failover or a restore (RFC 3339, e.g.
-    /// 2026-12-01T10:00:00Z): this database may have lost commits since
-    /// then. For 26 h after it, a create of a key this shard does not know
-    /// searches every paste shard first and adopts the paste an erased
-    /// earlier create of the key made (docs/operations.md#after-an-unsafe-failover).
-    #[arg(long, env = "PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE", value_parser = parse_rfc3339,
-          help_heading = help::DATABASE)]
-    pub may_have_lost_commits_since: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-fn parse_rfc3339(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    chrono::DateTime::parse_from_rfc3339(raw.trim())
-        .map(|at| at.to_utc())
-        .map_err(|error| format!("`{raw}` is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {error}"))
+    #[command(flatten)]
+    pub lost_commits: flags::LostCommitsArgs,
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -285,16 +273,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
 }
 
 async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
-    let lost = args.may_have_lost_commits_since.map(|since| pastebin_core::LostCommits { since });
-    if let Some(lost) = lost {
-        durability::note_lost_commits(lost);
-        tracing::warn!(
-            since = %lost.since,
-            until = %lost.search_first_until(),
-            "this key shard may have lost commits: creates of keys it does not know search every paste shard \
-             before minting, and adopt what they find (docs/operations.md#after-an-unsafe-failover)"
-        );
-    }
+    let lost = args.lost_commits.announced();
     run_shard(args.shard, &pastebin_keys::MIGRATIONS, "key-service", ShardKind::Key, |pool, slots, options| {
         let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)).with_lost_commits(lost);
         pastebin_keys::server(store, slots, options)

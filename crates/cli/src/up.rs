@@ -45,6 +45,9 @@ pub struct UpArgs {
     pub gateway: GatewayArgs,
     #[command(flatten)]
     pub sweeper: SweeperArgs,
+    /// After restoring the key database from a backup older than the paste database's.
+    #[command(flatten)]
+    pub lost_commits: crate::flags::LostCommitsArgs,
     /// Admin listener: `/metrics` of every part and the pending-age `/dashboard`.
     #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090", help_heading = pastebin_runtime::help::TELEMETRY)]
     pub admin: SocketAddr,
@@ -108,7 +111,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let (http_limits, grpc_limits) = (args.gateway.http_limits(), args.gateway.limits.grpc());
     let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
     let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
-    let key_server = pastebin_keys::server(KeyStore::new(key_pool, clock.clone()), key_slots, internal.clone()).await?;
+    let keys = KeyStore::new(key_pool, clock.clone()).with_lost_commits(args.lost_commits.announced());
+    let key_server = pastebin_keys::server(keys, key_slots, internal.clone()).await?;
     let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;
     // The shards are this process's own, so their ranges are known without asking.
     let slots = SlotMap::new(

@@ -295,3 +295,31 @@ async fn a_paste_made_longer_ago_than_the_key_retention_is_not_adopted() {
     assert!(again.json().get("adopted").is_none(), "{}", again.body);
     assert_eq!(cluster.live_pastes().await, 2);
 }
+
+#[tokio::test]
+async fn pastebin_up_restored_with_an_older_key_database_adopts_too() {
+    use sqlx::Connection;
+    let data = tempfile::tempdir().expect("temp dir");
+    let mut args: Vec<String> = ["up", "--data-dir", data.path().to_str().unwrap()].map(String::from).to_vec();
+    for flag in ["--http", "--grpc", "--admin"] {
+        args.extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
+    }
+    args.extend(["--may-have-lost-commits-since".to_owned(), an_hour_ago()]);
+    let up = Process::start(args, Vec::new(), &["gateway-http", "admin"]).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+    let key = api::new_key();
+    let first = created(&http, &key, "restored").await;
+    // As a restore of keys.db from before this create would leave it.
+    let keys = format!("sqlite://{}", data.path().join("keys.db").display());
+    let mut conn = sqlx::SqliteConnection::connect(&keys).await.expect("open keys.db");
+    let deleted = sqlx::query("DELETE FROM idempotency_keys WHERE key = $1").bind(&key).execute(&mut conn).await;
+    assert_eq!(deleted.expect("delete the key").rows_affected(), 1);
+    drop(conn);
+
+    let retry = created(&http, &key, "restored").await;
+    assert_eq!(field(&retry, "id"), field(&first, "id"));
+    assert_eq!(retry.json()["adopted"], true);
+    let ready: serde_json::Value =
+        reqwest::get(format!("http://{}/readyz", up.address("admin"))).await.unwrap().json().await.unwrap();
+    assert_eq!(ready["search_first"]["active"], true, "{ready}");
+}

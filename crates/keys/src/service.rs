@@ -79,7 +79,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let new = convert::new_key(request)?;
-        let _writing = self.slots.writable([new.key.slot()]).await?;
+        let _writing = self.slots.writable([&new.key]).await?;
         let (inserted, record) = match self.store.begin(&new).await? {
             Begun::Inserted(record) => (true, record),
             Begun::Existing(record) => (false, record),
@@ -98,7 +98,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     async fn mark_done(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
         let key = key(&request.key)?;
-        let _writing = self.slots.writable([key.slot()]).await?;
+        let _writing = self.slots.writable([&key]).await?;
         let changed = self.store.mark_done(&key, &convert::paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
@@ -106,7 +106,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     async fn abort(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
         let key = key(&request.key)?;
-        let _writing = self.slots.writable([key.slot()]).await?;
+        let _writing = self.slots.writable([&key]).await?;
         let changed = self.store.abort(&key, &convert::paste_id(&request.paste_id)?).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
@@ -134,7 +134,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         // batch for one of them would leave its own keys pending forever
         // (docs/design.md#sweeper). A frozen slot among the owned ones refuses
         // the batch as "not executed": the sweeper tries again next round.
-        let (_writing, owned, not_owned) = self.slots.writable_owned(verdicts, |(key, _)| key.slot()).await?;
+        let (_writing, owned, not_owned) = self.slots.writable_owned(verdicts, |(key, _)| key).await?;
         let changed = self.store.apply_verdicts(to, &owned).await?;
         Ok(Response::new(pb::ApplyVerdictsResponse {
             changed: changed.iter().map(IdempotencyKey::canonical).collect(),
@@ -146,7 +146,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let key = key(&request.key)?;
-        let _writing = self.slots.writable([key.slot()]).await?;
+        let _writing = self.slots.writable([&key]).await?;
         let changed = self
             .store
             .restart(

@@ -87,7 +87,7 @@ fn not_found() -> Status {
 impl pb::paste_service_server::PasteService for PasteServiceImpl {
     async fn insert(&self, request: Request<pb::InsertRequest>) -> Result<Response<pb::InsertResponse>, Status> {
         let paste = convert::new_paste(request.into_inner())?;
-        let _writing = self.slots.writable([paste.id.slot()]).await?;
+        let _writing = self.slots.writable([&paste.id]).await?;
         Ok(Response::new(convert::outcome_to_pb(self.store.insert(&paste).await?)))
     }
 
@@ -102,7 +102,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         request: Request<pb::TombstoneRequest>,
     ) -> Result<Response<pb::TombstoneResponse>, Status> {
         let id = convert::id(&request.into_inner().id)?;
-        let _writing = self.slots.writable([id.slot()]).await?;
+        let _writing = self.slots.writable([&id]).await?;
         let fate = self.store.tombstone_unless_live(&id).await?;
         Ok(Response::new(pb::TombstoneResponse { fate: convert::fate_to_pb(fate) }))
     }
@@ -119,7 +119,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
         // Fencing writes: a frozen slot refuses the batch as "not executed".
         let ids = valid_batch(&request.into_inner().ids)?;
-        let _writing = self.slots.writable(ids.iter().map(PasteId::slot)).await?;
+        let _writing = self.slots.writable(&ids).await?;
         let fates = self.store.resolve_batch(&ids).await?;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
@@ -148,7 +148,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
 
     async fn claim_burn(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::ClaimBurnResponse>, Status> {
         let id = id_lookup(&request.into_inner().id)?;
-        let _writing = self.slots.writable([id.slot()]).await?;
+        let _writing = self.slots.writable([&id]).await?;
         let claimed = self.store.claim_burn(&id).await? == BurnClaim::Claimed;
         Ok(Response::new(pb::ClaimBurnResponse { claimed }))
     }
@@ -156,7 +156,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let request = request.into_inner();
         let id = id_lookup(&request.id)?;
-        let _writing = self.slots.writable([id.slot()]).await?;
+        let _writing = self.slots.writable([&id]).await?;
         match self.store.delete(&id, &DeleteToken::presented(&request.delete_token)).await? {
             DeleteOutcome::Deleted => {
                 failpoints::hit(AFTER_P_DELETE).await;

@@ -11,7 +11,9 @@
 //! on the spot: no unwinding, no flushing, like a power cut) or
 //! `name=sleep:MILLIS` (hold the saga there, to stage races) or
 //! `name=chance:P` (abort with probability P, for randomized crash runs) or
-//! `name=after:N` (abort on the Nth hit, to crash once work is under way).
+//! `name=after:N` (abort on the Nth hit, to crash once work is under way) or
+//! `name=wait:PATH` (write `PATH.reached`, then hold until `PATH` exists: a
+//! test acts at that point for as long as it needs, on any machine speed).
 
 /// A SQLite group has run every statement but has not committed yet.
 pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
@@ -40,6 +42,7 @@ mod armed {
         Chance(f64),
         /// Crash on this hit; the counter holds the hits so far.
         After(u64, AtomicU64),
+        WaitFor(std::path::PathBuf),
     }
 
     fn parse(entry: &str) -> (String, Action) {
@@ -52,6 +55,8 @@ mod armed {
                     Action::Chance(p.parse().unwrap_or(0.0))
                 } else if let Some(n) = spec.strip_prefix("after:") {
                     Action::After(n.parse().unwrap_or(1), AtomicU64::new(0))
+                } else if let Some(path) = spec.strip_prefix("wait:") {
+                    Action::WaitFor(path.into())
                 } else {
                     Action::Crash
                 };
@@ -85,6 +90,16 @@ mod armed {
             Some(Action::Sleep(pause)) => {
                 tracing::warn!(failpoint = name, ?pause, "failpoint: holding the saga");
                 tokio::time::sleep(*pause).await;
+            }
+            Some(Action::WaitFor(go)) => {
+                let mut reached = go.clone().into_os_string();
+                reached.push(".reached");
+                if let Err(error) = std::fs::write(&reached, name) {
+                    eprintln!("failpoint {name}: cannot write {reached:?}: {error}");
+                }
+                while !go.exists() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
             }
         }
     }

@@ -34,6 +34,7 @@ pub mod help;
 pub mod http;
 pub mod lock;
 pub mod metrics;
+pub mod move_changes;
 pub mod readiness;
 pub mod reconnect;
 mod send_timeout;

@@ -15,7 +15,10 @@ use pastebin_proto::shard::v1 as pb;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{RwLock, RwLockReadGuard};
 
-use crate::grpc::CallError;
+use crate::{
+    grpc::CallError,
+    move_changes::{ChangeLog, MovedRowKey},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SlotClaimError {
@@ -53,6 +56,9 @@ pub enum MoveRole {
 pub enum MoveStep {
     /// Target: copies are arriving; the slots are not served here yet.
     Importing,
+    /// Source: the move is recorded and the bulk of its rows is copied
+    /// while the slots are still served (writes go on).
+    Exporting,
     /// Source: the slots are frozen (writes refused, retryable) while they are copied.
     Frozen,
     /// Source: the slots are given up; the copies here are still to be deleted.
@@ -74,6 +80,7 @@ impl MoveStep {
     fn as_str(self) -> &'static str {
         match self {
             Self::Importing => "importing",
+            Self::Exporting => "exporting",
             Self::Frozen => "frozen",
             Self::Released => "released",
             Self::Done => "done",
@@ -82,7 +89,7 @@ impl MoveStep {
     }
 
     fn parse(raw: &str) -> Option<Self> {
-        [Self::Importing, Self::Frozen, Self::Released, Self::Done, Self::Abandoned]
+        [Self::Importing, Self::Exporting, Self::Frozen, Self::Released, Self::Done, Self::Abandoned]
             .into_iter()
             .find(|step| step.as_str() == raw)
     }
@@ -90,6 +97,7 @@ impl MoveStep {
     fn to_pb(self) -> pb::MoveStep {
         match self {
             Self::Importing => pb::MoveStep::Importing,
+            Self::Exporting => pb::MoveStep::Exporting,
             Self::Frozen => pb::MoveStep::Frozen,
             Self::Released => pb::MoveStep::Released,
             Self::Done => pb::MoveStep::Done,
@@ -174,7 +182,7 @@ pub enum MoveError {
     Busy(String),
     #[error("this shard has no move {0} in progress: check `pastebin ctl reshard --status`")]
     Unknown(String),
-    #[error("move {id} is past {step}; {what}")]
+    #[error("move {id} is at step {step}; {what}")]
     WrongStep { id: String, step: &'static str, what: &'static str },
     #[error(transparent)]
     Slots(#[from] SlotMoveError),
@@ -202,10 +210,25 @@ pub struct ShardSlots {
     kind: pb::ShardKind,
     pool: AnyPool,
     state: Arc<RwLock<Ownership>>,
+    changes: Arc<ChangeLog>,
 }
 
-/// Held by a write while it runs: the slots it writes were checked under it.
-pub type WritePermit<'a> = RwLockReadGuard<'a, Ownership>;
+/// Held by a write while it runs: the slots it writes were checked under
+/// it. When it ends (the write committed, or failed) the rows it named are
+/// recorded as changed for a move copying their slots.
+pub struct WritePermit<'a> {
+    state: RwLockReadGuard<'a, Ownership>,
+    changes: &'a ChangeLog,
+    rows: Vec<(Slot, String)>,
+}
+
+impl Drop for WritePermit<'_> {
+    fn drop(&mut self) {
+        if self.state.active.is_some() {
+            self.changes.record(std::mem::take(&mut self.rows));
+        }
+    }
+}
 
 impl ShardSlots {
     /// Stores `asked` as this shard's range on its first start (every slot
@@ -257,10 +280,15 @@ impl ShardSlots {
         if let Some(active) = &active {
             tracing::warn!(move_id = %active.id, slots = %active.slots, step = active.step.as_str(), "a slot move is in progress");
         }
+        let changes = Arc::new(ChangeLog::default());
+        if let Some(source) = active.as_ref().filter(|m| m.role == MoveRole::Source) {
+            // What changed before this start is unknown.
+            changes.start(source.slots, false);
+        }
         let ownership = Ownership { owned, generation, active };
         ownership.publish();
         let state = Arc::new(RwLock::new(ownership));
-        Ok(Self { kind, pool: pool.clone(), state })
+        Ok(Self { kind, pool: pool.clone(), state, changes })
     }
 
     pub fn kind(&self) -> pb::ShardKind {
@@ -278,29 +306,34 @@ impl ShardSlots {
 
     /// A write of `slots`: refused unless this shard owns all of them and
     /// none is frozen. Hold the permit until the write has committed.
-    pub async fn writable(&self, slots: impl IntoIterator<Item = Slot>) -> Result<WritePermit<'_>, tonic::Status> {
+    pub async fn writable<'r, R: MovedRowKey + 'r>(
+        &self,
+        rows: impl IntoIterator<Item = &'r R>,
+    ) -> Result<WritePermit<'_>, tonic::Status> {
         let state = self.state.read().await;
-        for slot in slots {
-            state.check(slot, true)?;
+        let rows: Vec<(Slot, String)> = rows.into_iter().map(MovedRowKey::moved_row).collect();
+        for (slot, _) in &rows {
+            state.check(*slot, true)?;
         }
-        Ok(state)
+        Ok(WritePermit { state, changes: &self.changes, rows })
     }
 
     /// A batch write that applies what this shard owns and reports the
     /// rest (the items of slots it does not own, untouched). A frozen slot
     /// among the owned ones refuses the whole batch as "not executed".
-    pub async fn writable_owned<T>(
+    pub async fn writable_owned<T, R: MovedRowKey>(
         &self,
         items: Vec<T>,
-        slot_of: impl Fn(&T) -> Slot,
+        row_of: impl Fn(&T) -> &R,
     ) -> Result<(WritePermit<'_>, Vec<T>, Vec<T>), tonic::Status> {
         let state = self.state.read().await;
         let (owned, not_owned): (Vec<T>, Vec<T>) =
-            items.into_iter().partition(|item| state.owned.contains(slot_of(item)));
-        for item in &owned {
-            state.check(slot_of(item), true)?;
+            items.into_iter().partition(|item| state.owned.contains(row_of(item).moved_row().0));
+        let rows: Vec<(Slot, String)> = owned.iter().map(|item| row_of(item).moved_row()).collect();
+        for (slot, _) in &rows {
+            state.check(*slot, true)?;
         }
-        Ok((state, owned, not_owned))
+        Ok((WritePermit { state, changes: &self.changes, rows }, owned, not_owned))
     }
 
     /// A write that is not about one slot (retention, expiry, purges): it
@@ -316,7 +349,21 @@ impl ShardSlots {
                 "frozen",
                 state.generation,
             )),
-            None => Ok(state),
+            None => Ok(WritePermit { state, changes: &self.changes, rows: Vec::new() }),
+        }
+    }
+
+    /// Rows the source of move `id` changed after `since` (see [`ChangeLog`]).
+    pub async fn changed_rows(
+        &self,
+        id: &str,
+        since: u64,
+        limit: usize,
+    ) -> Result<crate::move_changes::ChangedRows, MoveError> {
+        let state = self.state.read().await;
+        match &state.active {
+            Some(active) if active.id == id && active.role == MoveRole::Source => Ok(self.changes.since(since, limit)),
+            _ => Err(MoveError::Unknown(id.to_owned())),
         }
     }
 
@@ -332,9 +379,29 @@ impl ShardSlots {
         self.begin_move(id, MoveRole::Target, MoveStep::Importing, slots, peer, now_ms, |owned| owned.with(slots)).await
     }
 
-    /// Source, step 2: freeze the slots. Taking the lock exclusively waits
-    /// for the writes in flight, so no write for them lands after this.
+    /// Source, step 2: record the move; the slots are still served while
+    /// the bulk of their rows is copied.
+    pub async fn prepare_export(&self, id: &str, slots: SlotRange, peer: &str, now_ms: i64) -> Result<bool, MoveError> {
+        self.begin_move(id, MoveRole::Source, MoveStep::Exporting, slots, peer, now_ms, |owned| owned.without(slots))
+            .await
+    }
+
+    /// Source, step 4: freeze the slots (a move recorded by
+    /// [`Self::prepare_export`], or a new one). Taking the lock exclusively
+    /// waits for the writes in flight, so no write for them lands after this.
     pub async fn freeze(&self, id: &str, slots: SlotRange, peer: &str, now_ms: i64) -> Result<bool, MoveError> {
+        let mut state = self.state.write().await;
+        let exporting = state.active.as_ref().filter(|m| m.id == id && m.role == MoveRole::Source);
+        if exporting.is_some_and(|m| m.step == MoveStep::Exporting) {
+            set_step(&self.pool, id, MoveStep::Frozen, now_ms).await?;
+            if let Some(active) = state.active.as_mut() {
+                (active.step, active.updated_at_ms) = (MoveStep::Frozen, now_ms);
+            }
+            tracing::warn!(move_id = id, %slots, "slots frozen: their writes are refused until the move switches");
+            state.publish();
+            return Ok(true);
+        }
+        drop(state);
         self.begin_move(id, MoveRole::Source, MoveStep::Frozen, slots, peer, now_ms, |owned| owned.without(slots)).await
     }
 
@@ -376,6 +443,9 @@ impl ShardSlots {
         .execute(&self.pool)
         .await?;
         tracing::warn!(move_id = id, %slots, %peer, step = step.as_str(), "slot move begun");
+        if role == MoveRole::Source {
+            self.changes.start(slots, true);
+        }
         state.active = Some(SlotMove {
             id: id.to_owned(),
             role,
@@ -416,11 +486,21 @@ impl ShardSlots {
     pub async fn release(&self, id: &str, now_ms: i64) -> Result<(), MoveError> {
         let mut state = self.state.write().await;
         let Some(active) = self.active(&state, id, MoveRole::Source).await? else { return Ok(()) };
-        if active.step != MoveStep::Frozen {
-            return Ok(());
+        match active.step {
+            MoveStep::Frozen => {}
+            MoveStep::Exporting => {
+                return Err(MoveError::WrongStep {
+                    id: id.into(),
+                    step: "exporting",
+                    what: "its slots are still served: freeze, copy and verify first",
+                })
+            }
+            _ => return Ok(()),
         }
         let owned = state.owned.without(active.slots)?;
-        self.change_owner(&mut state, owned, id, MoveStep::Released, now_ms).await
+        self.change_owner(&mut state, owned, id, MoveStep::Released, now_ms).await?;
+        self.changes.stop();
+        Ok(())
     }
 
     /// Target, after the source released them: own the slots.
@@ -461,6 +541,7 @@ impl ShardSlots {
         }
         set_step(&self.pool, id, MoveStep::Abandoned, now_ms).await?;
         tracing::warn!(move_id = id, slots = %active.slots, "slot move abandoned");
+        self.changes.stop();
         state.active = None;
         state.publish();
         Ok(Some(active))

@@ -126,6 +126,53 @@ impl SlotMovesService {
         Ok((moved, next))
     }
 
+    /// The page an export asks for: the rows it names by id (then nothing
+    /// follows), or the next page after its cursor.
+    async fn page(
+        &self,
+        slots: SlotRange,
+        request: &pb::ExportRequest,
+    ) -> Result<(Vec<pb::MovedRow>, Option<String>), Status> {
+        if request.ids.is_empty() {
+            return self.moving_rows(slots, &request.after_id, request.limit.clamp(1, MAX_PAGE)).await;
+        }
+        if request.ids.len() > MAX_PAGE as usize {
+            return Err(bad(format!("at most {MAX_PAGE} rows by id at once")));
+        }
+        Ok((self.rows_by_id(slots, &request.ids).await?, None))
+    }
+
+    /// The rows of `ids` that exist, each checked to be in `slots` (the
+    /// catch-up after the freeze asks for the rows that changed).
+    async fn rows_by_id(&self, slots: SlotRange, ids: &[String]) -> Result<Vec<pb::MovedRow>, Status> {
+        self.check_in(slots, ids.iter())?;
+        let t = self.table;
+        let mut moved = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(INSERT_CHUNK) {
+            let sql = format!(
+                "SELECT {} FROM {} WHERE {} IN ({})",
+                t.columns.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", "),
+                t.table,
+                t.id,
+                placeholders(chunk.len(), |i| format!("${}", i + 1)),
+            );
+            let query = chunk.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id.clone()));
+            let rows = self.db.read(|pool| query.fetch_all(pool)).await.map_err(database)?;
+            for row in &rows {
+                moved.push(self.encode(row)?);
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Refuses ids outside the moving slots: a move never touches another slot's rows.
+    fn check_in<'i>(&self, slots: SlotRange, mut ids: impl Iterator<Item = &'i String>) -> Result<(), Status> {
+        match ids.find(|id| !(self.table.slot_of)(id).is_some_and(|slot| slots.contains(slot))) {
+            Some(foreign) => Err(bad(format!("row {foreign} is not in the moving slots {slots}"))),
+            None => Ok(()),
+        }
+    }
+
     fn encode(&self, row: &AnyRow) -> Result<pb::MovedRow, Status> {
         let mut values = Vec::with_capacity(self.table.columns.len());
         for (index, (_, kind)) in self.table.columns.iter().enumerate() {
@@ -198,7 +245,10 @@ impl SlotMovesService {
             .map_err(database)
     }
 
-    async fn insert_rows(&self, rows: Vec<pb::MovedRow>) -> Result<u64, Status> {
+    /// Stores `rows` (a row already here is replaced: it may have changed
+    /// on the source since an earlier page copied it) and deletes `gone`,
+    /// in one write.
+    async fn import(&self, rows: Vec<pb::MovedRow>, gone: Vec<String>) -> Result<(u64, u64), Status> {
         let t = self.table;
         let mut decoded = Vec::with_capacity(rows.len());
         for row in rows {
@@ -210,10 +260,29 @@ impl SlotMovesService {
             decoded.push(values);
         }
         let names = t.columns.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ");
+        let replace = t
+            .columns
+            .iter()
+            .filter(|(name, _)| *name != t.id)
+            .map(|(name, _)| format!("{name} = excluded.{name}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let width = t.columns.len();
         self.db
             .write(move |conn| {
                 Box::pin(async move {
+                    let mut deleted = 0;
+                    for chunk in gone.chunks(INSERT_CHUNK) {
+                        let sql = format!(
+                            "DELETE FROM {} WHERE {} IN ({})",
+                            t.table,
+                            t.id,
+                            placeholders(chunk.len(), |i| format!("${}", i + 1))
+                        );
+                        let delete =
+                            chunk.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id.clone()));
+                        deleted += delete.execute(&mut *conn).await?.rows_affected();
+                    }
                     let mut inserted = 0;
                     // Many rows per statement: one round trip per chunk, not per row.
                     for chunk in decoded.chunks(INSERT_CHUNK) {
@@ -222,7 +291,7 @@ impl SlotMovesService {
                             .collect::<Vec<_>>()
                             .join(", ");
                         let sql = format!(
-                            "INSERT INTO {} ({names}) VALUES {tuples} ON CONFLICT ({}) DO NOTHING",
+                            "INSERT INTO {} ({names}) VALUES {tuples} ON CONFLICT ({}) DO UPDATE SET {replace}",
                             t.table, t.id
                         );
                         let mut insert = sqlx::query(AssertSqlSafe(sql));
@@ -236,7 +305,7 @@ impl SlotMovesService {
                         }
                         inserted += insert.execute(&mut *conn).await?.rows_affected();
                     }
-                    Ok(inserted)
+                    Ok((inserted, deleted))
                 })
             })
             .await
@@ -262,16 +331,22 @@ fn bad(reason: impl std::fmt::Display) -> Status {
 #[derive(Debug, Default)]
 struct Digests(BTreeMap<String, (u64, [u8; 32])>);
 
+/// The SHA-256 of a row's id, state and record: what the digests add up,
+/// and what the catch-up compares row by row.
+fn row_hash(row: &pb::MovedRow) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    for part in [row.id.as_bytes(), row.state.as_bytes(), &row.record] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part);
+    }
+    hash.finalize().into()
+}
+
 impl Digests {
     fn add(&mut self, row: &pb::MovedRow) {
-        let mut hash = Sha256::new();
-        for part in [row.id.as_bytes(), row.state.as_bytes(), &row.record] {
-            hash.update((part.len() as u64).to_be_bytes());
-            hash.update(part);
-        }
         let entry = self.0.entry(row.state.clone()).or_insert((0, [0; 32]));
         entry.0 += 1;
-        for (sum, byte) in entry.1.iter_mut().zip(hash.finalize()) {
+        for (sum, byte) in entry.1.iter_mut().zip(row_hash(row)) {
             *sum ^= byte;
         }
     }
@@ -319,6 +394,17 @@ impl SlotMoves for SlotMovesService {
         Ok(Response::new(self.status().await?))
     }
 
+    async fn prepare_export(
+        &self,
+        request: Request<pb::MoveStart>,
+    ) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let request = request.into_inner();
+        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
+        self.check_columns().await?;
+        self.slots.prepare_export(&request.move_id, slots, &request.peer, self.now_ms()).await?;
+        Ok(Response::new(self.status().await?))
+    }
+
     async fn freeze(&self, request: Request<pb::MoveStart>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         let request = request.into_inner();
         let slots = span_range(request.slots.as_ref()).map_err(bad)?;
@@ -333,13 +419,12 @@ impl SlotMoves for SlotMovesService {
         if moving.role != MoveRole::Source {
             return Err(Status::failed_precondition("rows are exported by the source of a move"));
         }
-        let limit = request.limit.clamp(1, MAX_PAGE);
-        let (rows, last) = self.moving_rows(moving.slots, &request.after_id, limit).await?;
+        let (rows, last) = self.page(moving.slots, &request).await?;
         count_rows("exported", rows.len() as u64);
         Ok(Response::new(pb::ExportResponse {
             rows,
             finished: last.is_none(),
-            last_scanned_id: last.unwrap_or(request.after_id),
+            last_scanned_id: last.unwrap_or_default(),
         }))
     }
 
@@ -349,14 +434,25 @@ impl SlotMoves for SlotMovesService {
         if moving.role != MoveRole::Target {
             return Err(Status::failed_precondition("rows are imported by the target of a move"));
         }
-        if let Some(foreign) =
-            request.rows.iter().find(|row| !(self.table.slot_of)(&row.id).is_some_and(|s| moving.slots.contains(s)))
-        {
-            return Err(bad(format!("row {} is not in the moving slots {}", foreign.state, moving.slots)));
-        }
-        let imported = self.insert_rows(request.rows).await?;
+        self.check_in(moving.slots, request.rows.iter().map(|row| &row.id).chain(&request.deleted_ids))?;
+        let (imported, deleted) = self.import(request.rows, request.deleted_ids).await?;
         count_rows("imported", imported);
-        Ok(Response::new(pb::ImportResponse { imported }))
+        Ok(Response::new(pb::ImportResponse { imported, deleted }))
+    }
+
+    async fn row_hashes(&self, request: Request<pb::ExportRequest>) -> Result<Response<pb::RowHashesResponse>, Status> {
+        let request = request.into_inner();
+        let moving = self.slots.moving(&request.move_id).await?;
+        let (rows, last) = self.page(moving.slots, &request).await?;
+        let rows = rows
+            .iter()
+            .map(|row| pb::RowHash { id: row.id.clone(), state: row.state.clone(), hash: row_hash(row).to_vec() })
+            .collect();
+        Ok(Response::new(pb::RowHashesResponse {
+            rows,
+            finished: last.is_none(),
+            last_scanned_id: last.unwrap_or_default(),
+        }))
     }
 
     async fn digest(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::DigestResponse>, Status> {
@@ -371,6 +467,21 @@ impl SlotMoves for SlotMovesService {
             }
         }
         Ok(Response::new(pb::DigestResponse { states: digests.into_pb(self.table.states) }))
+    }
+
+    async fn changed_rows(
+        &self,
+        request: Request<pb::ChangedRowsRequest>,
+    ) -> Result<Response<pb::ChangedRowsResponse>, Status> {
+        let request = request.into_inner();
+        let limit = request.limit.clamp(1, MAX_PAGE) as usize;
+        let changed = self.slots.changed_rows(&request.move_id, request.since, limit).await?;
+        Ok(Response::new(pb::ChangedRowsResponse {
+            ids: changed.ids,
+            up_to: changed.up_to,
+            more: changed.more,
+            complete: changed.complete,
+        }))
     }
 
     async fn release(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {

@@ -29,12 +29,22 @@ fn range(text: &str) -> SlotRange {
 /// `pastebin ctl reshard ARGS` as a process, with `failpoints` armed; its
 /// exit status and everything it printed.
 async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &str) -> (bool, String) {
+    finished(ctl_reshard_command(cluster, args, failpoints).spawn().expect("run ctl reshard")).await
+}
+
+fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(testbed_binary());
     command.arg("ctl").arg("reshard").args(args).env("PASTEBIN_FAILPOINTS", failpoints).kill_on_drop(true);
+    command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     if let Some(tls) = &cluster.tls {
         command.args(tls.client.flags());
     }
-    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+    command
+}
+
+/// A ctl run's exit status and everything it printed.
+async fn finished(ctl: tokio::process::Child) -> (bool, String) {
+    let output = tokio::time::timeout(Duration::from_secs(120), ctl.wait_with_output())
         .await
         .expect("ctl reshard ends by itself")
         .expect("run ctl reshard");
@@ -132,12 +142,7 @@ async fn check_each_create_stored_once(cluster: &Cluster, created: &[Created]) -
 async fn seed_pending_and_aborted(cluster: &Cluster, each: usize) {
     let (keys, pastes) = (cluster.key_client(0), cluster.paste_client(0));
     for n in 0..2 * each {
-        let new = loop {
-            let new = pastebin_tests::shards::new_key("{\"id\":\"x\"}");
-            if range(HIGH).contains(new.key.slot()) {
-                break new;
-            }
-        };
+        let new = moving_key(range(HIGH));
         keys.begin(&new).await.unwrap();
         if n % 2 == 1 {
             assert_eq!(pastes.tombstone_unless_live(&new.paste_id).await.unwrap(), pastebin_pastes::IdFate::Tombstoned);
@@ -272,12 +277,7 @@ async fn seed_aborted(cluster: &Cluster, count: usize) {
     let seeds = futures::stream::iter(0..count).map(|_| {
         let (keys, pastes) = (keys.clone(), pastes.clone());
         async move {
-            let new = loop {
-                let new = pastebin_tests::shards::new_key("{\"id\":\"x\"}");
-                if range(HIGH).contains(new.key.slot()) {
-                    break new;
-                }
-            };
+            let new = moving_key(range(HIGH));
             keys.begin(&new).await.unwrap();
             pastes.tombstone_unless_live(&new.paste_id).await.unwrap();
             assert!(keys.abort(&new.key, &new.paste_id).await.unwrap());
@@ -397,7 +397,7 @@ async fn a_stopped_move_is_shown_by_status_and_undone_by_abandon() {
     cluster.keys[0].restart(&[], &["key-service", "admin"]).await;
     let k = cluster.key_addresses.clone();
     let args = move_args("key", &k[0], &k[1], HIGH);
-    let (ok, output) = ctl_reshard(&cluster, &args, pastebin_ctl::reshard::failpoint::AFTER_COPY).await;
+    let (ok, output) = ctl_reshard(&cluster, &args, pastebin_ctl::reshard::failpoint::AFTER_FREEZE).await;
     assert!(!ok, "{output}");
     let copied = scalar(&cluster.key_database_urls[1], "SELECT COUNT(*) FROM idempotency_keys").await;
     assert!(copied > 0, "copied");
@@ -427,4 +427,80 @@ async fn a_stopped_move_is_shown_by_status_and_undone_by_abandon() {
     }
     let (ok, output) = ctl_reshard(&cluster, &args, "").await;
     assert!(ok && output.contains("done: slots 128-255 moved"), "a new move after the abandoned one: {output}");
+}
+
+/// A key in the moving slots, as a client would send it.
+fn moving_key(slots: SlotRange) -> pastebin_keys::NewKey {
+    loop {
+        let new = pastebin_tests::shards::new_key("{\"id\":\"x\"}");
+        if slots.contains(new.key.slot()) {
+            return new;
+        }
+    }
+}
+
+/// The bulk of a move is copied while its slots are still served: creates
+/// for them succeed at once, and what changes meanwhile (new rows, and rows
+/// copied already whose state changed) is copied again after the freeze,
+/// so the target ends with the source's rows as they were when frozen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_during_the_bulk_copy_are_caught_up_after_the_freeze() {
+    let cluster =
+        Cluster::start(ClusterOptions { empty_key_shards: 1, empty_paste_shards: 1, ..Default::default() }).await;
+    seed_pending_and_aborted(&cluster, 2).await;
+    let pastes = cluster.paste_client(0);
+    let held = tempfile::tempdir().unwrap();
+    let mut created = Vec::new();
+    // The key shard of the moving slots: K0 while K moves, K1 once it has.
+    for (kind, addresses, keys) in [
+        ("key", &cluster.key_addresses, cluster.key_client(0)),
+        ("paste", &cluster.paste_addresses, cluster.key_client(1)),
+    ] {
+        // A pending key the bulk copy takes as it is, and that aborts later.
+        let late = moving_key(range(HIGH));
+        keys.begin(&late).await.unwrap();
+        let go = held.path().join(kind);
+        let hold = format!("{}=wait:{}", pastebin_ctl::reshard::failpoint::AFTER_COPY, go.display());
+        let args = move_args(kind, &addresses[0], &addresses[1], HIGH);
+        let ctl = ctl_reshard_command(&cluster, &args, &hold).spawn().unwrap();
+        let reached = go.with_extension("reached");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while !reached.exists() {
+            assert!(tokio::time::Instant::now() < deadline, "ctl reaches the end of its copy");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let status_args = ["--kind", kind, "--from", &addresses[0], "--to", &addresses[1], "--status"];
+        let (_, status) = ctl_reshard(&cluster, &status_args, "").await;
+        assert!(status.contains("MOVE_STEP_EXPORTING") && !status.contains("frozen"), "{status}");
+
+        // Meanwhile: creates in every slot answer 201 at the first try …
+        let mut in_moving_slots = 0;
+        for n in 0..20 {
+            let (key, content) = (new_key(), format!("{kind} {n}"));
+            let answer = create(&cluster.http, Some(&key), &content).await.unwrap();
+            assert_eq!(answer.status, StatusCode::CREATED, "slots being copied are served: {}", answer.body);
+            in_moving_slots += usize::from(range(HIGH).contains(IdempotencyKey::parse(&key).unwrap().slot()));
+            created.push(Created { key, content, body: answer.body, errors: Vec::new(), took: Duration::ZERO });
+        }
+        // … and a row copied already changes: the pending key aborts behind a
+        // new tombstone (a changed row on K, a new one on P).
+        assert_eq!(pastes.tombstone_unless_live(&late.paste_id).await.unwrap(), pastebin_pastes::IdFate::Tombstoned);
+        assert!(keys.abort(&late.key, &late.paste_id).await.unwrap());
+        std::fs::write(&go, "").unwrap();
+
+        let (ok, output) = finished(ctl).await;
+        assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+        let again: usize = output
+            .split("caught up in ")
+            .nth(1)
+            .and_then(|rest| rest.split(": ").nth(1))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("the catch-up says what it copied again: {output}"));
+        assert_eq!(again, in_moving_slots + 1, "the creates and the aborted key are copied again: {output}");
+        assert!(output.contains("0 dropped"), "{output}");
+    }
+    check_replays_and_reads(&cluster, &created).await;
+    let (_, pending, aborted, tombstones) = check_each_create_stored_once(&cluster, &created).await;
+    assert_eq!((pending, aborted, tombstones), (2, 4, 4), "the late keys arrive aborted, behind their tombstones");
 }

@@ -163,7 +163,7 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let adopted = convert::adopted(request)?;
-        let _writing = self.slots.writable([adopted.key.slot()]).await?;
+        let _writing = self.slots.writable([&adopted.key]).await?;
         let changed = self.store.adopt(&adopted).await?;
         Ok(Response::new(pb::UpdateResult { changed }))
     }

@@ -243,7 +243,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
                 .try_into()
                 .map_err(|_| Status::invalid_argument("delete_token_sha256 must be 32 bytes"))?,
         );
-        let _writing = self.slots.writable([id.slot()]).await?;
+        let _writing = self.slots.writable([&id]).await?;
         let rotated = self.store.rotate_delete_token(&id, &key_hash, &token_hash).await?;
         Ok(Response::new(pb::RotateDeleteTokenResponse { rotated }))
     }

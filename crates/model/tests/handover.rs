@@ -19,6 +19,8 @@ fn each_broken_handover_is_caught() {
         (HandoverFlaw::ReleaseWithoutVerify, NOTHING_LOST),
         (HandoverFlaw::FreezeDoesNotRefuse, NOTHING_LOST),
         (HandoverFlaw::TakeBeforeRelease, ONE_WRITER),
+        (HandoverFlaw::RecordBeforeCommit, NOTHING_LOST),
+        (HandoverFlaw::UntrackedWrite, NOTHING_LOST),
     ] {
         let trace = counterexample(Handover { writers: 1, flaw: Some(flaw) }, property);
         let trace = trace.unwrap_or_else(|| panic!("{flaw:?} breaks {property}"));

@@ -504,3 +504,32 @@ async fn writes_during_the_bulk_copy_are_caught_up_after_the_freeze() {
     let (_, pending, aborted, tombstones) = check_each_create_stored_once(&cluster, &created).await;
     assert_eq!((pending, aborted, tombstones), (2, 4, 4), "the late keys arrive aborted, behind their tombstones");
 }
+
+/// While a shard is in a move, its cleanup (key retention, paste expiry,
+/// tombstone purges) waits: a sweeper round reports no failure for it, and
+/// the move then finishes as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cleanup_waiting_for_a_move_is_not_a_sweeper_failure() {
+    let cluster =
+        Cluster::start(ClusterOptions { empty_key_shards: 1, empty_paste_shards: 1, ..Default::default() }).await;
+    let held = tempfile::tempdir().unwrap();
+    for (kind, addresses) in [("key", &cluster.key_addresses), ("paste", &cluster.paste_addresses)] {
+        let go = held.path().join(kind);
+        let hold = format!("{}=wait:{}", pastebin_ctl::reshard::failpoint::AFTER_COPY, go.display());
+        let ctl =
+            ctl_reshard_command(&cluster, &move_args(kind, &addresses[0], &addresses[1], HIGH), &hold).spawn().unwrap();
+        let (reached, deadline) =
+            (go.with_extension("reached"), tokio::time::Instant::now() + Duration::from_secs(120));
+        while !reached.exists() {
+            assert!(tokio::time::Instant::now() < deadline, "ctl reaches the end of its copy");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let round =
+            cluster.sweeper(pastebin_core::ManualClock::starting_at(chrono::Utc::now())).await.round(false).await;
+        assert_eq!(round.reap.errors, 0, "{kind}: {:?}", round.failure());
+        assert_eq!(round.failure(), None);
+        std::fs::write(&go, "").unwrap();
+        let (ok, output) = finished(ctl).await;
+        assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    }
+}

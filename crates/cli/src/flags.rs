@@ -239,7 +239,7 @@ pub struct LostCommitsArgs {
     /// After an unsafe failover or a restore (RFC 3339, e.g.
     /// 2026-12-01T10:00:00Z): the key database may have lost commits since
     /// then. For 26 h after it, a create of a key K does not know
-    /// searches every paste shard first and adopts the paste an erased
+    /// searches its paste shard first and adopts the paste an erased
     /// earlier create of the key made (docs/operations.md#after-an-unsafe-failover).
     #[arg(long, env = "PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE", value_parser = parse_rfc3339)]
     pub may_have_lost_commits_since: Option<chrono::DateTime<chrono::Utc>>,
@@ -253,7 +253,7 @@ impl LostCommitsArgs {
         tracing::warn!(
             since = %lost.since,
             until = %lost.search_first_until(),
-            "this key shard may have lost commits: creates of keys it does not know search every paste shard \
+            "this key shard may have lost commits: creates of keys it does not know search their paste shard \
              before minting, and adopt what they find (docs/operations.md#after-an-unsafe-failover)"
         );
         Some(lost)

@@ -56,7 +56,7 @@ impl IdempotencyKey {
 
     /// `slot = first byte of SHA-256(the key's 16 raw bytes)`.
     pub fn slot(&self) -> Slot {
-        Slot(self.hash().0[0])
+        self.hash().slot()
     }
 }
 
@@ -66,6 +66,12 @@ impl IdempotencyKey {
 pub struct KeyHash(pub [u8; 32]);
 
 impl KeyHash {
+    /// The key's slot: the hash's first byte. Every paste id minted for
+    /// the key carries it.
+    pub fn slot(&self) -> Slot {
+        Slot(self.0[0])
+    }
+
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }

@@ -299,7 +299,7 @@ pub async fn run(
             mode.shard,
             mode.may_have_lost_commits_since.to_rfc3339_opts(seconds, true),
             if mode.active {
-                "creates of keys it does not know search the paste shards first until"
+                "creates of keys it does not know search their paste shard first until"
             } else {
                 "searched until"
             },

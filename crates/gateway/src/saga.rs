@@ -8,8 +8,8 @@
 //! 6. answer 201 with the stored body.
 //!
 //! While K may have lost commits, a key it has not finished first searches
-//! every P shard for a paste an erased earlier life of the key made, and
-//! adopts it instead of making a second (docs/design.md#adopting-after-a-k-loss).
+//! its slot's P shard for a paste an erased earlier life of the key made,
+//! and adopts it instead of making a second (docs/design.md#adopting-after-a-k-loss).
 //!
 //! A definite failure compensates by aborting (tombstone on P first, then the
 //! guarded abort on K). An uncertain one leaves the key pending and answers
@@ -17,13 +17,11 @@
 //! Nothing here ever deletes a paste: a pending key whose paste exists is
 //! finished, not undone.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, PasteOrigin, ResponseBody};
 use pastebin_keys::{Adopted, Begun, KeyClient, KeyRecord, NewKey};
 use pastebin_pastes::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteClient};
-use pastebin_shards::{fence, FenceError, Fenced, SlotMap};
+use pastebin_shards::{fence, FenceError, Fenced};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -46,8 +44,6 @@ struct Saga<'a> {
     deadline: Instant,
     keys: KeyClient,
     pastes: PasteClient,
-    /// Every P shard: the search for an erased earlier life asks them all.
-    slots: Arc<SlotMap>,
 }
 
 fn key_unavailable(error: StepError) -> ApiError {
@@ -89,7 +85,6 @@ impl Gateway {
                 deadline,
                 keys: slots.key_shard(slot).with_deadline(deadline),
                 pastes: slots.paste_shard(slot).with_deadline(deadline),
-                slots: Arc::clone(&slots),
             };
             match saga.run().instrument(span.clone()).await {
                 Err(ApiError::SlotMoving) if moves.again(&self.inner.slots, deadline).await => {}
@@ -173,24 +168,25 @@ impl Saga<'_> {
         self.roll_forward(record).await
     }
 
-    /// Asks every P shard at once for the pastes made under this key: the
-    /// paste of an erased life lives on the slot of an id nobody here knows.
-    /// A shard that does not answer makes the create 503: a search that did
-    /// not complete must never lead to a second paste.
+    /// Asks the key's P shard for the pastes made under this key. Every
+    /// life of a key mints its ids in the key's slot, and a slot's rows move
+    /// together, so the paste of an erased life is on the shard that owns
+    /// the slot now, the one this create inserts into. If it does not
+    /// answer, the create is 503: a search that did not complete must never
+    /// lead to a second paste.
     #[tracing::instrument(skip_all, err(Display))]
     async fn search_for_earlier_life(&self, record: &KeyRecord) -> Result<Option<KeyedPaste>, ApiError> {
         let key_hash = self.key().hash();
-        let searches = self.slots.paste_shards().iter().map(|shard| {
-            let shard = shard.with_deadline(self.deadline);
-            async move { within(self.deadline, shard.find_by_key(&key_hash)).await }
-        });
-        let mut found = Vec::new();
-        for answer in timed("p_search", futures::future::join_all(searches)).await {
-            found.extend(answer.map_err(|error| {
-                tracing::warn!(%error, "a paste shard could not be searched; nothing is minted");
-                ApiError::Unavailable("a paste shard could not be searched for this key's earlier paste")
-            })?);
-        }
+        let found = match timed("p_search", within(self.deadline, self.pastes.find_by_key(&key_hash))).await {
+            Ok(found) => found,
+            Err(StepError::NotExecuted(_)) => return Err(ApiError::SlotMoving),
+            Err(error) => {
+                tracing::warn!(%error, "the paste shard could not be searched; nothing is minted");
+                return Err(ApiError::Unavailable(
+                    "the paste service could not be searched for this key's earlier paste",
+                ));
+            }
+        };
         Ok(earlier_life(&record.paste_id, found, self.gateway.inner.clock.now()))
     }
 
@@ -245,9 +241,8 @@ impl Saga<'_> {
 
     /// The adopted paste's token, guarded by the key hash its row carries.
     async fn rotate_delete_token(&self, id: &PasteId, token: &DeleteToken) -> Result<(), ApiError> {
-        let shard = self.slots.paste_shard(id.slot()).with_deadline(self.deadline);
         let (key_hash, token_hash) = (self.key().hash(), token.hash());
-        let rotated = within(self.deadline, shard.rotate_delete_token(id, &key_hash, &token_hash));
+        let rotated = within(self.deadline, self.pastes.rotate_delete_token(id, &key_hash, &token_hash));
         match timed("p_rotate_token", rotated).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(ApiError::Unavailable("the paste this key made changed while it was adopted; retry")),

@@ -219,14 +219,13 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         request: Request<pb::FindByKeyRequest>,
     ) -> Result<Response<pb::FindByKeyResponse>, Status> {
         let key_hash = convert::key_hash(request.into_inner().key_sha256)?;
-        let mut pastes = Vec::new();
-        for paste in self.store.find_by_key(&key_hash, MAX_KEYED).await? {
-            // A stale copy of a slot moved away is not this shard's to report:
-            // its owner answers for it.
-            if self.slots.readable(paste.id.slot()).await.is_ok() {
-                pastes.push(convert::keyed_to_pb(paste));
-            }
-        }
+        // Every paste of a key has an id in the key's slot: the shard that
+        // owns the slot holds them all, and any other refuses, so a caller
+        // with a stale slot map learns it instead of hearing "nothing".
+        let slot = key_hash.slot();
+        self.slots.readable(slot).await?;
+        let found = self.store.find_by_key(&key_hash, MAX_KEYED).await?;
+        let pastes = found.into_iter().filter(|paste| paste.id.slot() == slot).map(convert::keyed_to_pb).collect();
         Ok(Response::new(pb::FindByKeyResponse { pastes }))
     }
 

@@ -6,7 +6,7 @@
 //! instead of minting a second one, under a new delete token. Another
 //! request under the lost key is a 409; a paste deleted since is answered
 //! as the deleted paste; a P shard that cannot be searched makes the create
-//! 503 with nothing minted; without the flag nothing is searched; and the
+//! 503 before anything is put; without the flag nothing is searched; and the
 //! mode shows in `Describe`, `ctl stats`, `/readyz` and the log.
 
 use std::time::Duration;
@@ -14,12 +14,15 @@ use std::time::Duration;
 use pastebin_core::{IdempotencyKey, KeyState, ManualClock};
 use pastebin_tests::{
     api::{self, Answer},
-    cluster::{execute, run_to_exit, scalar, Cluster, ClusterOptions, Process},
+    cluster::{execute, run_to_exit, Cluster, ClusterOptions, Process},
     postgres::fresh_database_url,
 };
 use reqwest::{header, StatusCode};
 
-use crate::operators::ctl;
+use crate::{
+    operators::ctl,
+    reshard::{ctl_reshard, move_args},
+};
 
 /// A time inside the search-first window: an hour ago.
 fn an_hour_ago() -> String {
@@ -36,11 +39,11 @@ fn in_the_mode() -> Vec<(String, String)> {
     vec![("PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE".to_owned(), an_hour_ago())]
 }
 
-/// A fresh key whose slot the first of two P shards owns (slots 0 to 127).
-fn key_on_the_first_paste_shard() -> String {
+/// A fresh key whose slot the P shard `index` of two owns (0: slots 0 to 127, 1: 128 to 255).
+fn key_on_paste_shard(index: u8) -> String {
     loop {
         let key = api::new_key();
-        if IdempotencyKey::parse(&key).unwrap().slot().0 < 128 {
+        if IdempotencyKey::parse(&key).unwrap().slot().0 / 128 == index {
             return key;
         }
     }
@@ -133,43 +136,44 @@ async fn a_lost_key_whose_paste_was_deleted_answers_the_deleted_paste_and_mints_
 }
 
 #[tokio::test]
-async fn a_paste_shard_that_cannot_be_searched_makes_the_create_503_and_mints_nothing() {
+async fn a_paste_shard_that_cannot_be_searched_makes_the_create_503_before_anything_is_put() {
     let mut cluster = start(2, true).await;
-    cluster.pastes[1].kill().await;
-    // The key's own paste shard is up: only the search needs the other one.
-    let key = key_on_the_first_paste_shard();
+    cluster.pastes[0].kill().await;
+    let key = key_on_paste_shard(0);
     let answer = api::create(&cluster.http, Some(&key), "searched for").await.expect("the gateway answers");
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{}", answer.body);
     assert!(answer.headers.contains_key(header::RETRY_AFTER), "a 503 says when to retry");
-    let live = scalar(&cluster.paste_database_urls[0], "SELECT COUNT(*) FROM pastes").await;
-    assert_eq!(live, 0, "nothing was minted while the search could not complete");
+    let parsed = IdempotencyKey::parse(&key).unwrap();
+    let pending = cluster.key_client(0).get(&parsed).await.unwrap().expect("K began the key");
+    let objects = cluster.object_store().await;
+    assert!(objects.get(pending.paste_id.as_str()).await.unwrap().is_none(), "the search comes before the PUT");
+    // Only the key's own shard is searched: a key of the other one creates at once.
+    created(&cluster.http, &key_on_paste_shard(1), "not searched for on the dead shard").await;
 
-    cluster.pastes[1].restart(&[], &["paste-service"]).await;
+    cluster.pastes[0].restart(&[], &["paste-service"]).await;
     let mut answer = api::create(&cluster.http, Some(&key), "searched for").await.expect("the gateway answers");
     for _ in 0..200 {
         if answer.status == StatusCode::CREATED {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         answer = api::create(&cluster.http, Some(&key), "searched for").await.expect("the gateway answers");
     }
-    assert_eq!(answer.status, StatusCode::CREATED, "once every shard answers, the create goes on: {}", answer.body);
+    assert_eq!(answer.status, StatusCode::CREATED, "once the shard answers, the create goes on: {}", answer.body);
     assert!(answer.json().get("adopted").is_none(), "nothing was there to adopt");
+    assert_eq!(field(&answer, "id"), pending.paste_id.to_string(), "the pending record is rolled forward");
 }
 
 #[tokio::test]
 async fn a_key_shard_not_told_it_lost_commits_searches_nothing() {
-    let mut cluster = start(2, false).await;
+    let cluster = start(2, false).await;
     assert_eq!(cluster.key_client(0).lost_commits().await.expect("K describes itself"), None);
     let key = api::new_key();
     let first = created(&cluster.http, &key, "made before K lost its key").await;
     k_loses(&cluster, &key).await;
     let retry = created(&cluster.http, &key, "made before K lost its key").await;
     assert_ne!(field(&retry, "id"), field(&first, "id"), "without the flag the retry mints a second paste");
-
-    // A search would need every P shard; without the flag a create needs only its own.
-    cluster.pastes[1].kill().await;
-    created(&cluster.http, &key_on_the_first_paste_shard(), "no search").await;
+    assert_eq!(cluster.live_pastes().await, 2);
 }
 
 #[tokio::test]
@@ -322,4 +326,22 @@ async fn pastebin_up_restored_with_an_older_key_database_adopts_too() {
     let ready: serde_json::Value =
         reqwest::get(format!("http://{}/readyz", up.address("admin"))).await.unwrap().json().await.unwrap();
     assert_eq!(ready["search_first"]["active"], true, "{ready}");
+}
+
+#[tokio::test]
+async fn a_paste_whose_slot_moved_to_another_shard_is_found_there_and_adopted() {
+    let options = ClusterOptions { empty_paste_shards: 1, env: in_the_mode(), ..Default::default() };
+    let cluster = Cluster::start(options).await;
+    let key = key_on_paste_shard(1);
+    let first = created(&cluster.http, &key, "moved with its slot").await;
+    let p = &cluster.paste_addresses;
+    let (moved, said) = ctl_reshard(&cluster, &move_args("paste", &p[0], &p[1], "128-255"), "").await;
+    assert!(moved, "{said}");
+    k_loses(&cluster, &key).await;
+    // The gateway's slot map still names the old shard: its refusal sends the search on.
+    let retry = created(&cluster.http, &key, "moved with its slot").await;
+    assert_eq!(field(&retry, "id"), field(&first, "id"), "found on the slot's new shard: {}", retry.body);
+    assert_eq!(retry.json()["adopted"], true);
+    assert_eq!(cluster.live_pastes().await, 1, "no second paste, on either shard");
+    assert_eq!(delete(&cluster, &field(&first, "id"), &field(&retry, "delete_token")).await, StatusCode::NO_CONTENT);
 }

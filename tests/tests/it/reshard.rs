@@ -28,7 +28,7 @@ fn range(text: &str) -> SlotRange {
 
 /// `pastebin ctl reshard ARGS` as a process, with `failpoints` armed; its
 /// exit status and everything it printed.
-async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &str) -> (bool, String) {
+pub(crate) async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &str) -> (bool, String) {
     finished(ctl_reshard_command(cluster, args, failpoints).spawn().expect("run ctl reshard")).await
 }
 
@@ -52,7 +52,7 @@ async fn finished(ctl: tokio::process::Child) -> (bool, String) {
     (output.status.success(), text)
 }
 
-fn move_args<'a>(kind: &'a str, from: &'a str, to: &'a str, slots: &'a str) -> Vec<&'a str> {
+pub(crate) fn move_args<'a>(kind: &'a str, from: &'a str, to: &'a str, slots: &'a str) -> Vec<&'a str> {
     vec!["--kind", kind, "--from", from, "--to", to, "--slots", slots]
 }
 

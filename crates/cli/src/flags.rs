@@ -238,7 +238,7 @@ impl LimitArgs {
 pub struct LostCommitsArgs {
     /// After an unsafe failover or a restore (RFC 3339, e.g.
     /// 2026-12-01T10:00:00Z): the key database may have lost commits since
-    /// then. For 26 h after it, a create of a key K does not know
+    /// then. For 26 h after the later of it and the start, a create of a key K does not know
     /// searches its paste shard first and adopts the paste an erased
     /// earlier create of the key made (docs/operations.md#after-an-unsafe-failover).
     #[arg(long, env = "PASTEBIN_MAY_HAVE_LOST_COMMITS_SINCE", value_parser = parse_rfc3339)]
@@ -248,7 +248,8 @@ pub struct LostCommitsArgs {
 impl LostCommitsArgs {
     /// The mode, if set, noted for `/readyz` and logged: operators must see it.
     pub fn announced(&self) -> Option<pastebin_core::LostCommits> {
-        let lost = self.may_have_lost_commits_since.map(|since| pastebin_core::LostCommits { since })?;
+        let started = chrono::Utc::now();
+        let lost = self.may_have_lost_commits_since.map(|since| pastebin_core::LostCommits::new(since, started))?;
         pastebin_runtime::durability::note_lost_commits(lost);
         tracing::warn!(
             since = %lost.since,

@@ -767,9 +767,10 @@ pub fn with_lost_commits(
 
 /// The search-first mode in a `Describe` answer; `None` when the shard is not in it.
 pub fn described_lost_commits(answer: &pb::ShardDescription) -> Option<pastebin_core::LostCommits> {
-    answer
-        .may_have_lost_commits_since_ms
-        .map(|since| pastebin_core::LostCommits { since: pastebin_core::from_millis(since) })
+    answer.may_have_lost_commits_since_ms.map(|since| {
+        let until = answer.search_first_until_ms.unwrap_or(since);
+        pastebin_core::LostCommits::described(pastebin_core::from_millis(since), pastebin_core::from_millis(until))
+    })
 }
 
 /// What a shard said about itself in `Describe`.

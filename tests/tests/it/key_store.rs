@@ -389,7 +389,7 @@ pastebin_tests::both_backends! {
     async fn a_shard_that_may_have_lost_commits_says_search_first_until_done_and_adopts_once(backend: Backend) {
         let (store, clock) = store_at_t0(backend).await;
         let since = t0() - chrono::Duration::hours(1);
-        let store = store.with_lost_commits(Some(LostCommits { since }));
+        let store = store.with_lost_commits(Some(LostCommits::new(since, t0())));
         let new = new_key("{\"id\":\"minted\"}");
         assert!(begin_inserted(&store, &new).await.search_first, "a key it does not know searches first");
         assert!(store.get(&new.key).await.unwrap().unwrap().search_first, "and so does every read of it until done");
@@ -415,7 +415,7 @@ pastebin_tests::both_backends! {
 
         clock.advance(Duration::from_secs(26 * 3600));
         let later = new_key("{\"id\":\"later\"}");
-        assert!(!begin_inserted(&store, &later).await.search_first, "the mode ends 26 h after its time");
+        assert!(!begin_inserted(&store, &later).await.search_first, "the mode ends 26 h after the shard started in it");
         let unflagged = store.with_lost_commits(None);
         assert!(!unflagged.get(&new.key).await.unwrap().unwrap().search_first);
     }

@@ -132,8 +132,11 @@ impl End {
         let tls = args.tls.load().map_err(|error| CtlError::Usage(error.to_string()))?;
         let channel =
             pastebin_shards::channel(address, tls.as_ref()).map_err(|error| CtlError::Usage(error.to_string()))?;
-        let timeout = Duration::from_secs(args.timeout_secs.max(MIN_STEP_SECS));
-        Ok(Self { name, address: address.trim().to_owned(), client: SlotMovesClient::new(channel), timeout })
+        Ok(Self::over(name, address, channel, Duration::from_secs(args.timeout_secs.max(MIN_STEP_SECS))))
+    }
+
+    fn over(name: &'static str, address: &str, channel: Channel, timeout: Duration) -> Self {
+        Self { name, address: address.trim().to_owned(), client: SlotMovesClient::new(channel), timeout }
     }
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
@@ -145,7 +148,11 @@ impl End {
     fn failed(&self, step: &str, status: tonic::Status) -> CtlError {
         let what = format!("{step} on the {} {}: {}", self.name, self.address, status.message());
         match status.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown => {
+            // A call that outlived its timeout answers CANCELLED ("Timeout expired"): it may have run.
+            tonic::Code::Unavailable
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Cancelled
+            | tonic::Code::Unknown => {
                 CtlError::Unreachable(format!("{what}; nothing is lost: rerun the same command when the shard answers"))
             }
             tonic::Code::Unimplemented => {
@@ -203,6 +210,33 @@ pub async fn run(
 ) -> Result<Exit, CtlError> {
     let source = End::connect("source", &args.from, endpoints)?;
     let target = End::connect("target", &args.to, endpoints)?;
+    run_between(args, source, target, progress, out, err).await
+}
+
+/// The same command over two channels the caller made to `args.from` and
+/// `args.to`, each step's call bounded by `timeout`: the deterministic
+/// simulation moves slots this way over its simulated network, so a rerun
+/// there resumes a move exactly as it does here (docs/testing.md#simulation).
+pub async fn run_over(
+    args: &ReshardArgs,
+    channels: (Channel, Channel),
+    timeout: Duration,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Result<Exit, CtlError> {
+    let source = End::over("source", &args.from, channels.0, timeout);
+    let target = End::over("target", &args.to, channels.1, timeout);
+    run_between(args, source, target, ProgressTo::Lines, out, err).await
+}
+
+async fn run_between(
+    args: &ReshardArgs,
+    source: End,
+    target: End,
+    progress: ProgressTo,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Result<Exit, CtlError> {
     if source.address == target.address {
         return Err(CtlError::Usage("--from and --to are the same shard".into()));
     }

@@ -5,9 +5,12 @@
 //! ([`disk`]); the object store is in process ([`objects`]). A seeded
 //! [`nemesis`] partitions, delays, crashes and restarts hosts, skews clocks
 //! and takes the object store away while seeded clients create pastes with
-//! retries ([`workload`]). Then every fault is healed, the sweepers finish
-//! what was left pending, and the [`history`] checker judges what the
-//! clients saw against the final state. One seed replays one run.
+//! retries ([`workload`]); it also has the operator move slots between the K
+//! shards with the real `ctl reshard` ([`reshard`]), and after every step
+//! the shards' live ranges are checked for a slot with two owners
+//! ([`ownership`]). Then every fault is healed, the moves and the sweepers
+//! finish, and the [`history`] checker judges what the clients saw against
+//! the final state. One seed replays one run.
 
 mod clock;
 mod disk;
@@ -15,6 +18,8 @@ pub mod history;
 pub mod nemesis;
 mod net;
 mod objects;
+mod ownership;
+pub mod reshard;
 mod topology;
 mod workload;
 
@@ -34,6 +39,8 @@ use crate::{
     history::{Entry, FinalState, History, KeyRow, KeySpec, Violation},
     nemesis::Nemesis,
     objects::SimObjects,
+    ownership::Owners,
+    reshard::Operator,
     workload::ClientPlan,
 };
 
@@ -53,6 +60,8 @@ pub struct Report {
     pub history: Vec<Entry>,
     /// What the nemesis did, and when.
     pub faults: Vec<(Duration, nemesis::Fault)>,
+    /// What the operator's `ctl reshard` runs ended with, and when.
+    pub moves: Vec<(Duration, reshard::Seen)>,
     pub violations: Vec<Violation>,
     /// Simulated time the run took.
     pub simulated: Duration,
@@ -96,13 +105,16 @@ fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks) -> anyhow::R
     let keys = topology::KEY_SHARDS
         .iter()
         .map(|(name, ..)| open(name, &pastebin_keys::MIGRATIONS).map(|db| (KeyStore::new(db.clone(), clock(name)), db)))
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let pastes = topology::PASTE_SHARDS
         .iter()
         .map(|(name, ..)| {
             open(name, &pastebin_pastes::MIGRATIONS).map(|db| (PasteStore::new(db.clone(), clock(name)), db))
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (key_dbs, paste_dbs): (Vec<_>, Vec<_>) =
+        (keys.iter().map(|(_, db)| db.clone()).collect(), pastes.iter().map(|(_, db)| db.clone()).collect());
+    topology::first_start(disk, &key_dbs, &paste_dbs)?;
     Ok(Shards { keys, pastes })
 }
 
@@ -111,7 +123,9 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     let dir = scratch_dir()?;
     let disk = Disk::new()?;
     let time = SimTime::default();
-    let clocks = Clocks::new(&time, topology::servers().into_iter().chain(["objects".to_owned()]));
+    // ctl reads no clock: a skew of its clock would be a fault that does nothing.
+    let clocked = topology::servers().into_iter().filter(|host| host != reshard::CTL);
+    let clocks = Clocks::new(&time, clocked.chain(["objects".to_owned()]));
     let shards = open_shards(&disk, dir.path(), &clocks)?;
     let objects = SimObjects::new(seed ^ 0x6f62_6a73, clocks.of("objects"));
 
@@ -122,13 +136,14 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         .max_message_latency(MAX_LATENCY)
         .simulation_duration(WORKLOAD_LIMIT + RECOVERY_LIMIT + Duration::from_secs(60))
         .build();
-    for ((name, first, last), (store, _)) in topology::KEY_SHARDS.iter().zip(&shards.keys) {
-        let (store, disk, slots) = (store.clone(), disk.clone(), (*first, *last));
-        sim.host(*name, move || host(topology::serve_keys(store.clone(), slots, disk.clone())));
+    let owners = Owners::default();
+    for (shard, ((name, ..), (store, _))) in topology::KEY_SHARDS.iter().zip(&shards.keys).enumerate() {
+        let (store, disk, owners) = (store.clone(), disk.clone(), owners.clone());
+        sim.host(*name, move || host(topology::serve_keys(store.clone(), shard, owners.clone(), disk.clone())));
     }
-    for ((name, first, last), (store, _)) in topology::PASTE_SHARDS.iter().zip(&shards.pastes) {
-        let (store, disk, slots) = (store.clone(), disk.clone(), (*first, *last));
-        sim.host(*name, move || host(topology::serve_pastes(store.clone(), slots, disk.clone())));
+    for ((name, ..), (store, _)) in topology::PASTE_SHARDS.iter().zip(&shards.pastes) {
+        let (store, disk) = (store.clone(), disk.clone());
+        sim.host(*name, move || host(topology::serve_pastes(store.clone(), disk.clone())));
     }
     for index in 0..topology::GATEWAYS {
         let name = topology::gateway(index);
@@ -142,9 +157,12 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         let (objects, clock) = (objects.clone(), clocks.of(&name));
         sim.host(name, move || host(topology::run_sweeper(objects.clone(), clock.clone())));
     }
+    let operator = Operator::default();
+    let (ctl, ctl_time) = (operator.clone(), time.clone());
+    sim.host(reshard::CTL, move || host(reshard::run_operator(ctl.clone(), ctl_time.clone())));
     let (keys, plans) = workload(seed);
     let history = History::default();
-    let key_state = key_state_oracle(&disk, &shards);
+    let key_state = key_state_oracle(&disk, &shards, &owners);
     for plan in plans {
         let (name, client_seed) = (topology::client(plan.client), seed ^ (plan.client as u64 + 101) << 40);
         let client =
@@ -152,10 +170,12 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         sim.client(name, host(client));
     }
 
-    let mut nemesis = Nemesis::new(seed ^ 0x6e65_6d65, clocks.clone(), objects.clone());
+    let mut nemesis = Nemesis::new(seed ^ 0x6e65_6d65, clocks.clone(), objects.clone(), operator.clone());
     let mut violations = Vec::new();
+    let mut twice_owned = None;
     let finished = drive(&mut sim, &time, WORKLOAD_LIMIT, |sim, now, clients_finished| {
         nemesis.act(sim, now);
+        watch_owners(&owners, now, &mut twice_owned);
         clients_finished
     })?;
     if !finished {
@@ -164,15 +184,30 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     nemesis.heal(&mut sim);
     let healed_at = sim.elapsed();
     let recovered = drive(&mut sim, &time, healed_at + RECOVERY_LIMIT, |_, now, _| {
-        (now - healed_at).as_millis() % 500 == 0 && pending_keys(&disk, &shards) == 0
+        watch_owners(&owners, now, &mut twice_owned);
+        (now - healed_at).as_millis() % 500 == 0 && operator.idle() && pending_keys(&disk, &shards) == 0
     })?;
     if !recovered {
-        violations.push(Violation(format!("keys still pending {RECOVERY_LIMIT:?} after healing")));
+        let what = if operator.idle() { "keys still pending" } else { "a slot move still unfinished" };
+        violations.push(Violation(format!("{what} {RECOVERY_LIMIT:?} after healing")));
     }
-    let end = final_state(&disk, &shards, &objects)?;
+    violations.extend(twice_owned.map(Violation));
+    violations.extend(operator.findings().into_iter().map(Violation));
+    let stored = shards.keys.iter().map(|(_, db)| ownership::stored(&disk, db)).collect::<anyhow::Result<Vec<_>>>()?;
+    violations.extend(ownership::check_final(&stored, &nemesis.final_ranges()));
+    let end = final_state(&disk, &shards, &stored, &objects, &mut violations)?;
     let history = history.entries();
     violations.extend(history::check(&keys, &history, &end));
-    Ok(Report { seed, history, faults: nemesis.log, violations, simulated: sim.elapsed() })
+    let moves = operator.seen();
+    Ok(Report { seed, history, faults: nemesis.log, moves, violations, simulated: sim.elapsed() })
+}
+
+/// Records the first moment a slot had two K owners (the check runs after
+/// every step, and one finding is enough).
+fn watch_owners(owners: &Owners, now: Duration, found: &mut Option<String>) {
+    if found.is_none() {
+        *found = owners.twice_owned().map(|what| format!("{what} at {} ms", now.as_millis()));
+    }
 }
 
 /// Steps the simulation until `stop` says so, given the time and whether
@@ -209,19 +244,17 @@ fn scratch_dir() -> anyhow::Result<tempfile::TempDir> {
     dir.context("cannot make a directory for the simulated shards")
 }
 
-/// The state of a key on whichever K shard holds it, read at once.
-fn key_state_oracle(disk: &Disk, shards: &Shards) -> workload::KeyStateOracle {
-    let (disk, pools) = (disk.clone(), shards.keys.iter().map(|(_, db)| db.pool().clone()).collect::<Vec<_>>());
+/// The state of a key on the K shard that holds its slot now, read at once
+/// (a move leaves a stale copy on its source until it deletes it).
+fn key_state_oracle(disk: &Disk, shards: &Shards, owners: &Owners) -> workload::KeyStateOracle {
+    let (disk, owners) = (disk.clone(), owners.clone());
+    let pools = shards.keys.iter().map(|(_, db)| db.pool().clone()).collect::<Vec<_>>();
     Arc::new(move |key: &str| {
-        let (pools, key) = (pools.clone(), key.to_owned());
+        let slot = pastebin_core::IdempotencyKey::parse(key).ok()?.slot();
+        let (pool, key) = (pools[owners.holder(slot)?].clone(), key.to_owned());
         disk.run(async move {
-            for pool in pools {
-                let query = sqlx::query("SELECT state FROM idempotency_keys WHERE key = $1").bind(key.clone());
-                if let Ok(Some(row)) = query.fetch_optional(&pool).await {
-                    return Some(row.get::<String, _>("state"));
-                }
-            }
-            None
+            let query = sqlx::query("SELECT state FROM idempotency_keys WHERE key = $1").bind(key);
+            query.fetch_optional(&pool).await.ok().flatten().map(|row| row.get::<String, _>("state"))
         })
     })
 }
@@ -241,14 +274,29 @@ fn pending_keys(disk: &Disk, shards: &Shards) -> usize {
         .sum()
 }
 
-fn final_state(disk: &Disk, shards: &Shards, objects: &SimObjects) -> anyhow::Result<FinalState> {
+/// K, P and the object store at the end. A key's row counts on the K shard
+/// that owns its slot; a row left on another shard is one no caller will
+/// ever find there.
+fn final_state(
+    disk: &Disk,
+    shards: &Shards,
+    stored: &[ownership::Stored],
+    objects: &SimObjects,
+    violations: &mut Vec<Violation>,
+) -> anyhow::Result<FinalState> {
     let mut end = FinalState::default();
-    for (_, db) in &shards.keys {
+    for (((name, ..), (_, db)), stored) in topology::KEY_SHARDS.iter().zip(&shards.keys).zip(stored) {
         let pool = db.pool().clone();
         let rows = disk.run(async move {
             sqlx::query("SELECT key, state, paste_id, response_body FROM idempotency_keys").fetch_all(&pool).await
         })?;
         for row in rows {
+            let key: String = row.get("key");
+            let slot = pastebin_core::IdempotencyKey::parse(&key)?.slot();
+            if !stored.owned.contains(slot) {
+                violations.push(Violation(format!("key {key} is left on {name}, which does not own its slot {slot}")));
+                continue;
+            }
             let body = pastebin_core::ResponseBody::new(row.get("response_body"));
             let answer = pastebin_gateway::Created::from_stored(&body).map(|created| history::Answer201 {
                 id: created.id,
@@ -257,7 +305,7 @@ fn final_state(disk: &Disk, shards: &Shards, objects: &SimObjects) -> anyhow::Re
                 expires_at: created.expires_at,
                 delete_token: created.delete_token,
             });
-            end.keys.insert(row.get("key"), KeyRow { state: row.get("state"), paste_id: row.get("paste_id"), answer });
+            end.keys.insert(key, KeyRow { state: row.get("state"), paste_id: row.get("paste_id"), answer });
         }
     }
     for (_, db) in &shards.pastes {

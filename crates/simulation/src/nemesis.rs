@@ -3,13 +3,23 @@
 //! (messages arrive late, all at once, when released), process
 //! crashes and restarts, clock skew, slow links and object-store outages.
 //! Each fault is undone after a while; [`Nemesis::heal`] undoes them all.
+//!
+//! Beside them, a few times a run, it asks the operator to move a range of
+//! slots between the two K shards ([`Fault::MoveSlots`]), one move at a time,
+//! while every other fault goes on striking (the ctl host included). A move
+//! is not undone: healing lets it finish.
 
 use std::time::Duration;
 
 use rand::{rngs::StdRng, seq::IndexedRandom, Rng, SeedableRng};
 use turmoil::Sim;
 
-use crate::{clock::Clocks, objects::SimObjects, topology};
+use crate::{
+    clock::Clocks,
+    objects::SimObjects,
+    reshard::{Operator, SlotsMove},
+    topology,
+};
 
 /// One fault every this many milliseconds of simulated time, on average.
 const MEAN_GAP_MS: u64 = 400;
@@ -29,6 +39,77 @@ pub enum Fault {
     Skew(String, i64),
     SlowLinks(Duration),
     ObjectOutage,
+    /// The operator runs `ctl reshard` to move these slots (`first..=last`)
+    /// from one K shard to the other.
+    MoveSlots {
+        from: &'static str,
+        to: &'static str,
+        first: u8,
+        last: u8,
+    },
+}
+
+/// The most moves in one run, and the largest range one moves.
+const MAX_MOVES: u32 = 4;
+const MAX_MOVED_SLOTS: u8 = 96;
+
+/// The moves of a run: when the next is asked for, and where the boundary
+/// between the two K shards will be once every move asked for is done.
+struct Moves {
+    rng: StdRng,
+    operator: Operator,
+    left: u32,
+    next_at: Option<Duration>,
+    /// The first slot of k1 (k0 owns the slots before it).
+    boundary: u8,
+}
+
+impl Moves {
+    fn new(seed: u64, operator: Operator) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x6d6f_7665);
+        let left = rng.random_range(1..=MAX_MOVES);
+        let first_at = Duration::from_millis(rng.random_range(0..4_000));
+        let boundary = topology::KEY_SHARDS[1].1;
+        Self { rng, operator, left, next_at: Some(first_at), boundary }
+    }
+
+    /// The next move when it is due: the operator has finished the last
+    /// one, and a pause drawn after it has passed.
+    fn due(&mut self, now: Duration) -> Option<Fault> {
+        if self.left == 0 || !self.operator.idle() {
+            return None;
+        }
+        let next_at = *self.next_at.get_or_insert_with(|| now + Duration::from_millis(self.rng.random_range(0..3_000)));
+        if now < next_at {
+            return None;
+        }
+        self.next_at = None;
+        self.left -= 1;
+        let (k0, k1) = (topology::KEY_SHARDS[0].0, topology::KEY_SHARDS[1].0);
+        let count = self.rng.random_range(1..=MAX_MOVED_SLOTS);
+        // Either k1's first slots go to k0, or k0's last ones to k1; each
+        // keeps at least one slot.
+        let k1_gives = match self.boundary {
+            1 => true,
+            u8::MAX => false,
+            _ => self.rng.random_bool(0.5),
+        };
+        let (from, to, first, last) = if k1_gives {
+            (k1, k0, self.boundary, self.boundary.saturating_add(count - 1).min(u8::MAX - 1))
+        } else {
+            (k0, k1, self.boundary.saturating_sub(count).max(1), self.boundary - 1)
+        };
+        self.boundary = if k1_gives { last + 1 } else { first };
+        let slots = pastebin_core::SlotRange::new(first, last).expect("first <= last: each shard keeps a slot");
+        self.operator.ask(SlotsMove { from, to, slots, batch: self.rng.random_range(1..=3) });
+        Some(Fault::MoveSlots { from, to, first, last })
+    }
+
+    /// The range each K shard owns once every move asked for is done.
+    fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 2] {
+        let range = |first, last| pastebin_core::SlotRange::new(first, last).expect("1 <= boundary <= 255").into();
+        [range(0, self.boundary - 1), range(self.boundary, u8::MAX)]
+    }
 }
 
 pub struct Nemesis {
@@ -38,20 +119,27 @@ pub struct Nemesis {
     pending: Vec<(Duration, Fault)>,
     clocks: Clocks,
     objects: SimObjects,
+    moves: Moves,
     /// Everything done, for the report.
     pub log: Vec<(Duration, Fault)>,
 }
 
 impl Nemesis {
-    pub fn new(seed: u64, clocks: Clocks, objects: SimObjects) -> Self {
+    pub fn new(seed: u64, clocks: Clocks, objects: SimObjects, operator: Operator) -> Self {
         Self {
             rng: StdRng::seed_from_u64(seed),
             next_at: Duration::ZERO,
             pending: Vec::new(),
             clocks,
             objects,
+            moves: Moves::new(seed, operator),
             log: Vec::new(),
         }
+    }
+
+    /// The range each K shard must own once the moves asked for are done.
+    pub fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 2] {
+        self.moves.final_ranges()
     }
 
     /// Called after every step: undoes what is due, and now and then strikes.
@@ -61,6 +149,9 @@ impl Nemesis {
         self.pending = later;
         for (_, fault) in due {
             self.undo(sim, &fault);
+        }
+        if let Some(fault) = self.moves.due(now) {
+            self.log.push((now, fault));
         }
         if now >= self.next_at {
             self.next_at = now + Duration::from_millis(self.rng.random_range(1..2 * MEAN_GAP_MS));
@@ -103,6 +194,8 @@ impl Nemesis {
             Fault::Skew(host, by) => self.clocks.of(host).skew(*by),
             Fault::SlowLinks(latency) => sim.set_max_message_latency(*latency),
             Fault::ObjectOutage => self.objects.set_outage(true),
+            // Asked of the operator when drawn ([`Moves::due`]), never undone.
+            Fault::MoveSlots { .. } => {}
         }
     }
 
@@ -116,6 +209,7 @@ impl Nemesis {
             Fault::Skew(host, _) => self.clocks.of(host).skew(0),
             Fault::SlowLinks(_) => sim.set_max_message_latency(crate::MAX_LATENCY),
             Fault::ObjectOutage => self.objects.set_outage(false),
+            Fault::MoveSlots { .. } => {}
         }
     }
 

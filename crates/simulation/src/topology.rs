@@ -1,16 +1,23 @@
 //! The simulated deployment: two K shards splitting the slots, one P shard,
-//! two gateways and two sweepers, each a turmoil host running the real
-//! service code; and the settings the simulation scales down.
+//! two gateways, two sweepers and the operator's `ctl`, each a turmoil host
+//! running the real service code; and the settings the simulation scales
+//! down. Gateways and sweepers build their slot map from what the shards
+//! describe, and build it again when a shard says it moved slots.
 
 use std::{sync::Arc, time::Duration};
 
-use pastebin_core::{Minter, SlotRange};
+use pastebin_core::{Minter, OwnedSlots, SlotRange};
 use pastebin_gateway::{Gateway, GatewaySettings, PasteApiService, SlotMapCell};
 use pastebin_keys::{KeyClient, KeyServiceImpl, KeyStore};
 use pastebin_pastes::{PasteClient, PasteServiceImpl, PasteStore};
 use pastebin_proto::shard::v1::ShardKind;
-use pastebin_runtime::shard_slots::{Resharding, ShardSlots};
-use pastebin_shards::{Shard, SlotMap};
+use pastebin_runtime::{
+    db::Database,
+    grpc::CallError,
+    shard_slots::{Described, Resharding, ShardSlots},
+    slot_moves::SlotMovesService,
+};
+use pastebin_shards::{Rediscover, Shard, SlotMap};
 use pastebin_sweeper::{Sweeper, SweeperSettings};
 use tonic::{
     service::Routes,
@@ -22,6 +29,8 @@ use crate::{
     disk::{Disk, OnDiskLayer},
     net,
     objects::SimObjects,
+    ownership::Owners,
+    reshard,
 };
 
 pub const GATEWAYS: usize = 2;
@@ -46,51 +55,125 @@ pub fn client(index: usize) -> String {
 /// Every host that can fail, for the nemesis.
 pub fn servers() -> Vec<String> {
     let shards = KEY_SHARDS.iter().chain(&PASTE_SHARDS).map(|(name, ..)| (*name).to_owned());
-    shards.chain((0..GATEWAYS).map(gateway)).chain((0..SWEEPERS).map(sweeper)).collect()
+    let callers = (0..GATEWAYS).map(gateway).chain((0..SWEEPERS).map(sweeper));
+    shards.chain(callers).chain([reshard::CTL.to_owned()]).collect()
 }
 
 fn range(first: u8, last: u8) -> anyhow::Result<SlotRange> {
     Ok(SlotRange::new(first, last)?)
 }
 
-/// The slot map every gateway and sweeper builds, with channels through
-/// the simulated network. (Discovery by `Describe` is exercised by the
-/// real-process tests; here the ranges are known.)
-pub fn slot_map() -> anyhow::Result<SlotMap> {
-    Ok(SlotMap::new(shards(&KEY_SHARDS, KeyClient::new)?, shards(&PASTE_SHARDS, PasteClient::new)?)?)
+/// Each call of a discovery is bounded by this, as a real gateway's is.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The slot map as the shards describe themselves now, through the
+/// simulated network, at the generation their answers add up to (as
+/// `pastebin_shards::discover` builds it over TCP). Fails when a shard does
+/// not answer in time, or when no map can be built (between a move's
+/// release and take no shard owns the slots): the caller keeps its map.
+async fn described_map() -> anyhow::Result<SlotMap> {
+    let deadline = tokio::time::Instant::now() + DESCRIBE_TIMEOUT;
+    let (keys, pastes) = futures::future::join(
+        futures::future::join_all(KEY_SHARDS.iter().map(|(name, ..)| describe(name, KeyClient::new, deadline))),
+        futures::future::join_all(PASTE_SHARDS.iter().map(|(name, ..)| describe(name, PasteClient::new, deadline))),
+    )
+    .await;
+    let (keys, pastes): (Vec<_>, Vec<_>) =
+        (keys.into_iter().collect::<anyhow::Result<_>>()?, pastes.into_iter().collect::<anyhow::Result<_>>()?);
+    let generation = keys.iter().map(|(_, g)| g).chain(pastes.iter().map(|(_, g)| g)).sum();
+    Ok(SlotMap::new(without_generations(keys), without_generations(pastes))?.at_generation(generation))
 }
 
-fn shards<C>(list: &[(&str, u8, u8)], client: fn(Channel) -> C) -> anyhow::Result<Vec<Shard<C>>> {
-    list.iter()
-        .map(|&(name, first, last)| {
-            let address = format!("{name}:{}", net::PORT);
-            Ok(Shard { address, slots: Some(range(first, last)?.into()), client: client(net::channel(name)?) })
-        })
-        .collect()
+fn without_generations<C>(described: Vec<(Shard<C>, u64)>) -> Vec<Shard<C>> {
+    described.into_iter().map(|(shard, _)| shard).collect()
 }
 
-pub async fn serve_keys(store: KeyStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    let slots = claimed(&disk, store.database().clone(), ShardKind::Key, slots)?;
-    serve_shard(Routes::new(KeyServiceImpl::new(store, slots).into_server()), disk).await
+/// A shard's client, for [`described_map`].
+trait Describes: Sized {
+    async fn describe_by(&self, deadline: tokio::time::Instant) -> Result<Described, CallError>;
 }
 
-pub async fn serve_pastes(store: PasteStore, slots: (u8, u8), disk: Disk) -> anyhow::Result<()> {
-    let slots = claimed(&disk, store.database().clone(), ShardKind::Paste, slots)?;
+impl Describes for KeyClient {
+    async fn describe_by(&self, deadline: tokio::time::Instant) -> Result<Described, CallError> {
+        self.with_deadline(deadline).describe().await
+    }
+}
+
+impl Describes for PasteClient {
+    async fn describe_by(&self, deadline: tokio::time::Instant) -> Result<Described, CallError> {
+        self.with_deadline(deadline).describe().await
+    }
+}
+
+async fn describe<C: Describes>(
+    name: &str,
+    client: fn(Channel) -> C,
+    deadline: tokio::time::Instant,
+) -> anyhow::Result<(Shard<C>, u64)> {
+    let client = client(net::channel(name)?);
+    let described = tokio::time::timeout_at(deadline, client.describe_by(deadline))
+        .await
+        .map_err(|_| anyhow::anyhow!("{name} did not describe itself in time"))?
+        .map_err(|error| anyhow::anyhow!("{name} did not describe itself: {error}"))?;
+    let address = format!("{name}:{}", net::PORT);
+    Ok((Shard { address, slots: Some(described.owned), client }, described.generation))
+}
+
+/// How gateways and sweepers discover their slot map again.
+fn rediscovery() -> Rediscover {
+    Arc::new(|| Box::pin(described_map()))
+}
+
+/// The slot map once every shard has described itself, asking again until
+/// then (a real gateway or sweeper waits for every shard the same way).
+async fn first_slot_map() -> SlotMap {
+    loop {
+        if let Ok(map) = described_map().await {
+            return map;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The ranges of [`KEY_SHARDS`] and [`PASTE_SHARDS`] stored in the shards'
+/// databases, as each one's first start stores its `--slots`; every later
+/// start (a restart by the nemesis) serves what is stored, which after a
+/// move is no longer the first range.
+pub fn first_start(disk: &Disk, keys: &[Database], pastes: &[Database]) -> anyhow::Result<()> {
+    let kinds = KEY_SHARDS.iter().zip(keys).map(|(shard, db)| (ShardKind::Key, shard, db));
+    let kinds = kinds.chain(PASTE_SHARDS.iter().zip(pastes).map(|(shard, db)| (ShardKind::Paste, shard, db)));
+    for (kind, &(_, first, last), db) in kinds {
+        claimed(disk, db.clone(), kind, Some(range(first, last)?.into()))?;
+    }
+    Ok(())
+}
+
+pub async fn serve_keys(store: KeyStore, shard: usize, owners: Owners, disk: Disk) -> anyhow::Result<()> {
+    let slots = claimed(&disk, store.database().clone(), ShardKind::Key, None)?;
+    owners.started(shard, slots.clone());
+    let clock = store.clock().clone();
+    let moves = SlotMovesService::new(slots.clone(), store.database().clone(), &pastebin_keys::MOVED_TABLE, clock);
+    let routes = Routes::new(KeyServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());
+    serve_shard(routes, disk).await
+}
+
+pub async fn serve_pastes(store: PasteStore, disk: Disk) -> anyhow::Result<()> {
+    let slots = claimed(&disk, store.database().clone(), ShardKind::Paste, None)?;
     serve_shard(Routes::new(PasteServiceImpl::new(store, slots).into_server()), disk).await
 }
 
-/// The shard's range, stored in its database as a real shard's start does:
-/// one atomic step on the disk, like every other database access here (a
-/// claim run on sqlx's own threads would race simulated time, and a seed
-/// would no longer replay the same history).
+/// The shard's range, stored in its database as a real shard's start does
+/// (`asked`: its `--slots`; `None`: what is stored): one atomic step on the
+/// disk, like every other database access here (a claim run on sqlx's own
+/// threads would race simulated time, and a seed would no longer replay
+/// the same history).
 fn claimed(
     disk: &Disk,
     db: pastebin_runtime::db::Database,
     kind: ShardKind,
-    slots: (u8, u8),
+    asked: Option<OwnedSlots>,
 ) -> anyhow::Result<ShardSlots> {
-    let asked = Some(range(slots.0, slots.1)?.into());
-    Ok(disk.run(async move { ShardSlots::claim(db.pool(), kind, asked, Resharding::Allow, 0).await })?)
+    Ok(disk.run(async move { ShardSlots::claim(db.pool(), kind, asked, Resharding::Refuse, 0).await })?)
 }
 
 /// A shard's service on the simulated network, each RPC one step on the disk.
@@ -102,10 +185,14 @@ async fn serve_shard(routes: Routes, disk: Disk) -> anyhow::Result<()> {
 }
 
 /// The gateway's budget stays the real 2 s: it is what the client's
-/// shorter timeouts race against.
+/// shorter timeouts race against. It listens at once and answers "not
+/// ready" until every shard has described itself.
 pub async fn serve_gateway(objects: SimObjects, clock: HostClock, minter: Arc<dyn Minter>) -> anyhow::Result<()> {
     let settings = GatewaySettings::new("https://paste.sim");
-    let slots = SlotMapCell::ready(slot_map()?);
+    let slots = SlotMapCell::default();
+    slots.rediscover_with(rediscovery());
+    let discovering = slots.clone();
+    tokio::spawn(async move { discovering.fill(first_slot_map().await) });
     let gateway = Gateway::new(slots, Arc::new(objects), Arc::new(clock), minter, settings);
     let listener = net::listen().await?;
     let service = PasteApiService::new(gateway).into_server();
@@ -129,7 +216,8 @@ pub fn sweeper_settings() -> SweeperSettings {
 }
 
 pub async fn run_sweeper(objects: SimObjects, clock: HostClock) -> anyhow::Result<()> {
-    let sweeper = Sweeper::new(slot_map()?, Arc::new(objects), Arc::new(clock), sweeper_settings());
+    let sweeper = Sweeper::new(first_slot_map().await, Arc::new(objects), Arc::new(clock), sweeper_settings())
+        .rediscovering(rediscovery());
     sweeper.run(std::future::pending()).await;
     Ok(())
 }

@@ -93,18 +93,23 @@ fn one(seed: u64, history: bool) -> bool {
     report.violations.is_empty()
 }
 
-/// The clients' events and the nemesis's faults, in time order.
+/// The clients' events, the nemesis's faults and how the operator's moves
+/// ended, in time order.
 fn print_history(report: &Report) {
-    let mut faults = report.faults.iter().peekable();
+    let faults = report.faults.iter().map(|(when, fault)| (when.as_millis(), format!("nemesis: {fault:?}")));
+    let moves = report.moves.iter().map(|(when, seen)| (when.as_millis(), format!("ctl: {seen}")));
+    let mut beside: Vec<(u128, String)> = faults.chain(moves).collect();
+    beside.sort_by_key(|(when, _)| *when);
+    let mut beside = beside.into_iter().peekable();
     for entry in &report.history {
         let at = u128::try_from(entry.at_ms).unwrap_or(0);
-        while let Some((when, fault)) = faults.next_if(|(when, _)| when.as_millis() <= at) {
-            println!("{:>7} ms  nemesis: {fault:?}", when.as_millis());
+        while let Some((when, what)) = beside.next_if(|(when, _)| *when <= at) {
+            println!("{when:>7} ms  {what}");
         }
         println!("{:>7} ms  {:?}", entry.at_ms, entry.event);
     }
-    for (when, fault) in faults {
-        println!("{:>7} ms  nemesis: {fault:?}", when.as_millis());
+    for (when, what) in beside {
+        println!("{when:>7} ms  {what}");
     }
 }
 

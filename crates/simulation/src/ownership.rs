@@ -1,0 +1,145 @@
+//! Who owns which slot, read beside the run: the live ranges of the K shards'
+//! running processes after every step, and their stored ranges at the end.
+//! A slot move must never leave a slot with two owners, and once healed it
+//! must end with every slot owned exactly once and no move left half done
+//! (docs/design.md#moving-slots).
+
+use std::sync::{Arc, Mutex};
+
+use pastebin_core::{OwnedSlots, Slot, SlotRange};
+use pastebin_runtime::{
+    db::Database,
+    shard_slots::{MoveRole, Ownership, ShardSlots},
+};
+use sqlx::Row;
+
+use crate::{disk::Disk, history::Violation, topology::KEY_SHARDS};
+
+/// The slot state each K shard's process answers from, by shard (in
+/// [`KEY_SHARDS`] order): set when it starts, kept when it crashes (a
+/// restart reads back the same range from its database).
+#[derive(Clone, Default)]
+pub struct Owners(Arc<Mutex<Vec<Option<ShardSlots>>>>);
+
+impl Owners {
+    pub fn started(&self, shard: usize, slots: ShardSlots) {
+        let mut shards = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        shards.resize(KEY_SHARDS.len(), None);
+        shards[shard] = Some(slots);
+    }
+
+    /// Every K shard's ownership now. Between two steps of the simulation no
+    /// shard RPC is running (each is one step on the disk), so no lock on a
+    /// shard's slots is held and reading them cannot wait.
+    fn now(&self) -> Vec<Option<Ownership>> {
+        let shards = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        shards.iter().map(|slots| slots.as_ref().map(|slots| futures::executor::block_on(slots.ownership()))).collect()
+    }
+
+    /// A slot two K shards own at once (both would accept its writes), in words.
+    pub fn twice_owned(&self) -> Option<String> {
+        let shards = self.now();
+        let owned = |shard: usize| shards[shard].as_ref().map(|o| o.owned);
+        SlotRange::ALL.slots().find_map(|slot| {
+            let owners: Vec<&str> = (0..shards.len())
+                .filter(|&shard| owned(shard).is_some_and(|o| o.contains(slot)))
+                .map(|shard| KEY_SHARDS[shard].0)
+                .collect();
+            (owners.len() > 1).then(|| format!("slot {slot} owned by {} at once", owners.join(" and ")))
+        })
+    }
+
+    /// The K shard that holds `slot`'s rows now: its owner, or between a
+    /// release and a take (no owner) the target's verified copy.
+    pub fn holder(&self, slot: Slot) -> Option<usize> {
+        let shards = self.now();
+        let owner = shards.iter().position(|o| o.as_ref().is_some_and(|o| o.owned.contains(slot)));
+        owner.or_else(|| {
+            shards.iter().position(|o| {
+                let importing = o.as_ref().and_then(|o| o.active.as_ref());
+                importing.is_some_and(|m| m.role == MoveRole::Target && m.slots.contains(slot))
+            })
+        })
+    }
+}
+
+/// A K shard's range and unfinished moves as stored in its database: what
+/// a restart would serve.
+pub struct Stored {
+    pub owned: OwnedSlots,
+    pub moves_in_progress: i64,
+}
+
+pub fn stored(disk: &Disk, db: &Database) -> anyhow::Result<Stored> {
+    let pool = db.pool().clone();
+    let (range, moves) = disk.run(async move {
+        let range = sqlx::query("SELECT first_slot, last_slot, owns_nothing FROM shard_slots").fetch_one(&pool).await?;
+        let moves = sqlx::query("SELECT COUNT(*) AS n FROM slot_moves WHERE step NOT IN ('done', 'abandoned')")
+            .fetch_one(&pool)
+            .await?;
+        Ok::<_, sqlx::Error>((range, moves.get::<i64, _>("n")))
+    })?;
+    let owned = if range.get::<i64, _>("owns_nothing") != 0 {
+        OwnedSlots::Nothing
+    } else {
+        let slot = |column: &str| u8::try_from(range.get::<i64, _>(column));
+        OwnedSlots::Range(SlotRange::new(slot("first_slot")?, slot("last_slot")?)?)
+    };
+    Ok(Stored { owned, moves_in_progress: moves })
+}
+
+/// After healing: every slot owned by exactly one K shard, as each stores
+/// it, the ranges the moves asked for, and no move left unfinished.
+pub fn check_final(stored: &[Stored], expected: &[OwnedSlots]) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for ((name, ..), (stored, expected)) in KEY_SHARDS.iter().zip(stored.iter().zip(expected)) {
+        if stored.moves_in_progress > 0 {
+            found.push(Violation(format!("{name} still has a slot move in progress after healing")));
+        }
+        if stored.owned != *expected {
+            found.push(Violation(format!("{name} ends owning {}, not {expected} as the moves said", stored.owned)));
+        }
+    }
+    for slot in SlotRange::ALL.slots() {
+        let owners = stored.iter().filter(|s| s.owned.contains(slot)).count();
+        if owners != 1 {
+            found.push(Violation(format!("slot {slot} ends with {owners} owners")));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owns(first: u8, last: u8) -> OwnedSlots {
+        OwnedSlots::Range(SlotRange::new(first, last).unwrap())
+    }
+
+    fn settled(first: u8, last: u8, moves_in_progress: i64) -> Stored {
+        Stored { owned: owns(first, last), moves_in_progress }
+    }
+
+    #[test]
+    fn moves_that_finished_as_asked_leave_no_violation() {
+        let stored = [settled(0, 159, 0), settled(160, 255, 0)];
+        assert_eq!(check_final(&stored, &[owns(0, 159), owns(160, 255)]), Vec::new());
+    }
+
+    #[test]
+    fn a_move_left_in_progress_is_a_violation() {
+        let found = check_final(&[settled(0, 159, 1), settled(160, 255, 0)], &[owns(0, 159), owns(160, 255)]);
+        assert!(found.iter().any(|v| v.0.contains("k0 still has a slot move in progress")), "{found:?}");
+    }
+
+    #[test]
+    fn a_slot_with_two_owners_or_none_is_a_violation() {
+        let expected = [owns(0, 127), owns(128, 255)];
+        let twice = check_final(&[settled(0, 130, 0), settled(128, 255, 0)], &expected);
+        assert!(twice.iter().any(|v| v.0 == "slot 129 ends with 2 owners"), "{twice:?}");
+        assert!(twice.iter().any(|v| v.0.contains("k0 ends owning 0-130, not 0-127")), "{twice:?}");
+        let none = check_final(&[settled(0, 120, 0), settled(128, 255, 0)], &expected);
+        assert!(none.iter().any(|v| v.0 == "slot 125 ends with 0 owners"), "{none:?}");
+    }
+}

@@ -71,6 +71,24 @@ impl Report {
     pub fn creates(&self) -> usize {
         self.history.iter().filter(|entry| matches!(entry.event, history::Event::Created { .. })).count()
     }
+
+    /// The slot moves `ctl` finished.
+    pub fn moves(&self) -> usize {
+        self.moves.iter().filter(|(_, seen)| matches!(seen, reshard::Seen::Moved(_))).count()
+    }
+
+    /// Crashes and restarts of `ctl` while a move was running: each one
+    /// left a move for a rerun to resume.
+    pub fn ctl_crashes_mid_move(&self) -> usize {
+        let asked = self.faults.iter().filter(|(_, fault)| matches!(fault, nemesis::Fault::MoveSlots { .. }));
+        let finished = self.moves.iter().filter(|(_, seen)| matches!(seen, reshard::Seen::Moved(_)));
+        let mut finished = finished.map(|(at, _)| *at);
+        let running: Vec<(Duration, Duration)> =
+            asked.map(|(at, _)| (*at, finished.next().unwrap_or(Duration::MAX))).collect();
+        let ctl_down = |fault: &nemesis::Fault| matches!(fault, nemesis::Fault::Crash(host) | nemesis::Fault::Restart(host) if host == reshard::CTL);
+        let crashes = self.faults.iter().filter(|(_, fault)| ctl_down(fault));
+        crashes.filter(|(at, _)| running.iter().any(|(from, to)| from <= at && at < to)).count()
+    }
 }
 
 /// The workload of a seed: every client's keys, one of them shared by two

@@ -81,15 +81,19 @@ fn one(seed: u64, history: bool) -> bool {
     }
     let verdict = if report.violations.is_empty() { "ok" } else { "VIOLATED" };
     println!(
-        "seed {seed}: {verdict}: {} creates answered 201, {} faults, {:?} simulated",
+        "seed {seed}: {verdict}: {} creates answered 201, {} faults, {} slot moves, {} crashes of ctl mid-move, \
+         {:?} simulated",
         report.creates(),
         report.faults.len(),
+        report.moves(),
+        report.ctl_crashes_mid_move(),
         report.simulated
     );
     for violation in &report.violations {
         println!("  seed {seed}: {violation}");
     }
-    println!("{TOTALS} {} {} {}", report.creates(), report.faults.len(), report.simulated.as_millis());
+    let totals = [report.creates(), report.faults.len(), report.moves(), report.ctl_crashes_mid_move()];
+    println!("{TOTALS} {} {} {} {} {}", totals[0], totals[1], totals[2], totals[3], report.simulated.as_millis());
     report.violations.is_empty()
 }
 
@@ -140,8 +144,9 @@ fn replay(seed: u64) -> bool {
 fn many(from: u64, count: u64, jobs: u64) -> bool {
     let started = Instant::now();
     let next = AtomicU64::new(from);
-    let (failed, creates, faults, simulated_ms) =
-        (AtomicUsize::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let failed = AtomicUsize::new(0);
+    // Creates answered 201, faults, slot moves, ctl crashes mid-move, simulated ms.
+    let sums: [AtomicU64; 5] = Default::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -150,10 +155,10 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
                     return;
                 }
                 let (held, output) = child(seed, false);
-                if let Some([c, f, s]) = totals(&output) {
-                    creates.fetch_add(c, Ordering::SeqCst);
-                    faults.fetch_add(f, Ordering::SeqCst);
-                    simulated_ms.fetch_add(s, Ordering::SeqCst);
+                if let Some(totals) = totals(&output) {
+                    for (sum, value) in sums.iter().zip(totals) {
+                        sum.fetch_add(value, Ordering::SeqCst);
+                    }
                 }
                 if !held {
                     failed.fetch_add(1, Ordering::SeqCst);
@@ -170,18 +175,18 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
         }
     });
     let failed = failed.into_inner();
+    let [creates, faults, moves, crashed, simulated_ms] = sums.map(AtomicU64::into_inner);
     println!(
-        "{count} seeds ({from}..{}): {failed} failing; {} creates answered 201, {} faults injected, {:?} simulated; {:.1} s wall with {jobs} jobs",
+        "{count} seeds ({from}..{}): {failed} failing; {creates} creates answered 201, {faults} faults injected, \
+         {moves} slot moves, {crashed} crashes of ctl mid-move, {:?} simulated; {:.1} s wall with {jobs} jobs",
         from + count,
-        creates.into_inner(),
-        faults.into_inner(),
-        Duration::from_millis(simulated_ms.into_inner()),
+        Duration::from_millis(simulated_ms),
         started.elapsed().as_secs_f64(),
     );
     failed == 0
 }
 
-fn totals(output: &str) -> Option<[u64; 3]> {
+fn totals(output: &str) -> Option<[u64; 5]> {
     let line = output.lines().find_map(|line| line.strip_prefix(TOTALS))?;
     let numbers: Vec<u64> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
     numbers.try_into().ok()

@@ -13,6 +13,7 @@
 //! the final state. One seed replays one run.
 
 mod clock;
+mod discovery;
 mod disk;
 pub mod history;
 pub mod nemesis;

@@ -144,31 +144,42 @@ pub async fn run_operator(operator: Operator, time: SimTime) -> anyhow::Result<(
         let channels = (net::channel(to_move.from)?, net::channel(to_move.to)?);
         let (mut out, mut err) = (std::io::sink(), std::io::sink());
         let elapsed = || Duration::from_millis(u64::try_from(time.elapsed_ms()).unwrap_or(0));
-        match pastebin_ctl::reshard::run_over(&args, channels, STEP_TIMEOUT, &mut out, &mut err).await {
-            Ok(_) => operator.done(elapsed(), to_move),
+        let error = match pastebin_ctl::reshard::run_over(&args, channels, STEP_TIMEOUT, &mut out, &mut err).await {
+            Ok(_) => {
+                operator.done(elapsed(), to_move);
+                continue;
+            }
             // The run before a crash finished the move, and the reply to its
             // last step was lost: the rerun refuses, the status says done.
-            Err(CtlError::Failed(_)) if already_moved(&to_move).await => operator.done(elapsed(), to_move),
-            Err(error) => {
-                operator.stopped(elapsed(), to_move.slots, &error);
-                tokio::time::sleep(RERUN_AFTER).await;
-            }
-        }
+            Err(error @ CtlError::Failed(_)) => match already_moved(&to_move).await {
+                Some(true) => {
+                    operator.done(elapsed(), to_move);
+                    continue;
+                }
+                // A shard did not answer the status: the next rerun tells.
+                None => CtlError::Unreachable(error.to_string()),
+                Some(false) => error,
+            },
+            Err(error) => error,
+        };
+        operator.stopped(elapsed(), to_move.slots, &error);
+        tokio::time::sleep(RERUN_AFTER).await;
     }
 }
 
 /// What `ctl reshard --status` would show the operator: the target owns
-/// every slot of the move, the source none, and neither is in a move.
-async fn already_moved(to_move: &SlotsMove) -> bool {
+/// every slot of the move, the source none, and neither is in a move
+/// (`None`: a shard did not answer).
+async fn already_moved(to_move: &SlotsMove) -> Option<bool> {
     let (Ok(source), Ok(target)) = (move_status(to_move.from).await, move_status(to_move.to).await) else {
-        return false;
+        return None;
     };
     let owns = |status: &MoveStatusResponse, slot| {
         let shard = status.shard.clone().unwrap_or_default();
         described(ShardKind::Key, &shard).is_ok_and(|d| d.owned.contains(slot))
     };
     let idle = source.r#move.is_none() && target.r#move.is_none();
-    idle && to_move.slots.slots().all(|slot| owns(&target, slot) && !owns(&source, slot))
+    Some(idle && to_move.slots.slots().all(|slot| owns(&target, slot) && !owns(&source, slot)))
 }
 
 async fn move_status(host: &str) -> anyhow::Result<MoveStatusResponse> {

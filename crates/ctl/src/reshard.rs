@@ -373,11 +373,15 @@ impl std::fmt::Display for Recopied {
 /// Each row of the moving slots on one side: its id, and its state and hash.
 type RowHashes = HashMap<String, (String, Vec<u8>)>;
 
-/// The ids whose rows differ between `source` and `target`, or are on one side only.
+/// The ids whose rows differ between `source` and `target`, or are on one
+/// side only, sorted: the copy runs in the same order on every run (the
+/// deterministic simulation replays it).
 fn differing(source: &RowHashes, target: &RowHashes) -> Vec<String> {
     let changed = source.iter().filter(|(id, row)| target.get(*id) != Some(*row)).map(|(id, _)| id);
     let gone = target.keys().filter(|id| !source.contains_key(*id));
-    changed.chain(gone).cloned().collect()
+    let mut ids: Vec<String> = changed.chain(gone).cloned().collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// Where the catch-up left the two sides, for the verification.

@@ -77,9 +77,7 @@ impl KeyHash {
     }
 
     pub fn from_hex(raw: &str) -> Option<Self> {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(raw, &mut bytes).ok()?;
-        Some(Self(bytes))
+        crate::sha256_from_hex(raw).map(Self)
     }
 }
 

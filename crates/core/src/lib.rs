@@ -40,6 +40,14 @@ pub use slot::{OwnedSlots, Slot, SlotMoveError, SlotRange, SlotRangeError, SLOT_
 pub use state::{KeyState, UnknownKeyState};
 pub use token::{random_secret, CreateToken, DeleteToken, DeleteTokenHash};
 
+/// A SHA-256 digest from its 64 hex digits (the key, request and delete-token
+/// hashes all travel and are stored this way); `None` for anything else.
+fn sha256_from_hex(raw: &str) -> Option<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(raw, &mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// How long a done or aborted key is kept: the window in which a retry replays.
 pub const KEY_RETENTION: std::time::Duration = std::time::Duration::from_secs(25 * 3600);
 /// The whole create's budget; every call inside it carries what is left of it.

@@ -188,6 +188,15 @@ impl SlotMovesService {
         Ok(pb::MovedRow { id, state, record })
     }
 
+    /// A request that begins a step of a move: its slots, once the table is
+    /// known to be one this build copies whole.
+    async fn move_start(&self, request: Request<pb::MoveStart>) -> Result<(pb::MoveStart, SlotRange), Status> {
+        let request = request.into_inner();
+        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
+        self.check_columns().await?;
+        Ok((request, slots))
+    }
+
     /// Refuses a move of a table with columns this build does not copy.
     async fn check_columns(&self) -> Result<(), Status> {
         let sql = format!("SELECT * FROM {} LIMIT 1", self.table.table);
@@ -382,9 +391,7 @@ impl SlotMoves for SlotMovesService {
         &self,
         request: Request<pb::MoveStart>,
     ) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let request = request.into_inner();
-        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
-        self.check_columns().await?;
+        let (request, slots) = self.move_start(request).await?;
         if self.slots.prepare_import(&request.move_id, slots, &request.peer, self.now_ms()).await? {
             let stale = self.delete_all(slots).await?;
             if stale > 0 {
@@ -398,17 +405,13 @@ impl SlotMoves for SlotMovesService {
         &self,
         request: Request<pb::MoveStart>,
     ) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let request = request.into_inner();
-        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
-        self.check_columns().await?;
+        let (request, slots) = self.move_start(request).await?;
         self.slots.prepare_export(&request.move_id, slots, &request.peer, self.now_ms()).await?;
         Ok(Response::new(self.status().await?))
     }
 
     async fn freeze(&self, request: Request<pb::MoveStart>) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let request = request.into_inner();
-        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
-        self.check_columns().await?;
+        let (request, slots) = self.move_start(request).await?;
         self.slots.freeze(&request.move_id, slots, &request.peer, self.now_ms()).await?;
         Ok(Response::new(self.status().await?))
     }

@@ -1,7 +1,7 @@
 // Opens the pending-age dashboard in Debian's chromium (headless, through
 // playwright-core), waits for the first data, and checks what an operator
 // would look at: the level banner, the highlighted card row, the numbers,
-// both plots, the shard list; no console error and no CSP violation; the
+// both plots, the shard list, the edge refusals; no console error and no CSP violation; the
 // dark mode toggle, remembered across a reload.
 //
 //   node check.mjs <dashboard-url> <expected-level> <screenshot.png>
@@ -72,6 +72,7 @@ try {
     countLines: document.querySelectorAll("#plot-count polyline").length,
     pasteShards: [...document.querySelectorAll("#paste-shards li")].map((li) => li.dataset.reachable),
     keyShards: document.querySelectorAll("#key-shards tbody tr").length,
+    refusals: [...document.querySelectorAll("#edge-refusals tbody tr")].map((tr) => tr.innerText),
     text: document.body.innerText,
   }));
   check(seen.level === expectedLevel, `level is ${expectedLevel} (page shows ${seen.level})`);
@@ -86,6 +87,8 @@ try {
     `every P shard is shown reachable (${JSON.stringify(seen.pasteShards)})`);
   check(seen.keyShards >= 1, "the K shards are listed");
   check(/never mass-abort/i.test(seen.text), "the page says never mass-abort");
+  check(seen.refusals.some((row) => /grpc/.test(row) && /client_streams/.test(row) && /\d/.test(row)),
+    `the edge refusals are listed by protocol and reason (${JSON.stringify(seen.refusals)})`);
   for (const problem of problems) failures.push(problem);
 
   mkdirSync(dirname(screenshot), { recursive: true });

@@ -24,11 +24,11 @@ pub use status::{climb_per_minute, Sample, Status};
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
-    limits: pastebin_runtime::http::HttpLimits,
+    limits: pastebin_edge::http::HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = pastebin_runtime::http::limited(router(state.clone()), &limits);
-    let server = pastebin_runtime::http::serve(listener, app, limits, shutdown);
+    let app = pastebin_edge::http::limited(router(state.clone()), &limits);
+    let server = pastebin_edge::http::serve(listener, app, limits, shutdown);
     tokio::select! {
         served = server => served,
         // The sampler loops until it is dropped here, with the server.

@@ -123,6 +123,15 @@ pub struct DecisionTotals {
     pub skipped_unreachable: u64,
 }
 
+/// Refusals of the public listeners of this process, by protocol and
+/// reason (`pastebin_edge_refusals_total`, docs/security.md#total-bounds).
+#[derive(Debug, Clone, Serialize)]
+pub struct EdgeRefusals {
+    pub protocol: &'static str,
+    pub reason: &'static str,
+    pub count: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     pub generated_at: DateTime<Utc>,
@@ -148,6 +157,8 @@ pub struct Status {
     /// The most recent rounds that did something, newest first.
     pub rounds: Vec<RoundStatus>,
     pub last_round_at: Option<DateTime<Utc>>,
+    /// Who the edge turned away since this process started.
+    pub edge_refusals: Vec<EdgeRefusals>,
 }
 
 impl Status {
@@ -191,6 +202,10 @@ impl Status {
                 .into_iter()
                 .flatten()
                 .map(|m| MovingStatus { kind: m.kind, shard: m.shard, frozen: m.frozen.to_string() })
+                .collect(),
+            edge_refusals: pastebin_edge::refusals::counted()
+                .into_iter()
+                .map(|r| EdgeRefusals { protocol: r.protocol.as_str(), reason: r.reason, count: r.count })
                 .collect(),
             card: CARD,
             history: samples.to_vec(),

@@ -7,7 +7,11 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use pastebin_core::{RandomMinter, SystemClock};
 use pastebin_gateway::{Gateway, GatewaySettings, RateLimit};
 use pastebin_objects::ObjectStore;
-use pastebin_runtime::{grpc::GrpcLimits, help, http::HttpLimits};
+use pastebin_edge::{
+    grpc::{ClientLimits, GrpcLimits},
+    http::HttpLimits,
+};
+use pastebin_runtime::help;
 use pastebin_shards::{SlotMap, SlotMapCell};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -92,6 +96,20 @@ impl GatewayArgs {
     pub fn http_limits(&self) -> HttpLimits {
         HttpLimits { trusted_proxies: self.trusted_proxy.clone(), ..self.limits.http() }
     }
+
+    /// The public gRPC listener's limits: the same shares per client address
+    /// as the HTTP listener's (connections, calls, message bytes in flight),
+    /// counted by the same rule.
+    pub fn public_grpc_limits(&self) -> GrpcLimits {
+        let limits = &self.limits;
+        let per_client = ClientLimits {
+            connections: usize::try_from(limits.max_connections_per_client).unwrap_or(usize::MAX),
+            streams: usize::try_from(limits.max_requests_in_flight_per_client).unwrap_or(usize::MAX),
+            message_bytes: limits.max_body_bytes_per_client,
+            trusted_proxies: self.trusted_proxy.clone(),
+        };
+        GrpcLimits { per_client: Some(per_client), ..limits.grpc() }
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -156,6 +174,11 @@ pub struct LimitArgs {
     /// Seconds a write of an answer may wait for the client to read it; then the connection is closed.
     #[arg(long, env = "PASTEBIN_SEND_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
     pub send_timeout_secs: u64,
+    /// Bytes per second a client must read an answer at while the server waits to send it; slower,
+    /// and the time it keeps writes waiting adds up to the send timeout and closes the connection. 0: no minimum.
+    #[arg(long, env = "PASTEBIN_SEND_MIN_RATE_BYTES", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
+    pub send_min_rate_bytes: u64,
     /// Seconds from a request's headers to its whole answer before it is answered 408.
     #[arg(long, env = "PASTEBIN_REQUEST_TIMEOUT_SECS", default_value_t = 30, value_parser = timeout_flag())]
     pub request_timeout_secs: u64,
@@ -167,21 +190,24 @@ pub struct LimitArgs {
     #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT", default_value_t = 256,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_requests_in_flight: u64,
-    /// Open HTTP connections from one client address (IPv6: per /64); more are closed on accept.
+    /// Open connections from one client address (IPv6: per /64) on each public listener, HTTP and
+    /// gRPC; more are closed on accept.
     #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections_per_client: u64,
-    /// HTTP requests handled at once for one client address; more are answered 503 with Retry-After.
+    /// HTTP requests handled, and gRPC calls open, at once for one client address; more are answered
+    /// 503 with Retry-After (RESOURCE_EXHAUSTED with retry-after over gRPC).
     #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT", default_value_t = 32,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_requests_in_flight_per_client: u64,
-    /// Request-body bytes in flight for one client address; a body past it is answered 503 before it is read.
+    /// Request-body (gRPC: request-message) bytes in flight for one client address, as declared; past
+    /// it a body is answered 503 (RESOURCE_EXHAUSTED) before it is read.
     #[arg(long, env = "PASTEBIN_MAX_BODY_BYTES_PER_CLIENT", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes_per_client: usize,
     /// Request-body bytes the whole process holds in flight, HTTP and gRPC together; past it new
     /// bodies are answered 503 (UNAVAILABLE) before they are read.
     #[arg(long, env = "PASTEBIN_BODY_BUDGET_BYTES",
-          default_value_t = pastebin_runtime::body_budget::DEFAULT_BODY_BUDGET_BYTES)]
+          default_value_t = pastebin_edge::body_budget::DEFAULT_BODY_BUDGET_BYTES)]
     pub body_budget_bytes: usize,
     /// gRPC connections open at once per listener; one more is closed as soon as it is accepted.
     #[arg(long, env = "PASTEBIN_GRPC_MAX_CONNECTIONS", default_value_t = 1024,
@@ -197,12 +223,29 @@ pub struct LimitArgs {
     /// Seconds a gRPC call without its own deadline may take.
     #[arg(long, env = "PASTEBIN_GRPC_CALL_TIMEOUT_SECS", default_value_t = 30, value_parser = timeout_flag())]
     pub grpc_call_timeout_secs: u64,
+    /// Seconds a gRPC request message may take to arrive (from the call's start, then from each
+    /// message's first byte); later, the call ends DEADLINE_EXCEEDED and its bytes are given back.
+    #[arg(long, env = "PASTEBIN_GRPC_MESSAGE_DEADLINE_SECS", default_value_t = 5, value_parser = timeout_flag())]
+    pub grpc_message_deadline_secs: u64,
+    /// Bytes of one gRPC request's headers (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE).
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_HEADER_LIST_BYTES", default_value_t = 16 * 1024,
+          value_parser = clap::value_parser!(u32).range(1024..=1024 * 1024))]
+    pub grpc_max_header_list_bytes: u32,
+    /// HTTP/2 streams a gRPC client may reset before they are served (rapid reset) before its
+    /// connection is closed.
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_PENDING_RESETS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub grpc_max_pending_resets: u64,
+    /// HTTP/2 streams the server may reset for a gRPC client's errors before its connection is closed.
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_ERROR_RESETS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub grpc_max_error_resets: u64,
 }
 
 impl LimitArgs {
     /// Sets the process-wide body budget (`--body-budget-bytes`) before anything is served.
     pub fn set_body_budget(&self) {
-        pastebin_runtime::body_budget::set_body_budget(self.body_budget_bytes);
+        pastebin_edge::body_budget::set_body_budget(self.body_budget_bytes);
     }
 
     pub fn http(&self) -> HttpLimits {
@@ -211,6 +254,7 @@ impl LimitArgs {
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             send_timeout: Duration::from_secs(self.send_timeout_secs),
+            send_min_bytes_per_second: self.send_min_rate_bytes,
             max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
             max_requests_in_flight: usize::try_from(self.max_requests_in_flight).unwrap_or(usize::MAX),
             max_connections_per_client: usize::try_from(self.max_connections_per_client).unwrap_or(usize::MAX),
@@ -228,6 +272,12 @@ impl LimitArgs {
             max_calls_per_connection: usize::try_from(self.grpc_max_concurrent_streams).unwrap_or(usize::MAX),
             keepalive_interval: Duration::from_secs(self.grpc_keepalive_secs),
             call_timeout: Duration::from_secs(self.grpc_call_timeout_secs),
+            message_deadline: Duration::from_secs(self.grpc_message_deadline_secs),
+            max_message_bytes: None,
+            max_header_list_bytes: self.grpc_max_header_list_bytes,
+            max_pending_accept_reset_streams: usize::try_from(self.grpc_max_pending_resets).unwrap_or(usize::MAX),
+            max_local_error_reset_streams: usize::try_from(self.grpc_max_error_resets).unwrap_or(usize::MAX),
+            per_client: None,
         }
     }
 }

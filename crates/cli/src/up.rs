@@ -108,9 +108,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // K and P answer without reflection; the public gRPC
     // API answers reflection for its own API. All within the limits given.
     args.gateway.limits.set_body_budget();
-    let (http_limits, grpc_limits) = (args.gateway.http_limits(), args.gateway.limits.grpc());
-    let internal = ServerOptions { limits: grpc_limits.clone(), ..ServerOptions::default() };
-    let public = ServerOptions { reflection: true, limits: grpc_limits, ..ServerOptions::default() };
+    let http_limits = args.gateway.http_limits();
+    let internal = ServerOptions { limits: args.gateway.limits.grpc(), ..ServerOptions::default() };
+    let public = ServerOptions { reflection: true, limits: args.gateway.public_grpc_limits(), ..ServerOptions::default() };
     let keys = KeyStore::new(key_pool, clock.clone()).with_lost_commits(args.lost_commits.announced());
     let key_server = pastebin_keys::server(keys, key_slots, internal.clone()).await?;
     let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;

@@ -8,7 +8,7 @@
 use std::{convert::Infallible, net::IpAddr, num::NonZeroU32, str::FromStr, sync::Arc, time::Duration};
 
 use governor::{clock::Clock as _, DefaultDirectRateLimiter, Quota};
-use pastebin_runtime::client_shares::share_key;
+use pastebin_edge::client_shares::share_key;
 
 use crate::{create_tokens::CreateTokens, ApiError};
 

@@ -13,7 +13,7 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use pastebin_core::IdempotencyKey;
-use pastebin_runtime::{body_budget::BodyReservation, client_shares::Share, http::BodyDeadlineExceeded};
+use pastebin_edge::{body_budget::BodyReservation, client_shares::Share, http::BodyDeadlineExceeded};
 use serde::Deserialize;
 
 use crate::{ApiError, CreateCommand, Gateway};
@@ -140,7 +140,7 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
 
     async fn from_request_parts(parts: &mut Parts, gateway: &Gateway) -> Result<Self, ApiError> {
         let headers = &parts.headers;
-        let client = parts.extensions.get::<pastebin_runtime::http::Client>();
+        let client = parts.extensions.get::<pastebin_edge::http::Client>();
         gateway.check_create_token(bearer_token(headers))?;
         let idempotency_key = idempotency_key(headers)?;
         let query_expiry = query_expiry(Query::<CreateQuery>::try_from_uri(&parts.uri));
@@ -159,7 +159,7 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
             Some(client) => Some(client.take_body_bytes(reserved).ok_or_else(|| refused("client_body_bytes"))?),
             None => None,
         };
-        let budget = pastebin_runtime::body_budget::reserve(reserved).ok_or_else(|| refused("body_budget"))?;
+        let budget = pastebin_edge::body_budget::reserve(reserved).ok_or_else(|| refused("body_budget"))?;
         gateway.check_create_rate(client.map(|client| client.address))?;
         Ok(Self {
             idempotency_key,
@@ -176,7 +176,7 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
 /// A body that would pass what this process (or this client) may hold in
 /// flight now: 503 + `Retry-After` before it is read, counted by why.
 fn refused(reason: &'static str) -> ApiError {
-    metrics::counter!(pastebin_runtime::metrics::EDGE_REFUSALS, "reason" => reason).increment(1);
+    pastebin_edge::refusals::refused(pastebin_edge::refusals::Protocol::Http, reason);
     ApiError::Overloaded
 }
 

@@ -110,7 +110,7 @@ impl ApiError {
     fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             Self::Unavailable(_) | Self::SlotMoving => Some(RETRY_AFTER_SECONDS),
-            Self::Overloaded => Some(pastebin_runtime::http::OVERLOADED_RETRY_AFTER_SECONDS),
+            Self::Overloaded => Some(pastebin_edge::http::OVERLOADED_RETRY_AFTER_SECONDS),
             Self::RateLimited { retry_after_seconds, .. } => Some(*retry_after_seconds),
             _ => None,
         }

@@ -8,6 +8,7 @@ use pastebin_core::{
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteClient, PasteRow};
 use pastebin_runtime::grpc::CallError;
+use pastebin_edge::refusals::Protocol;
 use pastebin_runtime::metrics as names;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
@@ -202,26 +203,27 @@ impl Gateway {
         listeners.iter().for_each(|forget| forget(id.as_str()));
     }
 
-    /// The gate before a create: the caller's create token, then its
+    /// The gate before a gRPC create: the caller's create token, then its
     /// address's rate. Checked before anything else, so a refusal changes nothing.
     pub fn admit_create(&self, client: Option<IpAddr>, bearer: Option<&str>) -> Result<(), ApiError> {
-        counted(self.inner.admission.admit(client, bearer))
+        counted(Protocol::Grpc, self.inner.admission.admit(client, bearer))
     }
 
     /// The create token alone, for a front end that checks more of a
     /// request's headers before it spends the client's rate.
     pub(crate) fn check_create_token(&self, bearer: Option<&str>) -> Result<(), ApiError> {
-        counted(self.inner.admission.check_token(bearer))
+        counted(Protocol::Http, self.inner.admission.check_token(bearer))
     }
 
     /// The client's create rate, once every other check of the headers passed.
     pub(crate) fn check_create_rate(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
-        counted(self.inner.admission.check_create_rate(client))
+        counted(Protocol::Http, self.inner.admission.check_create_rate(client))
     }
 
-    /// The client's delete rate, before a delete touches a shard.
-    pub fn admit_delete(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
-        counted(self.inner.admission.check_delete_rate(client))
+    /// The client's delete rate, before a delete touches a shard; a
+    /// refusal is counted for the listener the delete came over.
+    pub fn admit_delete(&self, protocol: Protocol, client: Option<IpAddr>) -> Result<(), ApiError> {
+        counted(protocol, self.inner.admission.check_delete_rate(client))
     }
 
     /// Step 1's validation: key, size, expiry, then the reader attributes,
@@ -456,14 +458,14 @@ impl Gateway {
 }
 
 /// An admission refusal, counted by why.
-fn counted(admitted: Result<(), ApiError>) -> Result<(), ApiError> {
+fn counted(protocol: Protocol, admitted: Result<(), ApiError>) -> Result<(), ApiError> {
     if let Err(error) = &admitted {
         let reason = match error {
             ApiError::RateLimited { what: "deletes", .. } => "delete_rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
             _ => "create_token",
         };
-        metrics::counter!(names::EDGE_REFUSALS, "reason" => reason).increment(1);
+        pastebin_edge::refusals::refused(protocol, reason);
     }
     admitted
 }

@@ -2,6 +2,7 @@
 //! of docs/design.md#status-codes (from [`ApiError`]).
 
 use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
+use pastebin_edge::refusals::Protocol;
 use tonic::{Request, Response, Status};
 
 use crate::{ApiError, CreateCommand, Gateway, ReadPaste};
@@ -18,12 +19,24 @@ impl PasteApiService {
     }
 
     pub fn into_server(self) -> PasteApiServer<Self> {
-        let limit = self.gateway.settings().max_content_bytes;
-        // Messages up to 4x the content limit are decoded so that a paste
-        // just over the limit gets our RESOURCE_EXHAUSTED; anything larger is
-        // refused by tonic before decoding (OUT_OF_RANGE), bounding memory.
-        PasteApiServer::new(self).max_decoding_message_size(limit.saturating_mul(4).saturating_add(64 * 1024))
+        let limit = max_message_bytes(self.gateway.settings().max_content_bytes);
+        PasteApiServer::new(self).max_decoding_message_size(limit)
     }
+}
+
+/// The longest request message the API decodes. Messages up to 4x the
+/// content limit are decoded so that a paste just over the limit gets our
+/// RESOURCE_EXHAUSTED; anything larger is refused on its prefix, before a
+/// byte of it is held (pastebin_edge::grpc).
+pub(crate) fn max_message_bytes(max_content_bytes: usize) -> usize {
+    max_content_bytes.saturating_mul(4).saturating_add(64 * 1024)
+}
+
+/// The client as the listener's edge admitted the call: the socket peer,
+/// or behind a trusted proxy the address it forwarded (docs/security.md#fair-shares).
+fn admitted_client<T>(request: &Request<T>) -> Option<std::net::IpAddr> {
+    let admitted = request.extensions().get::<pastebin_edge::grpc::Client>().map(|client| client.0);
+    admitted.or_else(|| request.remote_addr().map(|peer| peer.ip()))
 }
 
 /// Text travels in `content`, binary in `data` with `media_type`; a
@@ -56,14 +69,14 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::CreatePasteRequest>,
     ) -> Result<Response<pb::CreatePasteResponse>, Status> {
-        // Over gRPC the client is the socket peer: no proxy header is believed here.
+        let client = admitted_client(&request);
         let bearer = request
             .metadata()
             .get("authorization")
             .and_then(|value| value.to_str().ok())
             .and_then(crate::admission::bearer_token)
             .map(str::to_owned);
-        self.gateway.admit_create(request.remote_addr().map(|peer| peer.ip()), bearer.as_deref())?;
+        self.gateway.admit_create(client, bearer.as_deref())?;
         let answer = self.gateway.create(create_command(request.into_inner())?).await?;
         let created = answer.created;
         Ok(Response::new(pb::CreatePasteResponse {
@@ -103,7 +116,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::DeletePasteRequest>,
     ) -> Result<Response<pb::DeletePasteResponse>, Status> {
-        self.gateway.admit_delete(request.remote_addr().map(|peer| peer.ip()))?;
+        self.gateway.admit_delete(Protocol::Grpc, admitted_client(&request))?;
         let request = request.into_inner();
         self.gateway.delete(&request.id, &request.delete_token).await?;
         Ok(Response::new(pb::DeletePasteResponse {}))

@@ -222,7 +222,7 @@ pub(crate) async fn delete(
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    gateway.admit_delete(client)?;
+    gateway.admit_delete(pastebin_edge::refusals::Protocol::Http, client)?;
     gateway.delete(&id, bearer_token(&headers).unwrap_or("")).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -50,7 +50,7 @@ pub use router::{api_router, traced, ClientAddress, PasteIdParam, API_ROUTES, OP
 
 use std::future::Future;
 
-use pastebin_runtime::http::HttpLimits;
+use pastebin_edge::http::HttpLimits;
 use tokio::net::TcpListener;
 
 /// Serves `routes` (the [`api_router`], merged with the pages' router by the
@@ -61,17 +61,19 @@ pub async fn serve_http(
     limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    pastebin_runtime::http::serve(listener, router::public_router(routes, &limits), limits, shutdown).await
+    pastebin_edge::http::serve(listener, router::public_router(routes, &limits), limits, shutdown).await
 }
 
 /// Serves the public gRPC API (with health, reflection of the public API
-/// alone, and TLS and limits as `options` say) until `shutdown`.
+/// alone, and TLS and limits as `options` say) until `shutdown`. A message
+/// longer than the API decodes is refused on its prefix.
 pub async fn serve_grpc(
     listener: TcpListener,
     gateway: Gateway,
-    options: pastebin_runtime::grpc::ServerOptions,
+    mut options: pastebin_runtime::grpc::ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    options.limits.max_message_bytes = Some(grpc::max_message_bytes(gateway.settings().max_content_bytes));
     let routes = tonic::service::Routes::new(PasteApiService::new(gateway).into_server());
     let described = pastebin_runtime::grpc::Described {
         services: &[grpc::SERVICE_NAME],

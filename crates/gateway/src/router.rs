@@ -41,11 +41,11 @@ pub fn api_router(gateway: Gateway) -> Router {
 }
 
 /// `routes` as the public listener serves them: the listener's limits
-/// (pastebin_runtime::http), every refusal in the JSON envelope (or one line
+/// (pastebin_edge::http), every refusal in the JSON envelope (or one line
 /// of text for a client that asks for `text/plain`), and `nosniff` on every
 /// answer (docs/design.md#edge).
-pub(crate) fn public_router(routes: Router, limits: &pastebin_runtime::http::HttpLimits) -> Router {
-    pastebin_runtime::http::limited(routes, limits).layer(axum::middleware::from_fn(error_answers)).layer(
+pub(crate) fn public_router(routes: Router, limits: &pastebin_edge::http::HttpLimits) -> Router {
+    pastebin_edge::http::limited(routes, limits).layer(axum::middleware::from_fn(error_answers)).layer(
         SetResponseHeaderLayer::if_not_present(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
     )
 }
@@ -111,7 +111,7 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-/// The client as the edge listener named it (pastebin_runtime::http), for
+/// The client as the edge listener named it (pastebin_edge::http), for
 /// the limits counted per client address: none when the router is driven
 /// some other way.
 pub struct ClientAddress(pub Option<std::net::IpAddr>);
@@ -120,7 +120,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddress {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut ::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(parts.extensions.get::<pastebin_runtime::http::Client>().map(|client| client.address)))
+        Ok(Self(parts.extensions.get::<pastebin_edge::http::Client>().map(|client| client.address)))
     }
 }
 

@@ -180,7 +180,7 @@ async fn delete_from_form(
     PasteIdParam(id): PasteIdParam,
     form: Result<Form<DeleteFormFields>, FormRejection>,
 ) -> Response {
-    if let Err(refusal) = pages.gateway.admit_delete(client) {
+    if let Err(refusal) = pages.gateway.admit_delete(pastebin_edge::refusals::Protocol::Http, client) {
         return error_page(&refusal);
     }
     let Ok(Form(fields)) = form else {

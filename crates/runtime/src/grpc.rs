@@ -5,36 +5,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tonic::{service::Routes, transport::ServerTlsConfig};
 use tonic_health::ServingStatus;
 
-/// The limits of one gRPC server (docs/design.md#edge). The defaults suit
-/// the public gateway and the internal shards alike.
-#[derive(Debug, Clone)]
-pub struct GrpcLimits {
-    /// Connections open at once; one more is closed as soon as it is accepted.
-    pub max_connections: usize,
-    /// HTTP/2 streams (calls) open at once on one connection.
-    pub max_concurrent_streams: u32,
-    /// Calls handled at once per connection; more wait for a slot.
-    pub max_calls_per_connection: usize,
-    /// A ping after this much silence; no answer within the same time closes the connection.
-    pub keepalive_interval: Duration,
-    /// A call with no `grpc-timeout` of its own ends DEADLINE_EXCEEDED after this.
-    pub call_timeout: Duration,
-}
-
-impl Default for GrpcLimits {
-    fn default() -> Self {
-        Self {
-            max_connections: 1024,
-            // HTTP/2's advised minimum: enough for a gateway's calls to a
-            // shard, few enough that one connection's half-sent messages
-            // cannot take the whole body budget alone.
-            max_concurrent_streams: 100,
-            max_calls_per_connection: 100,
-            keepalive_interval: Duration::from_secs(30),
-            call_timeout: Duration::from_secs(30),
-        }
-    }
-}
+pub use pastebin_edge::grpc::GrpcLimits;
 
 /// What a server serves, for `grpc.health.v1` and reflection: the names of
 /// its services and the encoded descriptor set of its own API.
@@ -148,17 +119,17 @@ impl GrpcServer {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()>
     where
-        Connection:
-            tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+        Connection: tokio::io::AsyncRead
+            + tokio::io::AsyncWrite
+            + tonic::transport::server::Connected
+            + pastebin_edge::grpc::PeerAddress
+            + Unpin
+            + Send
+            + 'static,
         AcceptError: Into<tower::BoxError>,
     {
         let limits = self.options.limits;
-        let mut server = tonic::transport::Server::builder()
-            .max_concurrent_streams(limits.max_concurrent_streams.max(1))
-            .concurrency_limit_per_connection(limits.max_calls_per_connection.max(1))
-            .http2_keepalive_interval(Some(limits.keepalive_interval))
-            .http2_keepalive_timeout(Some(limits.keepalive_interval))
-            .timeout(limits.call_timeout);
+        let mut server = limits.server();
         if let Some(tls) = self.options.tls {
             server = server
                 .tls_config(tls)
@@ -167,9 +138,9 @@ impl GrpcServer {
         let server = server
             .trace_fn(request_span)
             .layer(tower::util::MapResponseLayer::new(client_errors_named_by_the_contract))
-            .layer(tower::util::MapRequestLayer::new(crate::grpc_admission::charged))
+            .layer(limits.admission())
             .add_routes(self.routes)
-            .serve_with_incoming_shutdown(crate::grpc_admission::capped(incoming, limits.max_connections), shutdown);
+            .serve_with_incoming_shutdown(limits.admitted(incoming), shutdown);
         tokio::select! {
             served = server => Ok(served?),
             never = follow_readiness(self.health, self.services) => match never {},

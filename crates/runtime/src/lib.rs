@@ -14,14 +14,11 @@
 //! [`readiness`] is what `/readyz` and gRPC health say about whether the
 //! process can work, [`help`] names the headings `--help` groups flags
 //! under, and [`lock`] keeps two processes off one data directory, SQLite
-//! file or objects directory. [`http`] serves a public HTTP listener
-//! within its limits, [`client_shares`] are each client address's part of
-//! them, and [`body_budget`] bounds the request bodies the whole process holds
-//! (gRPC messages are charged to it as they arrive, and gRPC connections
-//! capped); an HTTP answer a client stops reading is cut off (`send_timeout`).
+//! file or objects directory. What a client may hold of a listener — the
+//! HTTP listener, each client address's shares, the body budget, the send
+//! timeout, the gRPC admission [`grpc`] serves behind — is the edge, in
+//! pastebin-edge.
 
-pub mod body_budget;
-pub mod client_shares;
 pub mod database_url;
 pub mod db;
 pub mod durability;
@@ -29,15 +26,12 @@ pub mod failpoints;
 pub mod files;
 mod group_commit;
 pub mod grpc;
-mod grpc_admission;
 pub mod help;
-pub mod http;
 pub mod lock;
 pub mod metrics;
 pub mod move_changes;
 pub mod readiness;
 pub mod reconnect;
-mod send_timeout;
 pub mod shard_slots;
 mod shutdown;
 pub mod slot_moves;

@@ -53,9 +53,10 @@ pub const PAGE_RENDERS: &str = "pastebin_page_renders_total";
 /// `POST /{id}` reveals (the "show it" button of a paste page).
 pub const PAGE_REVEALS: &str = "pastebin_page_reveals_total";
 
-/// Connections and requests the edge turned away, by `reason`:
-/// `connection_cap`, `overloaded`, `rate_limited`, `create_token`.
-pub const EDGE_REFUSALS: &str = "pastebin_edge_refusals_total";
+/// Connections, requests and messages the edge turned away, by `protocol`
+/// (`http`, `grpc`) and `reason` (docs/security.md#total-bounds); counted
+/// through pastebin_edge::refusals.
+pub const EDGE_REFUSALS: &str = pastebin_edge::refusals::METRIC;
 /// Writes per SQLite group commit (one transaction, one fsync), by
 /// `database` (the file name, e.g. `keys.db`): near 1 means no batching.
 pub const GROUP_COMMIT_WRITES: &str = "pastebin_group_commit_writes";

@@ -192,7 +192,7 @@ async fn connections_and_requests_past_their_caps_are_turned_away_at_once() {
         .await
         .unwrap();
     for reason in ["connection_cap", "overloaded"] {
-        let line = format!("pastebin_edge_refusals_total{{reason=\"{reason}\"}}");
+        let line = format!("pastebin_edge_refusals_total{{protocol=\"http\",reason=\"{reason}\"}}");
         assert!(metrics.contains(&line), "{line} in:\n{metrics}");
     }
 
@@ -743,11 +743,27 @@ fn client_from(local: &str) -> Client {
     Client::builder().local_address(local.parse::<std::net::IpAddr>().unwrap()).build().unwrap()
 }
 
+/// Refusals counted for `reason`, over both protocols.
 async fn refusals(up: &Up, reason: &str) -> u64 {
+    refusals_over(up, None, reason).await
+}
+
+/// Refusals counted for `reason` over `protocol` (`http`, `grpc`), or over both.
+async fn refusals_over(up: &Up, protocol: Option<&str>, reason: &str) -> u64 {
     let metrics = Client::new().get(format!("http://{}/metrics", up.process.address("admin"))).send().await.unwrap();
     let metrics = metrics.text().await.unwrap();
-    let line = format!("pastebin_edge_refusals_total{{reason=\"{reason}\"}} ");
-    metrics.lines().find_map(|l| l.strip_prefix(&line)).map_or(0, |n| n.trim().parse().unwrap())
+    let reason = format!("reason=\"{reason}\"");
+    let protocol = protocol.map(|protocol| format!("protocol=\"{protocol}\""));
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("pastebin_edge_refusals_total{"))
+        .filter_map(|line| line.split_once("} "))
+        .filter(|(labels, _)| {
+            labels.split(',').any(|label| label == reason)
+                && protocol.as_ref().is_none_or(|protocol| labels.split(',').any(|label| label == protocol))
+        })
+        .map(|(_, count)| count.trim().parse::<u64>().unwrap())
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -774,7 +790,7 @@ async fn one_address_holding_400_slow_bodies_does_not_lock_out_another() {
             .unwrap();
         assert_eq!(created.status(), StatusCode::CREATED, "{}", created.text().await.unwrap());
     }
-    assert!(refusals(&up, "client_connections").await > 0, "the attacker's connections past its share were closed");
+    assert!(refusals_over(&up, Some("http"), "client_connections").await > 0, "the attacker's connections past its share were closed");
     drop(attackers);
 }
 
@@ -979,7 +995,7 @@ async fn past_the_body_budget_a_create_is_answered_503_before_its_body() {
         .await
         .unwrap();
     assert_eq!(created.status(), StatusCode::CREATED);
-    assert!(refusals(&up, "body_budget").await >= 1);
+    assert!(refusals_over(&up, Some("http"), "body_budget").await >= 1);
     drop(holder);
 }
 
@@ -1021,7 +1037,8 @@ async fn grpc_create(channel: &tonic::transport::Channel, content: String) -> Re
 
 #[tokio::test]
 async fn grpc_messages_are_charged_to_the_body_budget_before_they_arrive() {
-    let up = Up::start(&["--body-budget-bytes", "2000000"]).await;
+    // A long message deadline: the half-sent message is held for the whole test.
+    let up = Up::start(&["--body-budget-bytes", "2000000", "--grpc-message-deadline-secs", "600"]).await;
     let grpc = format!("http://{}", up.process.address("gateway-grpc"));
     let channel = tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
     // A message that declares 1.5 MB and sends 10 bytes holds 1.5 MB of the budget...
@@ -1037,7 +1054,7 @@ async fn grpc_messages_are_charged_to_the_body_budget_before_they_arrive() {
     assert_eq!(huge.as_deref(), Some("8"), "RESOURCE_EXHAUSTED");
     // and a small create is still served beside the held one.
     grpc_create(&channel, "small".into()).await.unwrap();
-    assert!(refusals(&up, "body_budget").await >= 1);
+    assert!(refusals_over(&up, Some("grpc"), "body_budget").await >= 1);
 
     // Once the half-sent message is given up, its bytes are back.
     drop(held);
@@ -1067,7 +1084,7 @@ async fn grpc_connections_past_the_cap_are_closed() {
     let first = connect().await.expect("the first connection is served");
     let _second = connect().await.expect("the second connection is served");
     assert!(connect().await.is_none(), "a third is closed");
-    assert!(refusals(&up, "grpc_connection_cap").await >= 1);
+    assert!(refusals_over(&up, Some("grpc"), "connection_cap").await >= 1);
     drop(first);
     let deadline = tokio::time::Instant::now() + BOUND;
     while connect().await.is_none() {

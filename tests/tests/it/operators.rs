@@ -462,6 +462,8 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     round.recovery.marked_done = 1;
     round.recovery.aborted = 1;
     state.record_round(round);
+    // A refusal of this process's edge, for the dashboard's refusals table.
+    pastebin_edge::refusals::refused(pastebin_edge::refusals::Protocol::Grpc, "client_streams");
     let admin = serve_admin(state).await;
     let dashboard = format!("{admin}/dashboard");
 

@@ -148,6 +148,19 @@ function renderRounds(status) {
   }));
 }
 
+// What the public listeners turned away, by protocol and reason (docs/security.md#total-bounds).
+function renderRefusals(status) {
+  const refusals = status.edge_refusals || [];
+  if (refusals.length === 0) return;
+  replaceRows(byId("edge-refusals").tBodies[0], refusals.map((r) => {
+    const tr = document.createElement("tr");
+    cell(tr, r.protocol);
+    cell(tr, r.reason);
+    cell(tr, formatCount(r.count), "num");
+    return tr;
+  }));
+}
+
 function svg(name, attributes) {
   const element = document.createElementNS(SVG, name);
   for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
@@ -209,6 +222,7 @@ async function refresh() {
     renderShards(status);
     renderMoves(status);
     renderRounds(status);
+    renderRefusals(status);
     renderPlots(status);
     document.body.dataset.stale = "false";
   } catch (error) {

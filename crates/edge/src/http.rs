@@ -38,7 +38,8 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::{
     client_shares::{Share, Shares},
-    send_timeout::SendTimeout,
+    refusals::{refused, Protocol},
+    send_timeout::{SendLimits, SendTimeout},
 };
 
 /// How long a client should wait before trying again after a 503 from a full server.
@@ -58,6 +59,10 @@ pub struct HttpLimits {
     /// Longest a write of an answer may wait for the client to read; then
     /// the connection is closed ([`crate::send_timeout`]).
     pub send_timeout: Duration,
+    /// Bytes per second a client must read an answer at while the server
+    /// waits to send it; slower, and its patience (the send timeout) runs
+    /// out. 0 is no minimum.
+    pub send_min_bytes_per_second: u64,
     /// Open connections; one more is closed as soon as it is accepted.
     pub max_connections: usize,
     /// Requests being handled at once; one more is answered 503 at once.
@@ -80,6 +85,7 @@ impl Default for HttpLimits {
             body_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(10),
+            send_min_bytes_per_second: 1024,
             max_connections: 1024,
             max_requests_in_flight: 256,
             max_connections_per_client: 64,
@@ -173,7 +179,7 @@ async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, std::net::Soc
 
 /// The 503 of a full server (or of a client past its share), counted by `reason`.
 pub fn overloaded(reason: &'static str) -> Response {
-    metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => reason).increment(1);
+    refused(Protocol::Http, reason);
     let mut response = StatusCode::SERVICE_UNAVAILABLE.into_response();
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OVERLOADED_RETRY_AFTER_SECONDS));
     response
@@ -189,7 +195,7 @@ fn connection_permits(
     peer: SocketAddr,
 ) -> Option<(tokio::sync::OwnedSemaphorePermit, Option<Share>)> {
     let Ok(permit) = connections.clone().try_acquire_owned() else {
-        metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "connection_cap").increment(1);
+        refused(Protocol::Http, "connection_cap");
         tracing::debug!(%peer, "connection cap reached; closing the new connection");
         return None;
     };
@@ -197,7 +203,7 @@ fn connection_permits(
         return Some((permit, None));
     }
     let Some(share) = per_client.try_take(peer.ip(), 1) else {
-        metrics::counter!(crate::metrics::EDGE_REFUSALS, "reason" => "client_connections").increment(1);
+        refused(Protocol::Http, "client_connections");
         tracing::debug!(%peer, "this client's connection share is full; closing the new connection");
         return None;
     };
@@ -301,7 +307,8 @@ pub async fn serve(
                 request
             })
             .service(app.clone());
-        let stream = TokioIo::new(SendTimeout::new(stream, limits.send_timeout));
+        let send = SendLimits { timeout: limits.send_timeout, min_bytes_per_second: limits.send_min_bytes_per_second };
+        let stream = TokioIo::new(SendTimeout::new(stream, send));
         let connection = graceful.watch(http1.serve_connection(stream, TowerToHyperService::new(service)));
         tokio::spawn(async move {
             if let Err(error) = connection.await {

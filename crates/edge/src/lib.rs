@@ -1,0 +1,17 @@
+//! The edge: what a client may hold of a public listener, HTTP and gRPC
+//! alike (docs/design.md#edge, docs/security.md#total-bounds). Each bound is
+//! written once here and both listeners use it: [`client_shares`] are each
+//! client address's part of a listener (connections, requests or streams,
+//! body bytes in flight), [`body_budget`] bounds the request bodies the
+//! whole process holds, [`send_timeout`] cuts off a connection whose reader
+//! stops reading or reads slower than the minimum rate, [`http`] serves a
+//! public HTTP listener within its limits and [`grpc`] admits a gRPC
+//! server's connections and calls within theirs. Every refusal is counted
+//! in [`refusals`], by protocol and reason.
+
+pub mod body_budget;
+pub mod client_shares;
+pub mod grpc;
+pub mod http;
+pub mod refusals;
+mod send_timeout;

@@ -897,11 +897,14 @@ fn resident_bytes(up: &Up) -> u64 {
     kib.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() * 1024
 }
 
-/// Waits (bounded) until `reason` has been counted at least `count` times.
-async fn until_refused(up: &Up, reason: &str, count: u64) -> u64 {
+/// Waits (bounded) until `reasons` together have been counted at least `count` times.
+async fn until_refused(up: &Up, reasons: &[&str], count: u64) -> u64 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let seen = refusals(up, reason).await;
+        let mut seen = 0;
+        for reason in reasons {
+            seen += refusals(up, reason).await;
+        }
         if seen >= count || tokio::time::Instant::now() > deadline {
             return seen;
         }
@@ -962,9 +965,11 @@ async fn readers_that_stop_reading_hold_little_memory_and_are_cut_off() {
     let (status, _, _) = up.create(&new_key(), "still taking creates", &[]).await;
     assert_eq!(status, StatusCode::CREATED);
 
-    // Each stalled JSON reader is cut off once a write has waited 3 s.
+    // Each stalled JSON reader is cut off once its writes have waited 3 s: at
+    // once, or (when the kernel lets a few bytes through now and then) as a
+    // reader below the minimum rate.
     let stalled_json = SLOW_READERS as u64 * 4 / 5;
-    let closed = until_refused(&up, "send_timeout", stalled_json).await;
+    let closed = until_refused(&up, &["send_timeout", "send_rate"], stalled_json).await;
     assert!(closed >= stalled_json, "{closed} of {stalled_json} stalled readers were closed");
     let mut one = slow.pop().unwrap();
     let received = read_until_closed(&mut one, BOUND).await.expect("the server closed the stalled connection");
@@ -1009,22 +1014,36 @@ fn half_sent_grpc_create(
     declared: u32,
     sent: usize,
 ) -> (Frames, tokio::task::JoinHandle<Option<String>>) {
+    half_sent_grpc_create_with(channel, declared, sent, &[])
+}
+
+/// [`half_sent_grpc_create`] with `headers` (metadata) on the call.
+fn half_sent_grpc_create_with(
+    channel: &tonic::transport::Channel,
+    declared: u32,
+    sent: usize,
+    headers: &[(&str, &str)],
+) -> (Frames, tokio::task::JoinHandle<Option<String>>) {
     let (mut frames, body) = futures::channel::mpsc::channel(1);
     let mut message = vec![0u8];
     message.extend_from_slice(&declared.to_be_bytes());
     message.resize(5 + sent, b'a');
     frames.try_send(Ok(http_body::Frame::data(bytes::Bytes::from(message)))).unwrap();
-    let request = http::Request::post("/pastebin.v1.PasteApi/CreatePaste")
+    let mut request = http::Request::post("/pastebin.v1.PasteApi/CreatePaste")
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(tonic::body::Body::new(http_body_util::StreamBody::new(body)))
-        .unwrap();
+        .header("te", "trailers");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(tonic::body::Body::new(http_body_util::StreamBody::new(body))).unwrap();
     let mut channel = channel.clone();
     let call = tokio::spawn(async move {
         use tonic::codegen::Service;
         std::future::poll_fn(|cx| channel.poll_ready(cx)).await.ok()?;
         let response = channel.call(request).await.ok()?;
-        response.headers().get("grpc-status").map(|status| status.to_str().unwrap().to_owned())
+        let status = response.headers().get("grpc-status").map(|status| status.to_str().unwrap().to_owned());
+        let retry_after = response.headers().get("retry-after").map(|hint| hint.to_str().unwrap().to_owned());
+        status.map(|status| retry_after.map_or(status.clone(), |hint| format!("{status} retry-after={hint}")))
     });
     (frames, call)
 }
@@ -1047,11 +1066,11 @@ async fn grpc_messages_are_charged_to_the_body_budget_before_they_arrive() {
     // ...so one more of 1 MB is UNAVAILABLE at once, before a byte past its prefix is read,
     let (_busy, busy) = half_sent_grpc_create(&channel, 1_000_000, 0);
     let busy = tokio::time::timeout(BOUND, busy).await.expect("answered at once").unwrap();
-    assert_eq!(busy.as_deref(), Some("14"), "UNAVAILABLE");
+    assert_eq!(busy.as_deref(), Some("14 retry-after=1"), "UNAVAILABLE, with the retry hint");
     // one larger than the whole budget can never fit: RESOURCE_EXHAUSTED,
     let (_huge, huge) = half_sent_grpc_create(&channel, 3_000_000, 0);
     let huge = tokio::time::timeout(BOUND, huge).await.expect("answered at once").unwrap();
-    assert_eq!(huge.as_deref(), Some("8"), "RESOURCE_EXHAUSTED");
+    assert_eq!(huge.as_deref(), Some("8"), "RESOURCE_EXHAUSTED, and no retry hint: it can never fit");
     // and a small create is still served beside the held one.
     grpc_create(&channel, "small".into()).await.unwrap();
     assert!(refusals_over(&up, Some("grpc"), "body_budget").await >= 1);
@@ -1091,4 +1110,213 @@ async fn grpc_connections_past_the_cap_are_closed() {
         assert!(tokio::time::Instant::now() < deadline, "a closed connection gives its place back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// One HTTP/2 connection to the up's public gRPC listener from the loopback
+/// address `local` (another loopback address is another client).
+async fn grpc_channel_from(up: &Up, local: &str) -> tonic::transport::Channel {
+    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
+    let endpoint = tonic::transport::Endpoint::from_shared(grpc).unwrap();
+    endpoint.local_address(Some(local.parse().unwrap())).connect().await.unwrap()
+}
+
+/// The gRPC code a half-sent call ended with (its `grpc-status`, without the retry hint).
+fn code_of(ended: &str) -> &str {
+    ended.split(' ').next().unwrap_or(ended)
+}
+
+#[tokio::test]
+async fn grpc_calls_past_an_address_share_are_refused_with_a_retry_hint_and_behind_a_proxy_per_forwarded_client() {
+    let up = Up::start(&[
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--max-requests-in-flight-per-client",
+        "2",
+        "--grpc-message-deadline-secs",
+        "600",
+    ])
+    .await;
+    let proxy = grpc_channel_from(&up, "127.0.0.1").await;
+    // The proxy carries two of 203.0.113.1's calls, each stalled in its message...
+    let alice = [("x-forwarded-for", "203.0.113.1")];
+    let held: Vec<_> = (0..2).map(|_| half_sent_grpc_create_with(&proxy, 100, 1, &alice)).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // ...so a third of hers is refused at once: RESOURCE_EXHAUSTED with a retry hint,
+    let (_third, third) = half_sent_grpc_create_with(&proxy, 100, 1, &alice);
+    let third = tokio::time::timeout(BOUND, third).await.expect("refused at once").unwrap();
+    assert_eq!(third.as_deref(), Some("8 retry-after=1"), "RESOURCE_EXHAUSTED with its retry hint");
+    // while another forwarded client, on the same connection, creates.
+    let mut api = pastebin_proto::api::v1::paste_api_client::PasteApiClient::new(proxy.clone());
+    let mut request = tonic::Request::new(pastebin_proto::api::v1::CreatePasteRequest {
+        request_id: new_key(),
+        content: "bob's".into(),
+        ..Default::default()
+    });
+    request.metadata_mut().insert("x-forwarded-for", "203.0.113.2".parse().unwrap());
+    api.create_paste(request).await.expect("another forwarded client has its own share");
+    assert!(refusals_over(&up, Some("grpc"), "client_streams").await >= 1);
+
+    // A message longer than the API decodes (4 MiB and a bit) is refused on
+    // its prefix, though the body budget (128 MiB) could hold it.
+    let direct = grpc_channel_from(&up, "127.0.0.2").await;
+    let (_long, long) = half_sent_grpc_create(&direct, 10_000_000, 0);
+    let long = tokio::time::timeout(BOUND, long).await.expect("refused at once").unwrap();
+    assert_eq!(long.as_deref().map(code_of), Some("8"), "RESOURCE_EXHAUSTED");
+    assert!(refusals_over(&up, Some("grpc"), "message_too_large").await >= 1);
+    drop(held);
+}
+
+/// What one run of the stalled-stream wave measured.
+struct Wave {
+    /// Latencies of the other address's creates, HTTP and gRPC.
+    http: Vec<Duration>,
+    grpc: Vec<Duration>,
+    /// How the stalled calls ended, by gRPC code.
+    ended: std::collections::BTreeMap<String, usize>,
+    /// Resident memory of the up process: idle before the wave, and the most during it.
+    idle: u64,
+    peak: u64,
+}
+
+/// The attack of docs/security.md#total-bounds against `up`: from each of
+/// `attackers` (loopback addresses), `connections` HTTP/2 connections of
+/// `streams` CreatePaste calls, each message's prefix declaring 1 MiB and
+/// then one byte, the whole wave opened again every 10 s; meanwhile
+/// 127.0.0.100 creates over HTTP and over gRPC every 2 s for 40 s. Every
+/// create must succeed and every stalled call must be ended by the server
+/// (the attacker keeps each one's body open).
+async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, streams: usize) -> Wave {
+    const ROUNDS: u32 = 20;
+    const EVERY: Duration = Duration::from_secs(2);
+    const WAVE_EVERY: u32 = 5;
+    let honest_http = client_from("127.0.0.100");
+    let honest_grpc = grpc_channel_from(up, "127.0.0.100").await;
+    // Warm both paths, then measure what the process holds idle.
+    grpc_create(&honest_grpc, "warm".into()).await.unwrap();
+    let (status, _, _) = up.create(&new_key(), "warm", &[]).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let idle = resident_bytes(up);
+    let mut channels = Vec::new();
+    for attacker in attackers {
+        for _ in 0..connections {
+            channels.push(grpc_channel_from(up, attacker).await);
+        }
+    }
+    let (mut bodies, mut calls) = (Vec::new(), Vec::new());
+    let (mut http, mut grpc, mut peak) = (Vec::new(), Vec::new(), idle);
+    let mut ticks = tokio::time::interval(EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for round in 0..ROUNDS {
+        ticks.tick().await;
+        if round % WAVE_EVERY == 0 {
+            for channel in &channels {
+                for _ in 0..streams {
+                    let (body, call) = half_sent_grpc_create(channel, 1024 * 1024, 1);
+                    bodies.push(body);
+                    calls.push(call);
+                }
+            }
+        }
+        let started = tokio::time::Instant::now();
+        let created = honest_http
+            .post(format!("{}/api/v1/pastes", up.http))
+            .header("Idempotency-Key", new_key())
+            .body(format!("created over HTTP during the wave, round {round}"))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("round {round}: the HTTP create failed: {error}"));
+        assert_eq!(created.status(), StatusCode::CREATED, "round {round}: {}", created.text().await.unwrap());
+        http.push(started.elapsed());
+        let started = tokio::time::Instant::now();
+        let content = format!("created over gRPC during the wave, round {round}");
+        let created = tokio::time::timeout(Duration::from_secs(30), grpc_create(&honest_grpc, content)).await;
+        let created = created.unwrap_or_else(|_| panic!("round {round}: the gRPC create did not finish"));
+        created.unwrap_or_else(|status| panic!("round {round}: the gRPC create failed: {status:?}"));
+        grpc.push(started.elapsed());
+        peak = peak.max(resident_bytes(up));
+    }
+    // Every stalled call is ended by the server while the attacker still
+    // holds its body open: refused at once, or at the message deadline.
+    let mut ended = std::collections::BTreeMap::new();
+    for call in calls {
+        let code = tokio::time::timeout(Duration::from_secs(120), call)
+            .await
+            .expect("a stalled call was never ended by the server")
+            .unwrap()
+            .expect("the server answered the stalled call with a grpc-status");
+        *ended.entry(code_of(&code).to_owned()).or_insert(0) += 1;
+    }
+    drop(bodies);
+    Wave { http, grpc, ended, idle, peak }
+}
+
+/// The figures of a wave, for the test's output (BENCHMARKS.md records them).
+fn report(what: &str, wave: &Wave) {
+    let summary = |latencies: &[Duration]| {
+        let mut sorted = latencies.to_vec();
+        sorted.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        format!(
+            "{} creates, median {:.1} ms, max {:.1} ms",
+            sorted.len(),
+            ms(sorted[sorted.len() / 2]),
+            ms(*sorted.last().unwrap())
+        )
+    };
+    eprintln!(
+        "{what}: HTTP {}; gRPC {}; stalled calls ended by code {:?}; RSS idle {} MB, peak +{} MB",
+        summary(&wave.http),
+        summary(&wave.grpc),
+        wave.ended,
+        wave.idle >> 20,
+        wave.peak.saturating_sub(wave.idle) >> 20
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stream_wave_from_one_address_never_refuses_another_addresses_creates() {
+    // Default shares and caps: 32 calls and 16 MiB of message bytes per
+    // address, a 5 s message deadline, a 128 MiB body budget.
+    let up = Up::start(&[]).await;
+    let wave = stalled_stream_wave(&up, &["127.0.0.1".to_string()], 3, 90).await;
+    report("stalled-stream wave from 1 address (3 connections x 90 calls, every 10 s)", &wave);
+    assert!(wave.peak < wave.idle + 100 * 1024 * 1024, "RSS {} MB above idle", (wave.peak - wave.idle) >> 20);
+    // Past the address's share the calls were refused at once, and those it
+    // held were ended at their message deadline, not the 30 s call timeout.
+    assert!(wave.ended.get("8").is_some_and(|&n| n > 0), "{:?}", wave.ended);
+    assert!(wave.ended.get("4").is_some_and(|&n| n > 0), "{:?}", wave.ended);
+    assert!(refusals_over(&up, Some("grpc"), "client_streams").await > 0);
+    assert!(refusals_over(&up, Some("grpc"), "message_deadline").await > 0);
+    assert_eq!(refusals_over(&up, Some("grpc"), "body_budget").await, 0, "the global budget was never reached");
+    // The dashboard lists the refusals by protocol and reason.
+    let status: Value = Client::new()
+        .get(format!("http://{}/dashboard/status.json", up.process.address("admin")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = status["edge_refusals"].as_array().expect("edge_refusals in status.json");
+    assert!(
+        listed.iter().any(|r| r["protocol"] == "grpc" && r["reason"] == "client_streams" && r["count"].as_u64() > Some(0)),
+        "{listed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stream_wave_spread_over_16_addresses_stays_within_the_global_caps() {
+    // 16 addresses at their full share of message bytes (4 MiB each) hold
+    // 64 MiB, half the 128 MiB body budget: the global cap stays the last
+    // line, never reached (docs/security.md#total-bounds sizes it).
+    let up = Up::start(&["--max-body-bytes-per-client", "4194304"]).await;
+    let attackers: Vec<String> = (2..18).map(|n| format!("127.0.0.{n}")).collect();
+    // The same 270 calls as from one address, spread: 17 on one connection from each.
+    let wave = stalled_stream_wave(&up, &attackers, 1, 17).await;
+    report("stalled-stream wave from 16 addresses (16 connections x 17 calls, every 10 s)", &wave);
+    assert!(wave.peak < wave.idle + 100 * 1024 * 1024, "RSS {} MB above idle", (wave.peak - wave.idle) >> 20);
+    assert!(wave.ended.get("4").is_some_and(|&n| n > 0), "{:?}", wave.ended);
+    assert!(refusals_over(&up, Some("grpc"), "client_message_bytes").await > 0);
+    assert_eq!(refusals_over(&up, Some("grpc"), "body_budget").await, 0, "the global budget was never reached");
 }

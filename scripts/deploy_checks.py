@@ -4,6 +4,8 @@
   flags PASTEBIN RENDERED...  every `pastebin <sub> --flag` and PASTEBIN_* setting in the
                               rendered manifests and the Compose file exists in the binary
   monitor RENDERED            the ServiceMonitor's port exists on every Service it selects
+  seaweedfs WEED              the Compose file's SeaweedFS is the version the tests pin (WEED
+                              is that binary) and every `weed <sub> -flag` it passes exists
 """
 
 import re
@@ -124,6 +126,33 @@ def flags(binary, paths):
     return 1 if failures else 0
 
 
+def seaweedfs(weed):
+    """The SeaweedFS services of the Compose file against the `weed` the tests run."""
+    version = subprocess.run([weed, "version"], capture_output=True, text=True, check=True).stdout.split()[2]
+    compose = yaml.safe_load(COMPOSE.read_text())
+    failures = []
+    for name, service in compose["services"].items():
+        image = service.get("image", "")
+        if not image.startswith("chrislusf/seaweedfs:"):
+            continue
+        where = f"{COMPOSE.relative_to(ROOT)}: {name}"
+        if image.split(":", 1)[1] != version:
+            failures.append(f"{where}: image {image}, but the tests run SeaweedFS {version}")
+        argv = service.get("command", [])
+        if service.get("entrypoint") or not argv:
+            # A shell one-shot (the bucket): it passes no flag of weed's own.
+            continue
+        run = subprocess.run([weed, argv[0], "-h"], capture_output=True, text=True)
+        offered = set(re.findall(r"^\s+(-[A-Za-z0-9.]+)", run.stdout + run.stderr, re.MULTILINE))
+        unknown = [a.split("=", 1)[0] for a in argv[1:] if a.split("=", 1)[0] not in offered]
+        failures += [f"{where}: `weed {argv[0]}` has no flag {flag}" for flag in unknown]
+        if not unknown:
+            print(f"ok  weed {' '.join(argv)}  ({where})")
+    for failure in failures:
+        print(f"FAIL {failure}")
+    return 1 if failures else 0
+
+
 def monitor(paths):
     docs = [doc for _, doc in documents(paths)]
     failures = []
@@ -158,6 +187,8 @@ def main(argv):
             return flags(binary, paths)
         case ["monitor", *paths]:
             return monitor(paths)
+        case ["seaweedfs", weed]:
+            return seaweedfs(weed)
     print(__doc__)
     return 2
 

@@ -3,8 +3,9 @@
 //! `postgresql-15-auto-failover`), which replicate synchronously and promote
 //! the standby by themselves when the primary is lost. Each part runs in a
 //! process group of its own, so a test can kill a whole node (its keeper and
-//! its server) at once, and a detached watchdog kills every group once the
-//! test process has exited.
+//! its server) at once. Every process of the formation carries one
+//! [`ProcessTag`]: they all end when the formation is dropped, pass or fail,
+//! and a detached watchdog ends them if the test process itself is killed.
 
 use std::{
     fs::File,
@@ -17,6 +18,7 @@ use std::{
 use sqlx::{Connection, PgConnection};
 
 use crate::postgres::{database_on, free_port, pg_command, spawn_detached_shell, Cluster};
+use crate::process_tag::ProcessTag;
 
 /// Where Debian installs `pg_autoctl`.
 const PG_AUTOCTL: &str = "/usr/bin/pg_autoctl";
@@ -46,6 +48,8 @@ pub struct AutoFailover {
     monitor_port: u16,
     /// Each node's port and the process group of its `pg_autoctl`.
     nodes: Vec<(u16, u32)>,
+    /// Carried by the monitor, the nodes and everything they start.
+    tag: ProcessTag,
 }
 
 impl AutoFailover {
@@ -53,10 +57,11 @@ impl AutoFailover {
     pub async fn start() -> AutoFailover {
         let place =
             tokio::task::spawn_blocking(Cluster::empty).await.expect("no panic").unwrap_or_else(|e| panic!("{e}"));
-        let mut formation = AutoFailover { dir: place.dir.clone(), monitor_port: 0, nodes: Vec::new() };
+        let tag = ProcessTag::new();
+        spawn_watchdog(&tag);
+        let mut formation = AutoFailover { dir: place.dir.clone(), monitor_port: 0, nodes: Vec::new(), tag };
         formation.monitor_port = free_port().expect("a free port");
-        let monitor = formation.spawn(&place, "monitor", formation.monitor_port, &["create", "monitor"]);
-        spawn_watchdog(monitor);
+        formation.spawn(&place, "monitor", formation.monitor_port, &["create", "monitor"]);
         formation.wait_for_monitor().await;
         for node in 1..=2 {
             let port = free_port().expect("a free port");
@@ -70,7 +75,6 @@ impl AutoFailover {
                 port,
                 &["create", "postgres", "--monitor", &monitor_url],
             );
-            spawn_watchdog(group);
             formation.nodes.push((port, group));
             let want = if node == 1 { "single" } else { "secondary" };
             formation.wait_for_state(port, want).await;
@@ -90,6 +94,8 @@ impl AutoFailover {
                 format!("XDG_CONFIG_HOME={dir}/config"),
                 format!("XDG_DATA_HOME={dir}/share"),
                 format!("HOME={dir}"),
+                // Set past runuser, which may not pass the whole environment on.
+                self.tag.assignment(),
             ])
             .arg(PG_AUTOCTL)
             .args(command)
@@ -198,12 +204,14 @@ impl AutoFailover {
     }
 }
 
-/// A detached shell that kills the process group `group` once this process
-/// has exited (Rust statics are never dropped).
-fn spawn_watchdog(group: u32) {
+/// A detached shell that ends every process of the formation once this
+/// process has exited (Rust statics are never dropped, and a killed test
+/// process drops nothing).
+fn spawn_watchdog(tag: &ProcessTag) {
     let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; kill -KILL -- -{group} 2>/dev/null",
-        pid = std::process::id()
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {kill_all}",
+        pid = std::process::id(),
+        kill_all = tag.kill_all_script()
     );
     spawn_detached_shell(&script).expect("the watchdog starts");
 }

@@ -1,5 +1,5 @@
 //! A whole deployment as real processes: K shards and P shards on their own
-//! PostgreSQL databases, a gateway in front of them on a moto S3 bucket, all
+//! PostgreSQL databases, a gateway in front of them on a SeaweedFS S3 bucket, all
 //! started from the failpoint-enabled `pastebin-testbed` binary and talking
 //! gRPC over loopback. Processes can be killed, crashed at a failpoint and
 //! restarted, which is what the saga's guarantees are about.
@@ -254,6 +254,9 @@ pub struct ClusterOptions {
     pub failpoints: Option<String>,
     /// Overrides the S3 endpoint (e.g. a port where nothing listens).
     pub s3_endpoint: Option<String>,
+    /// The gateway's bucket (e.g. on a SeaweedFS cluster of the test's own); by default
+    /// a fresh one on the suite's SeaweedFS.
+    pub s3: Option<S3Settings>,
     /// Every part speaks mutual TLS with these files (K and P require client certificates).
     pub tls: Option<ClusterTls>,
     /// Environment of every process (e.g. where to export spans).
@@ -275,6 +278,7 @@ impl Default for ClusterOptions {
             empty_paste_shards: 0,
             failpoints: None,
             s3_endpoint: None,
+            s3: None,
             tls: None,
             env: Vec::new(),
             key_database_urls: Vec::new(),
@@ -333,7 +337,7 @@ fn backend_flags(key_addresses: &[String], paste_addresses: &[String], s3: &S3Se
     ]
 }
 
-/// moto accepts any credentials; the AWS SDK insists on having some.
+/// The test SeaweedFS checks no credentials; the AWS SDK insists on having some.
 fn s3_credentials() -> Vec<(String, String)> {
     [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
@@ -421,7 +425,10 @@ impl Cluster {
             paste_database_urls.push(url);
             paste_addresses.push(address);
         }
-        let mut s3 = crate::s3::fresh_bucket().await;
+        let mut s3 = match options.s3 {
+            Some(s3) => s3,
+            None => crate::s3::fresh_bucket().await,
+        };
         if let Some(endpoint) = &options.s3_endpoint {
             s3.endpoint = Some(endpoint.clone());
         }
@@ -522,7 +529,7 @@ impl Cluster {
         .expect("the cluster's shards cover every slot once")
     }
 
-    /// The gateway's object store (its moto bucket).
+    /// The gateway's object store (its bucket).
     pub async fn object_store(&self) -> std::sync::Arc<dyn pastebin_objects::ObjectStore> {
         std::sync::Arc::new(pastebin_objects::S3Store::connect(self.s3.clone()).await.expect("S3 client"))
     }

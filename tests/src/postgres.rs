@@ -400,6 +400,13 @@ impl OwnServer {
     }
 }
 
+/// Its server ends with the test, pass or fail, not with the test process.
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.cluster.stop();
+    }
+}
+
 /// A detached shell that waits for this process to exit, then stops the server and deletes
 /// its directory. It gets its own process group (so Ctrl-C on the test run doesn't kill it)
 /// and no stdio of ours (so `cargo test` doesn't wait for it).

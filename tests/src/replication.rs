@@ -34,6 +34,14 @@ pub struct ReplicatedServer {
     pub standby_port: u16,
 }
 
+/// Both servers end with the test, pass or fail, not with the test process.
+impl Drop for ReplicatedServer {
+    fn drop(&mut self) {
+        self.primary.stop();
+        self.standby.stop();
+    }
+}
+
 fn run(command: &mut Command, what: &str) -> Result<(), String> {
     let out = command.stdin(Stdio::null()).output().map_err(|e| format!("running {what}: {e}"))?;
     if out.status.success() {

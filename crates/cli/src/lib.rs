@@ -338,7 +338,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let public_tls = args.public_tls.load()?;
     let grpc_options =
         public_grpc_options(tls.as_ref(), public_tls.as_ref(), args.tls_client_auth, args.gateway.public_grpc_limits())?;
-    let objects = args.objects.open().await?;
+    let objects = args.objects.open_for_creates().await?;
     let _objects = locks::deployment_objects(&args.objects, "pastebin gateway")?;
     let slots = pastebin_shards::SlotMapCell::default();
     slots.rediscover_with(pastebin_shards::rediscovery(args.shards.clone(), tls.clone(), DESCRIBE_TIMEOUT));

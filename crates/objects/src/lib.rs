@@ -6,15 +6,19 @@
 //!
 //! - [`LocalDirStore`] (`local`): a directory, for the embedded single-machine default.
 //! - [`S3Store`] (`s3`): any S3-compatible service, through aws-sdk-s3.
+//! - [`CheckedS3Store`] (`probe`): an [`S3Store`] that writes no paste before the store
+//!   has refused an overwrite of a probe object (docs/design.md#create-only-put).
 //!
 //! Both backends answer every failure as [`ObjectError::Refused`] (it did not happen) or
 //! [`ObjectError::Uncertain`] (it may have happened): the saga aborts on the first and
 //! leaves the key pending on the second, so the two must never be confused.
 
 mod local;
+mod probe;
 mod s3;
 
 pub use local::LocalDirStore;
+pub use probe::{CheckedS3Store, CreateOnlyError, STORES_KNOWN_TO_HONOUR};
 pub use s3::{S3Settings, S3Store};
 
 /// The common prefix of every paste object; the reaper lists under it.

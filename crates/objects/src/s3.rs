@@ -69,6 +69,10 @@ impl S3Store {
         Ok(Self { client: Client::from_conf(config.build()), bucket: settings.bucket, region: settings.region })
     }
 
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
     /// For dev/tests and the operator: create the bucket if absent.
     pub async fn ensure_bucket(&self) -> Result<(), ObjectError> {
         let mut request = self.client.create_bucket().bucket(&self.bucket);
@@ -88,34 +92,32 @@ impl S3Store {
     }
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for S3Store {
-    #[tracing::instrument(skip_all, fields(%paste_id), err)]
-    async fn put(&self, paste_id: &str, content: Bytes) -> Result<PutOutcome, ObjectError> {
-        let key = object_key(paste_id);
+/// The S3 calls behind [`ObjectStore`], by whole object key: the create-only probe
+/// (`probe.rs`) writes outside `pastes/`, where the reaper never looks.
+impl S3Store {
+    pub(crate) async fn put_key(&self, key: &str, content: Bytes) -> Result<PutOutcome, ObjectError> {
         let sent = self
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(&key)
+            .key(key)
             .if_none_match("*")
             .body(ByteStream::from(content))
             .send()
             .await;
         match sent {
             Ok(_) => Ok(PutOutcome::Created),
-            Err(e) => match S3Failure::classify("put", &key, e) {
+            Err(e) => match S3Failure::classify("put", key, e) {
                 failure if failure.meaning == Meaning::PreconditionFailed => Ok(PutOutcome::AlreadyExists),
                 failure => Err(failure.into()),
             },
         }
     }
 
-    async fn get(&self, paste_id: &str) -> Result<Option<Bytes>, ObjectError> {
-        let key = object_key(paste_id);
-        let response = match self.client.get_object().bucket(&self.bucket).key(&key).send().await {
+    pub(crate) async fn get_key(&self, key: &str) -> Result<Option<Bytes>, ObjectError> {
+        let response = match self.client.get_object().bucket(&self.bucket).key(key).send().await {
             Ok(response) => response,
-            Err(e) => match S3Failure::classify("get", &key, e) {
+            Err(e) => match S3Failure::classify("get", key, e) {
                 failure if failure.meaning == Meaning::NoSuchKey => return Ok(None),
                 failure => return Err(failure.into()),
             },
@@ -128,17 +130,32 @@ impl ObjectStore for S3Store {
         Ok(Some(body.into_bytes()))
     }
 
-    #[tracing::instrument(skip_all, fields(%paste_id), err)]
-    async fn delete(&self, paste_id: &str) -> Result<(), ObjectError> {
-        let key = object_key(paste_id);
+    pub(crate) async fn delete_key(&self, key: &str) -> Result<(), ObjectError> {
         // S3 answers 204 for an absent key already; some compatible servers answer 404.
-        match self.client.delete_object().bucket(&self.bucket).key(&key).send().await {
+        match self.client.delete_object().bucket(&self.bucket).key(key).send().await {
             Ok(_) => Ok(()),
-            Err(e) => match S3Failure::classify("delete", &key, e) {
+            Err(e) => match S3Failure::classify("delete", key, e) {
                 failure if failure.meaning == Meaning::NoSuchKey => Ok(()),
                 failure => Err(failure.into()),
             },
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for S3Store {
+    #[tracing::instrument(skip_all, fields(%paste_id), err)]
+    async fn put(&self, paste_id: &str, content: Bytes) -> Result<PutOutcome, ObjectError> {
+        self.put_key(&object_key(paste_id), content).await
+    }
+
+    async fn get(&self, paste_id: &str) -> Result<Option<Bytes>, ObjectError> {
+        self.get_key(&object_key(paste_id)).await
+    }
+
+    #[tracing::instrument(skip_all, fields(%paste_id), err)]
+    async fn delete(&self, paste_id: &str) -> Result<(), ObjectError> {
+        self.delete_key(&object_key(paste_id)).await
     }
 
     async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<ObjectInfo>, ObjectError> {

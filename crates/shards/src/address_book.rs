@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::Context;
-use pastebin_objects::{LocalDirStore, ObjectStore, S3Settings, S3Store};
+use pastebin_objects::{CheckedS3Store, CreateOnlyError, LocalDirStore, ObjectStore, S3Settings, S3Store};
 use pastebin_runtime::{grpc::shard_url, tls::MutualTls};
 use serde::{Deserialize, Serialize};
 
@@ -169,9 +169,22 @@ impl ObjectStoreArgs {
 
     /// Opens the store the flags choose; choosing none is an error.
     pub async fn open(&self) -> anyhow::Result<Arc<dyn ObjectStore>> {
-        self.config().context("choose an object store: --objects-dir DIR or --s3-bucket NAME")?.open().await
+        self.chosen()?.open().await
+    }
+
+    /// [`ObjectStoreConfig::open_for_creates`] of the store the flags choose.
+    pub async fn open_for_creates(&self) -> anyhow::Result<Arc<dyn ObjectStore>> {
+        self.chosen()?.open_for_creates().await
+    }
+
+    fn chosen(&self) -> anyhow::Result<ObjectStoreConfig> {
+        self.config().context("choose an object store: --objects-dir DIR or --s3-bucket NAME")
     }
 }
+
+/// How long a writer waits at start for the store to answer the create-only probe
+/// before it starts anyway and leaves the question to its first PUT.
+const CREATE_ONLY_PROBE_AT_START: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl ObjectStoreConfig {
     pub async fn open(&self) -> anyhow::Result<Arc<dyn ObjectStore>> {
@@ -179,6 +192,30 @@ impl ObjectStoreConfig {
             Self::Dir(dir) => Arc::new(LocalDirStore::open(dir)?),
             Self::S3(settings) => Arc::new(S3Store::connect(settings.clone()).await?),
         })
+    }
+
+    /// The store for a process that writes pastes (the gateway): an S3 store must first
+    /// refuse an overwrite of a probe object (docs/design.md#create-only-put). One that
+    /// overwrites is an error, so the process ends at start naming what is missing; one
+    /// that cannot be asked yet is opened all the same, and its first PUT asks again.
+    /// A directory is create-only by construction (a hard link never replaces a file).
+    pub async fn open_for_creates(&self) -> anyhow::Result<Arc<dyn ObjectStore>> {
+        let Self::S3(settings) = self else { return self.open().await };
+        let store = CheckedS3Store::new(S3Store::connect(settings.clone()).await?);
+        let endpoint = settings.endpoint.as_deref().unwrap_or("AWS S3");
+        match tokio::time::timeout(CREATE_ONLY_PROBE_AT_START, store.check()).await {
+            Ok(Ok(())) => tracing::info!(%endpoint, "the object store refuses overwrites (If-None-Match: *)"),
+            Ok(Err(ignored @ CreateOnlyError::Ignored { .. })) => {
+                return Err(anyhow::Error::new(ignored).context(format!("object store at {endpoint}")))
+            }
+            Ok(Err(unknown)) => tracing::warn!(%endpoint, %unknown, "no paste is written until it can tell"),
+            Err(_) => tracing::warn!(
+                %endpoint,
+                "the object store did not answer the create-only probe within {CREATE_ONLY_PROBE_AT_START:?}; \
+                 no paste is written until it does"
+            ),
+        }
+        Ok(Arc::new(store))
     }
 }
 

@@ -1,5 +1,5 @@
 //! The paste client against the real services: K and P on PostgreSQL, the
-//! gateway on moto S3, all real processes. What is checked is what a user
+//! gateway on SeaweedFS S3, all real processes. What is checked is what a user
 //! would see: one paste per save on the server, whatever was lost or crashed
 //! on the way, and a journal that tells the truth about it.
 

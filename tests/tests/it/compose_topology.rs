@@ -1,7 +1,7 @@
 //! `deploy/compose/compose.yaml` run as processes: every `pastebin` service of
 //! the Compose file is started with its own command line and environment,
 //! only its addresses moved to loopback, its databases to the test
-//! PostgreSQL, its bucket to moto and its certificates to ones made by the
+//! PostgreSQL, its bucket to SeaweedFS and its certificates to ones made by the
 //! Compose file's own `make-certs.sh`. The deployment a new user starts with
 //! one command must come up ready and serve a paste through both gateways.
 

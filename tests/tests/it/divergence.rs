@@ -1,6 +1,6 @@
 //! What an unsafe failover leaves behind, found and repaired
 //! (docs/operations.md#finding-and-repairing-lost-pastes): real K and P
-//! shards on PostgreSQL, a real gateway and moto; the losses are made
+//! shards on PostgreSQL, a real gateway and SeaweedFS; the losses are made
 //! directly in the shards' databases and the bucket, as a standby that
 //! missed the last commits would make them.
 

@@ -1,5 +1,5 @@
 //! The public API as a client sees it, against a whole deployment of real
-//! processes (K and P shards on PostgreSQL, a gateway on a moto S3 bucket):
+//! processes (K and P shards on PostgreSQL, a gateway on a SeaweedFS S3 bucket):
 //! routing by slot, read and delete, expiry, validation limits, the gRPC
 //! status mapping, secrets in logs, and clients that hang up mid-request.
 

@@ -3,7 +3,7 @@
 //! One binary instead of one per file: each test binary links the whole
 //! workspace, and on a small machine linking dominated the test build. Shared
 //! helpers (the cluster of real processes, throwaway PostgreSQL databases, the
-//! moto S3 server, shard fixtures) live in the `pastebin_tests` library.
+//! SeaweedFS S3 server, shard fixtures) live in the `pastebin_tests` library.
 //!
 //! Run one module with `cargo test -p pastebin-tests --test it saga::`.
 
@@ -16,6 +16,7 @@ mod client;
 mod client_tls;
 mod compose_topology;
 mod concurrency;
+mod create_only;
 mod ctl_honesty;
 mod divergence;
 mod durability;
@@ -49,5 +50,6 @@ mod shard_identity;
 mod shedding;
 mod silent_shard;
 mod stopping;
+mod store_faults;
 mod sweeper;
 mod telemetry;

@@ -1,5 +1,5 @@
 //! The object store contract, run unchanged against both backends: a local directory and
-//! a real S3-compatible server (moto). Then the S3-only failure classification: a store
+//! a real S3-compatible server (SeaweedFS). Then the S3-only failure classification: a store
 //! nobody answers is Uncertain, a bucket that does not exist is Refused.
 
 use std::sync::Arc;
@@ -20,12 +20,12 @@ fn local_dir() -> Backend {
     Backend { store: Arc::new(store), _dir: Some(dir) }
 }
 
-async fn moto() -> Backend {
+async fn seaweedfs() -> Backend {
     let store = S3Store::connect(fresh_bucket().await).await.expect("connect");
     Backend { store: Arc::new(store), _dir: None }
 }
 
-/// Runs each contract test once per backend, as `local_dir::NAME` and `moto::NAME`.
+/// Runs each contract test once per backend, as `local_dir::NAME` and `seaweedfs::NAME`.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod local_dir {
@@ -37,11 +37,11 @@ macro_rules! on_both_backends {
                 }
             )*
         }
-        mod moto {
+        mod seaweedfs {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let backend = super::moto().await;
+                    let backend = super::seaweedfs().await;
                     super::$name(backend.store.clone()).await;
                 }
             )*
@@ -132,15 +132,19 @@ async fn list_pages_in_id_order_with_time_and_size(store: Arc<dyn ObjectStore>) 
     assert!(store.list(None, 0).await.unwrap().is_empty());
 }
 
-/// On moto this holds in practice, not by construction: moto 5.2's conditional PUT is
-/// check-then-write with no lock (s3/responses.py), and only the GIL keeps the window
-/// tiny. It held in 400 rounds of 16 writers; if it ever flakes here, it is moto, and
-/// the local-dir variant still pins our own create-only logic.
+/// SeaweedFS enforces the header under concurrent writers from 4.x on (before 3.97 it
+/// ignored it): this runs against the version scripts/test pins, and
+/// `seaweedfs_refuses_every_second_writer_round_after_round` repeats it.
 async fn concurrent_puts_of_one_id_create_exactly_once(store: Arc<dyn ObjectStore>) {
+    race_writers_on(&store, ID).await;
+}
+
+/// 16 writers PUT `id` at once with different bytes: exactly one creates, and its bytes stay.
+async fn race_writers_on(store: &Arc<dyn ObjectStore>, id: &'static str) {
     let puts: Vec<_> = (0..16)
         .map(|i| {
-            let store = Arc::clone(&store);
-            tokio::spawn(async move { store.put(ID, Bytes::from(format!("writer {i}"))).await })
+            let store = Arc::clone(store);
+            tokio::spawn(async move { store.put(id, Bytes::from(format!("writer {i}"))).await })
         })
         .collect();
     let mut created = Vec::new();
@@ -154,9 +158,41 @@ async fn concurrent_puts_of_one_id_create_exactly_once(store: Arc<dyn ObjectStor
             Err(e) => panic!("writer {i}: {e}"),
         }
     }
-    assert_eq!(created.len(), 1, "created by writers {created:?}");
+    assert_eq!(created.len(), 1, "{id}: created by writers {created:?}");
     let winner = Bytes::from(format!("writer {}", created[0]));
-    assert_eq!(store.get(ID).await.unwrap(), Some(winner));
+    assert_eq!(store.get(id).await.unwrap(), Some(winner), "{id}");
+}
+
+/// Whether the pinned store enforces create-only under concurrency is a fact about its
+/// version, so it is checked on many ids, not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn seaweedfs_refuses_every_second_writer_round_after_round() {
+    const IDS: [&str; 20] = [
+        "R0000000000000",
+        "R0000000000001",
+        "R0000000000002",
+        "R0000000000003",
+        "R0000000000004",
+        "R0000000000005",
+        "R0000000000006",
+        "R0000000000007",
+        "R0000000000008",
+        "R0000000000009",
+        "R0000000000010",
+        "R0000000000011",
+        "R0000000000012",
+        "R0000000000013",
+        "R0000000000014",
+        "R0000000000015",
+        "R0000000000016",
+        "R0000000000017",
+        "R0000000000018",
+        "R0000000000019",
+    ];
+    let backend = seaweedfs().await;
+    for id in IDS {
+        race_writers_on(&backend.store, id).await;
+    }
 }
 
 /// A port on which nothing listens: bound, then released.

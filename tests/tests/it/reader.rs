@@ -2,7 +2,7 @@
 //! content, downloads, highlighted pages and the QR code, with the create
 //! contract (one paste per key, the stored 201, 409 on another request under
 //! the same key) holding for every new field. Run against PostgreSQL shards
-//! with a moto S3 bucket, and against `pastebin up` (the embedded default:
+//! with a SeaweedFS S3 bucket, and against `pastebin up` (the embedded default:
 //! SQLite shards and a local object directory), as real processes.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! The create saga end to end, on real processes: K and P shards on their own
-//! PostgreSQL databases, the gateway on a moto S3 bucket, gRPC between them.
+//! PostgreSQL databases, the gateway on a SeaweedFS S3 bucket, gRPC between them.
 //! Crashes are real: a failpoint aborts the gateway process mid-saga.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! The recovery sweeper and the reapers against real processes (K and P
-//! shards on PostgreSQL, the gateway on moto S3). The sweeper runs in the
+//! shards on PostgreSQL, the gateway on SeaweedFS S3). The sweeper runs in the
 //! test process on a `ManualClock`, so "older than an hour" for objects is a
 //! clock move, not a wait; "older than a minute" for pending keys is judged
 //! by K on its own clock, so those keys are aged in K's database.

@@ -51,7 +51,8 @@ fn layout(title: &str, main: &str, script: bool) -> String {
 /// The frame up to the page's `<main>` content.
 fn layout_start(title: &str, script: bool) -> String {
     let script = if script {
-        "<script src=\"/assets/app.js\" defer></script><script src=\"/assets/sealed.js\" defer></script>"
+        "<script src=\"/assets/app.js\" defer></script><script src=\"/assets/qr.js\" defer></script>\
+         <script src=\"/assets/sealed.js\" defer></script>"
     } else {
         ""
     };

@@ -14,6 +14,10 @@ use crate::html::{escape, time};
 /// sealed paste's page, with the browser's Web Crypto and nothing else.
 pub(crate) const SEALED_JS: &str = include_str!("assets/sealed.js");
 
+/// `/assets/qr.js`: a sealed paste's link as a QR code, drawn in the page,
+/// since the server never has the whole link to draw.
+pub(crate) const QR_JS: &str = include_str!("assets/qr.js");
+
 /// The new-paste page's controls for sealing, after the burn box. The
 /// script shows them only where Web Crypto is there (a secure context), and
 /// says why not elsewhere.

@@ -135,6 +135,12 @@
         }
         say("trying", "The save did not finish: " + RETRYING + ".");
         await sleep(outcome.retryAfterMs || RETRY_DELAYS_MS[retry]);
+        if (!sameSave(attempt, current())) {
+          // Edited since: this is no longer the save on screen. The next
+          // save seals the new text with a new key, IV and Idempotency-Key.
+          pending = null;
+          return say("bad", "The text or options changed, so the unconfirmed save stopped (it may or may not have been saved). “Encrypt and save” saves what is on screen now, as a new paste.");
+        }
       }
     }
 
@@ -364,15 +370,18 @@
     return Uint8Array.from(binary, function (c) { return c.charCodeAt(0); });
   }
 
-  /** The link (with its key) as a QR code, drawn here: the server never sees the key. */
+  /** The link (with its key) as a QR code, drawn here (qr.js): the server never sees the key. */
   function showQr(target, link) {
-    if (typeof window.pastebinQr !== "function") return;
-    const svg = window.pastebinQr(link);
-    if (!svg) return;
+    const svg = typeof window.pastebinQr === "function" ? window.pastebinQr(link) : null;
+    const holder = document.createElement("span");
+    holder.className = "qr-drawn";
+    if (svg) holder.innerHTML = svg; // built from numbers only, never from the link's text
+    // The new-paste page's <img> shows the server's QR code, which would lack the key.
     if (target.tagName === "IMG") {
-      target.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
+      holder.id = target.id;
+      target.replaceWith(holder);
     } else {
-      target.innerHTML = svg;
+      target.replaceChildren(holder);
     }
   }
 

@@ -10,56 +10,12 @@
 // Each phase prints one line `RESULT {json}` for the Rust test and exits 0,
 // or prints what went wrong and exits 1. Screenshots go to $ARTIFACTS.
 
-import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import path from "node:path";
 
-const BASE = (process.env.BASE_URL || "").replace(/\/$/, "");
-const ARTIFACTS = process.env.ARTIFACTS || "target/test-artifacts/browser";
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+import { ARTIFACTS, BASE, fail, launch, screenshot, watch } from "./common.mjs";
+
 const [phase, ...args] = process.argv.slice(2);
-
-if (!BASE) fail("BASE_URL is not set");
-fs.mkdirSync(ARTIFACTS, { recursive: true });
-
-function fail(message) {
-  console.error(`e2e: ${message}`);
-  process.exit(1);
-}
-
-async function screenshot(page, name) {
-  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
-}
-
-/** Uncaught errors and CSP violations on a page fail the run. */
-function watch(page, problems) {
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-  page.on("console", (message) => {
-    if (/Content Security Policy|Refused to/.test(message.text())) problems.push(`CSP: ${message.text()}`);
-  });
-  page.on("dialog", async (dialog) => {
-    problems.push(`a dialog opened: ${dialog.message()}`);
-    await dialog.dismiss();
-  });
-}
-
-async function launch() {
-  // Playwright gives the browser a fresh temporary profile (--user-data-dir).
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-}
 
 /**
  * Create a paste whose first POST reaches the server and is processed, but

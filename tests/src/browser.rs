@@ -48,9 +48,15 @@ pub fn require_tools() {
 
 /// Runs one phase of e2e.mjs and returns its `RESULT` object.
 pub async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
+    run_script_phase(cluster, "e2e.mjs", args).await
+}
+
+/// Runs one phase of the browser script `script` (in tests/browser) and
+/// returns its `RESULT` object.
+pub async fn run_script_phase(cluster: &Cluster, script: &str, args: &[&str]) -> Value {
     let artifacts = workspace_root().join("target/test-artifacts/browser");
     let output = tokio::process::Command::new("node")
-        .arg("e2e.mjs")
+        .arg(script)
         .args(args)
         .current_dir(browser_dir())
         .env("BASE_URL", &cluster.http)

@@ -21,8 +21,9 @@ use chrono::{DateTime, Utc};
 use pastebin_core::{Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, SystemClock};
 
 use crate::{
-    journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, Scan, SubjectLock},
+    journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey, Scan, SubjectLock},
     retry::RetryPolicy,
+    sealed::Seal,
     server::{CreateCall, CreateFailure, DeleteFailure, Server},
     trust::Trust,
 };
@@ -71,6 +72,9 @@ pub struct Save {
     /// Make another paste even if this subject and content already has one.
     /// A pending save is still adopted first: it may be a paste already.
     pub force_new: bool,
+    /// Seal `content` on this machine before it is sent
+    /// (docs/api.md#sealed-pastes); `None` sends it as it is.
+    pub seal: Option<Seal>,
 }
 
 /// How a save got its answer.
@@ -93,6 +97,18 @@ pub struct Pasted {
     pub how: How,
     /// The journal record holding the answer (mode 0600).
     pub record: PathBuf,
+    /// A sealed paste's key, which its link carries after `#`.
+    pub link_key: Option<LinkKey>,
+}
+
+impl Pasted {
+    /// The link to share: for a sealed paste, with its key after `#`.
+    pub fn share_url(&self) -> String {
+        match &self.link_key {
+            Some(key) => format!("{}#{}", self.answer.url, key.expose()),
+            None => self.answer.url.clone(),
+        }
+    }
 }
 
 /// Things a caller should show a person, though nothing failed.
@@ -322,7 +338,12 @@ impl Client {
             file_name: save.content.file_name(),
             ..CreateRequest::text(save.content.bytes(), expiry.seconds())
         };
-        let request_hash = request.hash().to_hex();
+        // Which save this is: the request itself, or for a sealed save its
+        // plaintext and password (each seal's envelope is new).
+        let request_hash = match &save.seal {
+            Some(seal) => seal.identity(&request),
+            None => request.hash().to_hex(),
+        };
         let _lock = self.lock(&save.subject).await?;
 
         // Under the lock, the journal is the truth about this subject.
@@ -362,6 +383,7 @@ impl Client {
                             subject: record.subject,
                             how: How::AlreadyPasted,
                             record: path,
+                            link_key: record.link_key,
                         });
                     }
                 }
@@ -376,15 +398,25 @@ impl Client {
         }
 
         let key = IdempotencyKey::new_random();
-        let record = IntentRecord::pending(
+        let (body, link_key) = match &save.seal {
+            Some(seal) => {
+                let (body, link_key) = seal.seal(save.content.bytes()).map_err(|e| PasteError::Setup(e.to_string()))?;
+                (body, Some(link_key))
+            }
+            None => (save.content, None),
+        };
+        let mut record = IntentRecord::pending(
             key,
             save.subject.as_str(),
             self.server.url(),
             request_hash,
             expiry.seconds(),
-            &save.content,
+            &body,
             now,
         );
+        if let Some(link_key) = link_key {
+            record = record.with_link_key(link_key);
+        }
         // The intent is durable before anything is sent: from here on, no
         // crash can lose track of this key.
         self.journal.write(&record)?;
@@ -490,7 +522,8 @@ impl Client {
                     record.state = IntentState::Complete { answer: answer.clone(), deleted_at: None };
                     self.journal.write(&record)?;
                     let how = if adopted { How::Adopted { replayed: created.replayed } } else { How::Created };
-                    return Ok(Pasted { answer, key, subject: record.subject, how, record: path });
+                    let link_key = record.link_key;
+                    return Ok(Pasted { answer, key, subject: record.subject, how, record: path, link_key });
                 }
                 Err(failure @ CreateFailure::Refused { .. }) if maybe_created => {
                     if let IntentState::Pending { last_error, .. } = &mut record.state {
@@ -572,7 +605,7 @@ mod tests {
     }
 
     fn save(content: &str, force_new: bool) -> Save {
-        Save { subject: Subject::named("notes"), content: content.into(), expires_in_seconds: None, force_new }
+        Save { subject: Subject::named("notes"), content: content.into(), expires_in_seconds: None, force_new, seal: None }
     }
 
     fn left_pending(error: PasteError) -> String {

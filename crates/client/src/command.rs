@@ -17,6 +17,7 @@ use pastebin_core::{CreateToken, Expiry};
 
 use crate::{
     client::{Client, Deleted, How, PasteError, Save, Subject},
+    sealed::Seal,
     journal::{Body, IntentState},
     retry::RetryPolicy,
     server::DEFAULT_SERVER,
@@ -41,6 +42,9 @@ pub enum ClientCommand {
     Pastes(PastesArgs),
     /// Delete one of your pastes with the delete token stored when it was made.
     Delete(DeleteArgs),
+    /// Print a paste's content from its link; a sealed paste's link must
+    /// carry its key (after '#'), which opens it on this machine.
+    Get(crate::get::GetArgs),
 }
 
 /// Under a heading of their own in `--help`, after what the command itself
@@ -92,8 +96,17 @@ pub struct PasteArgs {
     /// Make another paste even if this subject and content already has one.
     #[arg(long)]
     pub new: bool,
+    /// Encrypt on this machine before sending (AES-256-GCM): the server
+    /// stores what it cannot read, and the printed link carries the key
+    /// after '#'. Anyone with the whole link can read the paste.
+    #[arg(long, conflicts_with = "media_type")]
+    pub encrypt: bool,
+    /// With --encrypt: also require this password (the file's first line)
+    /// to read the paste.
+    #[arg(long, requires = "encrypt")]
+    pub password_file: Option<PathBuf>,
     /// Finish every unconfirmed paste in the journal (reads no input).
-    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new", "media_type"])]
+    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new", "media_type", "encrypt"])]
     pub resume: bool,
     /// Sends in this run before leaving the paste pending for a later run.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -128,6 +141,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Paste(args) => paste(args).await,
         ClientCommand::Pastes(args) => pastes(args),
         ClientCommand::Delete(args) => delete(args).await,
+        ClientCommand::Get(args) => crate::get::get(args).await,
     }
 }
 
@@ -168,7 +182,12 @@ async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
     };
     let content = body_of(bytes, args.file.as_deref(), args.media_type.as_deref());
     let subject = args.subject.as_deref().map(Subject::named).unwrap_or(subject);
-    let save = Save { subject, content, expires_in_seconds: args.expires, force_new: args.new };
+    let seal = match (args.encrypt, &args.password_file) {
+        (false, _) => None,
+        (true, None) => Some(Seal::new(None)),
+        (true, Some(path)) => Some(Seal::new(Some(read_password(path)?))),
+    };
+    let save = Save { subject, content, expires_in_seconds: args.expires, force_new: args.new, seal };
     match client.paste(save).await {
         Ok(pasted) => {
             match pasted.how {
@@ -181,7 +200,7 @@ async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
                     )
                 }
             }
-            println!("{}", pasted.answer.url);
+            println!("{}", pasted.share_url());
             Ok(0)
         }
         Err(error) => Ok(report(&error)),
@@ -194,7 +213,7 @@ async fn resume(client: &Client) -> anyhow::Result<i32> {
         eprintln!("pastebin: nothing to resume");
     }
     for pasted in &resumed.finished {
-        println!("{}\t{}", pasted.answer.url, pasted.subject);
+        println!("{}\t{}", pasted.share_url(), pasted.subject);
     }
     Ok(resumed.failed.iter().map(report).max().unwrap_or(0))
 }
@@ -217,6 +236,7 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
     let now = Utc::now();
     let mut rows = Vec::new();
     for (_, record) in &scan.records {
+        let share_url = record.share_url().unwrap_or_default();
         let (id, url, expires_at, token_known, status) = match &record.state {
             IntentState::Complete { answer, deleted_at } => {
                 let status = if deleted_at.is_some() {
@@ -228,15 +248,15 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
                 };
                 (
                     answer.id.as_str(),
-                    answer.url.as_str(),
+                    share_url,
                     answer.expires_at.as_str(),
                     !answer.delete_token.is_empty(),
                     status,
                 )
             }
-            IntentState::Pending { .. } => ("-", "-", "-", false, "pending"),
-            IntentState::Rejected { .. } => ("-", "-", "-", false, "refused"),
-            IntentState::Abandoned { .. } => ("-", "-", "-", false, "abandoned"),
+            IntentState::Pending { .. } => ("-", "-".to_owned(), "-", false, "pending"),
+            IntentState::Rejected { .. } => ("-", "-".to_owned(), "-", false, "refused"),
+            IntentState::Abandoned { .. } => ("-", "-".to_owned(), "-", false, "abandoned"),
         };
         let shown = matches!(status, "live" | "expired" | "pending") || args.all;
         if shown {
@@ -256,7 +276,7 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
         println!("{:<14}  {:<9}  {:<24}  {:<5}  {:<40}  SUBJECT", "ID", "STATUS", "EXPIRES", "TOKEN", "URL");
         for (id, url, expires_at, token_known, status, record) in rows {
             let token = if token_known { "yes" } else { "no" };
-            let url = if status == "pending" { format!("(key {})", record.key) } else { url.to_owned() };
+            let url = if status == "pending" { format!("(key {})", record.key) } else { url };
             println!("{id:<14}  {status:<9}  {expires_at:<24}  {token:<5}  {url:<40}  {}", record.subject);
         }
     }
@@ -322,6 +342,15 @@ fn media_type_for(extension: Option<&str>) -> &'static str {
         "webm" => "video/webm",
         _ => "application/octet-stream",
     }
+}
+
+/// A password from its file: the first line, without its line ending (so
+/// `echo pw > file` and an editor's file mean the same password).
+pub(crate) fn read_password(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the password file {}", path.display()))?;
+    let password = text.lines().next().unwrap_or_default().to_owned();
+    anyhow::ensure!(!password.is_empty(), "the password file {} is empty: write the password on its first line", path.display());
+    Ok(password)
 }
 
 async fn read_stdin() -> anyhow::Result<Vec<u8>> {

@@ -29,6 +29,10 @@ use sha2::{Digest, Sha256};
 /// The record format written by this client. A record with a higher version
 /// came from a newer client: it is reported and left alone, never rewritten.
 pub const RECORD_VERSION: u32 = 1;
+/// The format of a sealed save's record (docs/api.md#sealed-pastes): a
+/// client from before sealed pastes reports it and leaves it alone, rather
+/// than resending its envelope as text.
+pub const SEALED_RECORD_VERSION: u32 = 2;
 
 const INTENTS: &str = "intents";
 const LOCKS: &str = "locks";
@@ -57,8 +61,34 @@ pub struct IntentRecord {
     /// Sends made under this key so far, across all runs.
     #[serde(default)]
     pub attempts: u32,
+    /// A sealed save's key, the share link's fragment: kept for as long as
+    /// the record, so `pastebin pastes` can show the whole link again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_key: Option<LinkKey>,
     #[serde(flatten)]
     pub state: IntentState,
+}
+
+/// The key of a sealed paste as its link's fragment carries it. It opens
+/// the paste: `Debug` never prints it, and only the 0600 record holds it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LinkKey(String);
+
+impl LinkKey {
+    pub fn new(fragment: String) -> Self {
+        Self(fragment)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LinkKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LinkKey(<redacted>)")
+    }
 }
 
 /// How far a save got. Stored as `"state": "..."` beside the other fields.
@@ -76,6 +106,10 @@ pub enum IntentState {
         media_type: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         file_name: Option<String>,
+        /// Set for a sealed save: `content` is its envelope in base64, the
+        /// exact bytes every resend repeats.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        sealed: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_error: Option<String>,
     },
@@ -94,12 +128,15 @@ pub enum IntentState {
     Abandoned { reason: String },
 }
 
-/// What a save sends: UTF-8 text, or a file's bytes as they are with their
-/// media type and file name. The journal stores binary bodies in base64.
+/// What a save sends: UTF-8 text, a file's bytes as they are with their
+/// media type and file name, or a sealed envelope. The journal stores
+/// binary bodies and envelopes in base64.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     Text(String),
     Binary { media_type: String, file_name: Option<String>, bytes: Vec<u8> },
+    /// An envelope sealed on this machine (docs/api.md#sealed-pastes).
+    Sealed { envelope: Vec<u8> },
 }
 
 impl Body {
@@ -107,19 +144,20 @@ impl Body {
         match self {
             Self::Text(text) => text.as_bytes(),
             Self::Binary { bytes, .. } => bytes,
+            Self::Sealed { envelope } => envelope,
         }
     }
 
     pub fn media_type(&self) -> Option<&str> {
         match self {
-            Self::Text(_) => None,
+            Self::Text(_) | Self::Sealed { .. } => None,
             Self::Binary { media_type, .. } => Some(media_type),
         }
     }
 
     pub fn file_name(&self) -> Option<&str> {
         match self {
-            Self::Text(_) => None,
+            Self::Text(_) | Self::Sealed { .. } => None,
             Self::Binary { file_name, .. } => file_name.as_deref(),
         }
     }
@@ -129,12 +167,15 @@ impl Body {
         use base64::Engine;
         let content = match self {
             Self::Text(text) => text.clone(),
-            Self::Binary { bytes, .. } => base64::engine::general_purpose::STANDARD.encode(bytes),
+            Self::Binary { bytes, .. } | Self::Sealed { envelope: bytes } => {
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            }
         };
         IntentState::Pending {
             content,
             media_type: self.media_type().map(str::to_owned),
             file_name: self.file_name().map(str::to_owned),
+            sealed: matches!(self, Self::Sealed { .. }),
             last_error: None,
         }
     }
@@ -157,13 +198,15 @@ impl IntentState {
     /// stored base64 is damaged.
     pub fn pending_body(&self) -> Option<Body> {
         use base64::Engine;
-        let Self::Pending { content, media_type, file_name, .. } = self else { return None };
+        let Self::Pending { content, media_type, file_name, sealed, .. } = self else { return None };
+        let decoded = || base64::engine::general_purpose::STANDARD.decode(content).ok();
         Some(match media_type {
+            None if *sealed => Body::Sealed { envelope: decoded()? },
             None => Body::Text(content.clone()),
             Some(media_type) => Body::Binary {
                 media_type: media_type.clone(),
                 file_name: file_name.clone(),
-                bytes: base64::engine::general_purpose::STANDARD.decode(content).ok()?,
+                bytes: decoded()?,
             },
         })
     }
@@ -222,7 +265,7 @@ impl IntentRecord {
         now: DateTime<Utc>,
     ) -> Self {
         Self {
-            version: RECORD_VERSION,
+            version: if matches!(body, Body::Sealed { .. }) { SEALED_RECORD_VERSION } else { RECORD_VERSION },
             key: key.canonical(),
             subject: subject.to_owned(),
             server: server.to_owned(),
@@ -231,8 +274,25 @@ impl IntentRecord {
             created_at: now,
             updated_at: now,
             attempts: 0,
+            link_key: None,
             state: body.pending(),
         }
+    }
+
+    /// The same record, keeping a sealed save's key for its link.
+    pub fn with_link_key(mut self, key: LinkKey) -> Self {
+        self.link_key = Some(key);
+        self
+    }
+
+    /// The link to share: the server's URL, and for a sealed paste its key
+    /// after `#` (which no browser sends to the server).
+    pub fn share_url(&self) -> Option<String> {
+        let answer = self.answer()?;
+        Some(match &self.link_key {
+            Some(key) => format!("{}#{}", answer.url, key.expose()),
+            None => answer.url.clone(),
+        })
     }
 
     pub fn idempotency_key(&self) -> Option<IdempotencyKey> {
@@ -409,9 +469,11 @@ fn read_record(path: &Path) -> Result<IntentRecord, JournalProblem> {
         serde_json::from_slice(&bytes).map_err(|e| problem(format!("not valid JSON (torn or corrupt): {e}")))?;
     let version = value.get("version").and_then(serde_json::Value::as_u64);
     match version {
-        Some(v) if v == u64::from(RECORD_VERSION) => {}
+        Some(v) if (u64::from(RECORD_VERSION)..=u64::from(SEALED_RECORD_VERSION)).contains(&v) => {}
         Some(v) => {
-            return Err(problem(format!("record version {v} is not supported by this client (knows {RECORD_VERSION})")))
+            return Err(problem(format!(
+                "record version {v} is not supported by this client (knows {RECORD_VERSION} to {SEALED_RECORD_VERSION})"
+            )))
         }
         None => return Err(problem("no record version".into())),
     }

@@ -176,6 +176,10 @@ impl HttpServer {
                 query.extend(file_name.iter().map(|name| ("file_name", name.clone())));
                 request.query(&query).header(header::CONTENT_TYPE, media_type.as_str()).body(bytes.clone())
             }
+            Body::Sealed { envelope } => request
+                .query(&[("expires_in_seconds", call.expires_in_seconds)])
+                .header(header::CONTENT_TYPE, pastebin_sealed::MEDIA_TYPE)
+                .body(envelope.clone()),
         };
         let sent = match &self.create_token {
             Some(token) => request.bearer_auth(token.expose()),
@@ -308,7 +312,7 @@ impl GrpcServer {
     async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
         let (content, data) = match call.body {
             Body::Text(text) => (text.clone(), Vec::new()),
-            Body::Binary { bytes, .. } => (String::new(), bytes.clone()),
+            Body::Binary { bytes, .. } | Body::Sealed { envelope: bytes } => (String::new(), bytes.clone()),
         };
         let request = CreatePasteRequest {
             request_id: call.key.canonical(),
@@ -317,6 +321,7 @@ impl GrpcServer {
             data,
             media_type: call.body.media_type().map(str::to_owned),
             file_name: call.body.file_name().map(str::to_owned),
+            sealed: matches!(call.body, Body::Sealed { .. }),
             ..Default::default()
         };
         let mut request = tonic::Request::new(request);

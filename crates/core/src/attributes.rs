@@ -1,6 +1,7 @@
 //! What a reader sees besides the bytes: the media type of a binary paste,
-//! the file name it was uploaded as, the language to highlight it in, and
-//! whether the first read burns it. Chosen at create, part of the request
+//! the file name it was uploaded as, the language to highlight it in,
+//! whether the first read burns it, and whether its bytes are a sealed
+//! envelope the server cannot read. Chosen at create, part of the request
 //! hash, stored on the paste row (docs/reader-features.md#where-attributes-live).
 
 use std::fmt;
@@ -150,11 +151,16 @@ pub struct PasteAttributes {
     pub file_name: Option<FileName>,
     pub language: Option<Language>,
     pub burn_after_reading: bool,
+    /// The bytes are a sealed envelope, encrypted by the client with a key
+    /// the server never sees (docs/api.md#sealed-pastes): opaque bytes,
+    /// never highlighted or rendered, served as `application/octet-stream`.
+    pub sealed: bool,
 }
 
 impl PasteAttributes {
+    /// Bytes rather than UTF-8 text: a binary paste, or a sealed envelope.
     pub fn is_binary(&self) -> bool {
-        self.media_type.is_some()
+        self.media_type.is_some() || self.sealed
     }
 }
 

@@ -12,6 +12,8 @@ pub struct CreateRequest<'a> {
     pub media_type: Option<&'a str>,
     pub file_name: Option<&'a str>,
     pub burn_after_reading: bool,
+    /// The content is a sealed envelope (docs/api.md#sealed-pastes).
+    pub sealed: bool,
 }
 
 /// SHA-256 over the canonical encoding of a [`CreateRequest`]: the same key
@@ -24,6 +26,9 @@ pub struct RequestHash(pub [u8; 32]);
 /// below instead, which keeps every hash stored before them valid.
 const ENCODING_VERSION: &[u8] = b"pastebin.create.v1\0";
 
+/// The byte after the first extension that marks a sealed paste.
+const SEALED: u8 = 1;
+
 impl<'a> CreateRequest<'a> {
     /// A plain text paste with nothing else chosen.
     pub fn text(content: &'a [u8], expires_in_seconds: u64) -> Self {
@@ -35,6 +40,7 @@ impl<'a> CreateRequest<'a> {
             media_type: None,
             file_name: None,
             burn_after_reading: false,
+            sealed: false,
         }
     }
 
@@ -52,17 +58,22 @@ impl<'a> CreateRequest<'a> {
             put_field(&mut out, self.media_type.map(str::as_bytes));
             put_field(&mut out, self.file_name.map(str::as_bytes));
             out.push(u8::from(self.burn_after_reading));
+            // A second extension, written only for a sealed paste, so that
+            // every hash stored before sealed pastes existed stays valid.
+            if self.sealed {
+                out.push(SEALED);
+            }
         }
         out
     }
 
-    /// The reader attributes (media type, file name, burn) are appended only
+    /// The reader attributes (media type, file name, burn, sealed) are appended only
     /// when one of them is set: a request without them encodes exactly as it
     /// did before they existed, so a retry that spans an upgrade still
     /// replays. Still unambiguous: the v1 fields are self-delimiting, so an
     /// encoding either ends after them or carries a non-default extension.
     fn has_extension(&self) -> bool {
-        self.media_type.is_some() || self.file_name.is_some() || self.burn_after_reading
+        self.media_type.is_some() || self.file_name.is_some() || self.burn_after_reading || self.sealed
     }
 
     pub fn hash(&self) -> RequestHash {
@@ -98,7 +109,7 @@ mod tests {
 
     /// The inverse of `canonical_encoding`: if every encoding decodes back to
     /// the request it came from, the encoding is injective (unambiguous).
-    type Decoded = (Vec<u8>, u64, Option<String>, Option<String>, Option<String>, Option<String>, bool);
+    type Decoded = (Vec<u8>, u64, Option<String>, Option<String>, Option<String>, Option<String>, bool, bool);
 
     fn decode(mut raw: &[u8]) -> Option<Decoded> {
         raw = raw.strip_prefix(ENCODING_VERSION)?;
@@ -119,14 +130,19 @@ mod tests {
         let title = field(&mut raw)?.map(|b| String::from_utf8(b).unwrap());
         let language = field(&mut raw)?.map(|b| String::from_utf8(b).unwrap());
         if raw.is_empty() {
-            return Some((content, expires, title, language, None, None, false));
+            return Some((content, expires, title, language, None, None, false, false));
         }
         let media_type = field(&mut raw)?.map(|b| String::from_utf8(b).unwrap());
         let file_name = field(&mut raw)?.map(|b| String::from_utf8(b).unwrap());
         let (&burn, rest) = raw.split_first()?;
+        let sealed = match rest {
+            [] => false,
+            [SEALED] => true,
+            _ => return None,
+        };
         // An extension is only ever written with something in it.
-        let extended = media_type.is_some() || file_name.is_some() || burn == 1;
-        (rest.is_empty() && burn <= 1 && extended).then_some((
+        let extended = media_type.is_some() || file_name.is_some() || burn == 1 || sealed;
+        (burn <= 1 && extended).then_some((
             content,
             expires,
             title,
@@ -134,6 +150,7 @@ mod tests {
             media_type,
             file_name,
             burn == 1,
+            sealed,
         ))
     }
 
@@ -147,6 +164,7 @@ mod tests {
             media_type in proptest::option::of("[a-z]{0,4}/[a-z]{0,4}"),
             file_name in proptest::option::of(".{0,8}"),
             burn_after_reading in any::<bool>(),
+            sealed in any::<bool>(),
         ) {
             let req = CreateRequest {
                 content: &content,
@@ -156,11 +174,12 @@ mod tests {
                 media_type: media_type.as_deref(),
                 file_name: file_name.as_deref(),
                 burn_after_reading,
+                sealed,
             };
             let decoded = decode(&req.canonical_encoding()).expect("every encoding decodes");
             prop_assert_eq!(
                 decoded,
-                (content.clone(), expires, title.clone(), language.clone(), media_type.clone(), file_name.clone(), burn_after_reading)
+                (content.clone(), expires, title.clone(), language.clone(), media_type.clone(), file_name.clone(), burn_after_reading, sealed)
             );
         }
 
@@ -198,6 +217,7 @@ mod tests {
             CreateRequest { media_type: Some("image/png"), ..base.clone() },
             CreateRequest { file_name: Some("x.txt"), ..base.clone() },
             CreateRequest { burn_after_reading: true, ..base.clone() },
+            CreateRequest { sealed: true, ..base.clone() },
         ];
         for variant in &variants {
             assert_ne!(variant.hash(), base.hash(), "{variant:?}");

@@ -36,7 +36,7 @@ use crate::{
 /// Slots read at once.
 const CONCURRENCY: usize = 4;
 /// What a rebuilt row cannot have: K's record and the object do not hold it.
-const NOT_REBUILT: &[&str] = &["media_type", "file_name", "language", "burn_after_reading"];
+const NOT_REBUILT: &[&str] = &["media_type", "file_name", "language", "burn_after_reading", "sealed"];
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RepairArgs {

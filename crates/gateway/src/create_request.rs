@@ -101,6 +101,9 @@ pub(crate) enum BodyKind {
     Text,
     /// Any bytes, stored with this media type.
     Binary(String),
+    /// A sealed envelope (`application/vnd.pastebin.sealed+json`,
+    /// docs/api.md#sealed-pastes), stored as opaque bytes.
+    Sealed,
 }
 
 pub(crate) fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
@@ -111,6 +114,7 @@ pub(crate) fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
     let essence = raw.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     Ok(match essence.as_str() {
         "application/json" => BodyKind::Json,
+        pastebin_sealed::MEDIA_TYPE => BodyKind::Sealed,
         "" | "text/plain" | "application/x-www-form-urlencoded" => BodyKind::Text,
         "multipart/form-data" => {
             return Err(ApiError::InvalidRequest(
@@ -210,6 +214,7 @@ impl AdmittedCreate {
                     file_name: parsed.file_name.or(attributes.file_name),
                     language: parsed.language.or(attributes.language),
                     burn_after_reading: parsed.burn_after_reading.or(attributes.burn_after_reading).unwrap_or(false),
+                    sealed: false,
                 }
             }
             kind => CreateCommand {
@@ -218,11 +223,12 @@ impl AdmittedCreate {
                 expires_in_seconds: self.query_expiry.unwrap_or(Some(OUT_OF_RANGE_EXPIRY)),
                 media_type: match kind {
                     BodyKind::Binary(media_type) => Some(media_type.clone()),
-                    BodyKind::Json | BodyKind::Text => None,
+                    BodyKind::Json | BodyKind::Text | BodyKind::Sealed => None,
                 },
                 file_name: attributes.file_name,
                 language: attributes.language,
                 burn_after_reading: attributes.burn_after_reading.unwrap_or(false),
+                sealed: *kind == BodyKind::Sealed,
             },
         })
     }
@@ -252,7 +258,7 @@ fn query_expiry(
 fn wire_limit(kind: &BodyKind, max_content_bytes: usize) -> usize {
     match kind {
         BodyKind::Json => max_content_bytes.saturating_mul(6).saturating_add(4096),
-        BodyKind::Text | BodyKind::Binary(_) => max_content_bytes,
+        BodyKind::Text | BodyKind::Binary(_) | BodyKind::Sealed => max_content_bytes,
     }
 }
 

@@ -109,6 +109,8 @@ pub struct CreateCommand {
     pub file_name: Option<String>,
     pub language: Option<String>,
     pub burn_after_reading: bool,
+    /// `content` is a sealed envelope (docs/api.md#sealed-pastes).
+    pub sealed: bool,
 }
 
 /// A create that passed step 1's validation.
@@ -238,7 +240,9 @@ impl Gateway {
         let expiry =
             Expiry::from_seconds(command.expires_in_seconds).map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
         let attributes = attributes_of(&command)?;
-        if !attributes.is_binary() && std::str::from_utf8(&command.content).is_err() {
+        if attributes.sealed {
+            crate::sealed::check(&command.content, &attributes)?;
+        } else if !attributes.is_binary() && std::str::from_utf8(&command.content).is_err() {
             return Err(ApiError::InvalidRequest("text content must be UTF-8 (send binary with a media type)".into()));
         }
         let request_hash = CreateRequest {
@@ -249,6 +253,7 @@ impl Gateway {
             media_type: attributes.media_type.as_ref().map(MediaType::as_str),
             file_name: attributes.file_name.as_ref().map(FileName::as_str),
             burn_after_reading: attributes.burn_after_reading,
+            sealed: attributes.sealed,
         }
         .hash();
         Ok(ValidCreate { key, content: Bytes::from(command.content), expiry, attributes, request_hash })
@@ -488,5 +493,6 @@ fn attributes_of(command: &CreateCommand) -> Result<PasteAttributes, ApiError> {
         file_name: command.file_name.as_deref().map(FileName::parse).transpose().map_err(invalid)?,
         language: command.language.as_deref().map(Language::parse).transpose().map_err(invalid)?,
         burn_after_reading: command.burn_after_reading,
+        sealed: command.sealed,
     })
 }

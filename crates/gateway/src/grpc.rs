@@ -39,15 +39,18 @@ fn admitted_client<T>(request: &Request<T>) -> Option<std::net::IpAddr> {
     admitted.or_else(|| request.remote_addr().map(|peer| peer.ip()))
 }
 
-/// Text travels in `content`, binary in `data` with `media_type`; a
+/// Text travels in `content`, binary in `data` with `media_type`, a sealed
+/// envelope in `data` with `sealed`; a
 /// request with both is ambiguous and refused. Clients that predate `data`
 /// send only `content` and keep their old request hashes.
 fn create_command(request: pb::CreatePasteRequest) -> Result<CreateCommand, ApiError> {
-    let binary = !request.data.is_empty() || request.media_type.is_some();
+    let binary = !request.data.is_empty() || request.media_type.is_some() || request.sealed;
     if binary && !request.content.is_empty() {
         return Err(ApiError::InvalidRequest("send text in content or bytes in data, not both".into()));
     }
-    let (content, media_type) = if binary {
+    let (content, media_type) = if request.sealed {
+        (request.data, request.media_type)
+    } else if binary {
         (request.data, Some(request.media_type.unwrap_or_else(|| "application/octet-stream".into())))
     } else {
         (request.content.into_bytes(), None)
@@ -60,6 +63,7 @@ fn create_command(request: pb::CreatePasteRequest) -> Result<CreateCommand, ApiE
         file_name: request.file_name,
         language: request.language,
         burn_after_reading: request.burn_after_reading,
+        sealed: request.sealed,
     })
 }
 
@@ -109,6 +113,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
             language: attributes.language.map(|l| l.as_str().to_owned()),
             burn_after_reading: attributes.burn_after_reading,
             file_name: attributes.file_name.map(|n| n.as_str().to_owned()),
+            sealed: attributes.sealed,
         }))
     }
 

@@ -26,6 +26,8 @@ const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// On a 201 for a paste found and adopted after the key service lost the
 /// key's record: the delete token is new (docs/api.md#adopted-pastes).
 const PASTE_ADOPTED: &str = "paste-adopted";
+/// On every read of a sealed paste (docs/api.md#sealed-pastes).
+const PASTE_SEALED: &str = "paste-sealed";
 
 /// The quality a client's `Accept` gives `media_type` (exact match only; 0 if absent).
 pub(crate) fn accept_quality(headers: &HeaderMap, media_type: &str) -> f32 {
@@ -184,10 +186,17 @@ fn revalidated(
     representation: &str,
     full: impl FnOnce() -> Response,
 ) -> Response {
-    if view.attributes.burn_after_reading {
-        return no_store_if_burned(full(), view);
+    let mut response = if view.attributes.burn_after_reading {
+        no_store_if_burned(full(), view)
+    } else {
+        unless_matched(headers, entity_tag(&view.id, representation), full)
+    };
+    if view.attributes.sealed {
+        // Says so before a read: a client without the key need not read
+        // (and burn) what it cannot open (docs/api.md#sealed-pastes).
+        response.headers_mut().insert(PASTE_SEALED, HeaderValue::from_static("true"));
     }
-    unless_matched(headers, entity_tag(&view.id, representation), full)
+    response
 }
 
 /// A paste's entity tag per representation. The content under an id never
@@ -310,6 +319,7 @@ mod tests {
         assert_eq!(kind(Some("application/x-www-form-urlencoded")).unwrap(), BodyKind::Text);
         assert_eq!(kind(Some("Application/JSON; charset=utf-8")).unwrap(), BodyKind::Json);
         assert_eq!(kind(Some("image/png")).unwrap(), BodyKind::Binary("image/png".into()));
+        assert_eq!(kind(Some("application/vnd.pastebin.sealed+json")).unwrap(), BodyKind::Sealed);
         assert!(kind(Some("multipart/form-data; boundary=x")).is_err());
     }
 

@@ -34,6 +34,7 @@ mod read_answers;
 mod readiness;
 mod router;
 mod saga;
+mod sealed;
 mod step;
 
 pub use admission::RateLimit;

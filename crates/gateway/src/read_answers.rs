@@ -37,6 +37,9 @@ pub(crate) struct PasteJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     language: Option<&'a str>,
     burn_after_reading: bool,
+    /// Present (and true) only on a sealed paste: `content_base64` is its envelope.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    sealed: bool,
 }
 
 impl<'a> PasteJson<'a> {
@@ -51,6 +54,7 @@ impl<'a> PasteJson<'a> {
             file_name: attributes.file_name.as_ref().map(|n| n.as_str()),
             language: attributes.language.as_ref().map(|l| l.as_str()),
             burn_after_reading: attributes.burn_after_reading,
+            sealed: attributes.sealed,
         }
     }
 }
@@ -144,11 +148,13 @@ pub(crate) fn no_store_if_burned(mut response: Response, view: &PasteView) -> Re
 /// inline: [`served_type`] and an attachment. `nosniff` and `sandbox` alone
 /// do not stop `<script src="/raw/{id}">` on a page with an injection; a
 /// script served as `text/plain` never runs. An attachment also when asked
-/// for. `None` is `HEAD`'s answer: the headers alone.
+/// for. A sealed paste's envelope is opaque bytes, whatever it holds
+/// (docs/api.md#sealed-pastes). `None` is `HEAD`'s answer: the headers alone.
 pub(crate) fn raw_response(view: &PasteView, content: Option<Bytes>, download: bool) -> Response {
     let attributes = &view.attributes;
-    let passive = attributes.media_type.as_ref().is_none_or(|t| t.is_passive());
+    let passive = !attributes.sealed && attributes.media_type.as_ref().is_none_or(|t| t.is_passive());
     let content_type = match &attributes.media_type {
+        _ if attributes.sealed => HeaderValue::from_static(OCTET_STREAM),
         None => HeaderValue::from_static(TEXT),
         Some(stored) if passive => {
             HeaderValue::from_str(stored.as_str()).unwrap_or(HeaderValue::from_static(OCTET_STREAM))

@@ -50,7 +50,12 @@ fn layout(title: &str, main: &str, script: bool) -> String {
 
 /// The frame up to the page's `<main>` content.
 fn layout_start(title: &str, script: bool) -> String {
-    let script = if script { "<script src=\"/assets/app.js\" defer></script>" } else { "" };
+    let script = if script {
+        "<script src=\"/assets/app.js\" defer></script><script src=\"/assets/qr.js\" defer></script>\
+         <script src=\"/assets/sealed.js\" defer></script>"
+    } else {
+        ""
+    };
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
@@ -125,7 +130,7 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
          <label for=\"expiry\">Expires after</label>\
          <select id=\"expiry\" name=\"expires_in_seconds\">{options}</select>\
          <label class=\"check\"><input type=\"checkbox\" id=\"burn\" name=\"burn_after_reading\"> Burn after reading</label>\
-         <button type=\"submit\" id=\"save\">Save paste</button></div>\
+         <button type=\"submit\" id=\"save\">Save paste</button></div>{seal}\
          <p id=\"status\" class=\"status\" role=\"status\" aria-live=\"polite\"></p></form></section>\
          <section id=\"created\" hidden><h1>Saved</h1>\
          <p class=\"meta\">Expires <time id=\"created-expires\" data-relative></time>.</p>\
@@ -143,6 +148,7 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
          <p class=\"actions\"><a id=\"view-link\" href=\"/\">View the paste</a> · <a href=\"/\">New paste</a></p></section>",
         api = escape(&format!("{public_url}/api/v1/pastes")),
         languages = language_list(),
+        seal = crate::sealed_page::compose_choice(),
     );
     layout("New paste", &main, true)
 }
@@ -163,7 +169,10 @@ fn language_list() -> String {
 /// Works without JavaScript; with it, the copy buttons and relative times.
 pub(crate) fn paste(content: PageContent, revealed: bool, public_url: &str) -> Page {
     let view = match &content {
-        PageContent::Sealed(view) | PageContent::Binary(view) | PageContent::Text { view, .. } => view,
+        PageContent::Sealed(view)
+        | PageContent::Binary(view)
+        | PageContent::Text { view, .. }
+        | PageContent::Encrypted(view) => view,
     };
     let id = escape(&view.id);
     let burned = if revealed && view.attributes.burn_after_reading {
@@ -176,6 +185,8 @@ pub(crate) fn paste(content: PageContent, revealed: bool, public_url: &str) -> P
     let heading = format!("<h1>Paste <code>{id}</code></h1>{meta}{burned}{share}", meta = meta(view));
     let title = format!("Paste {}", view.id);
     match content {
+        // Its own heading: nothing of it shows before the script opens it.
+        PageContent::Encrypted(view) => layout(&title, &crate::sealed_page::page_main(&view, public_url), true).into(),
         PageContent::Sealed(view) => layout(&title, &(heading + &sealed(&view)), true).into(),
         PageContent::Binary(view) => layout(&title, &(heading + &binary(&view, revealed)), true).into(),
         PageContent::Text { lines, .. } => Page {
@@ -210,7 +221,7 @@ fn meta(view: &PasteView) -> String {
 
 /// A time as its exact UTC value, which the script turns into "in 3 days"
 /// or "5 minutes ago", keeping the exact time on hover (`title`).
-fn time(rfc3339: &str) -> String {
+pub(crate) fn time(rfc3339: &str) -> String {
     let exact = rfc3339.replacen('T', " ", 1).replace('Z', " UTC");
     format!(
         "<time datetime=\"{iso}\" title=\"{exact}\" data-relative>{exact}</time>",

@@ -15,6 +15,7 @@ mod html;
 mod reader;
 mod rendered;
 mod router;
+mod sealed_page;
 
 use std::{sync::Arc, time::Duration};
 

@@ -37,6 +37,10 @@ pub(crate) enum PageContent {
     Binary(PasteView),
     /// A text paste and its lines.
     Text { view: PasteView, lines: Lines },
+    /// A sealed paste: its page without it, for the script to open
+    /// (docs/reader-features.md#sealed-pastes). Never read here, so never
+    /// burned here either: the script asks first.
+    Encrypted(PasteView),
 }
 
 /// A text paste's lines as the page writes them, block by block.
@@ -68,6 +72,9 @@ impl Pages {
     /// `GET /{id}`: never burns (link previewers fetch pages).
     pub(crate) async fn page(&self, raw_id: &str) -> Result<PageContent, ApiError> {
         let view = self.gateway.describe(raw_id).await?;
+        if view.attributes.sealed {
+            return Ok(PageContent::Encrypted(view));
+        }
         if view.attributes.burn_after_reading {
             return Ok(PageContent::Sealed(view));
         }
@@ -82,6 +89,9 @@ impl Pages {
     pub(crate) async fn reveal(&self, raw_id: &str) -> Result<PageContent, ApiError> {
         metrics::counter!(names::PAGE_REVEALS).increment(1);
         let view = self.gateway.describe(raw_id).await?;
+        if view.attributes.sealed {
+            return Ok(PageContent::Encrypted(view));
+        }
         if view.attributes.is_binary() {
             return Ok(if view.attributes.burn_after_reading {
                 PageContent::Sealed(view)

@@ -38,6 +38,8 @@ async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
     let (content_type, body) = match name.as_str() {
         "app.js" => ("text/javascript; charset=utf-8", html::APP_JS),
         "theme.js" => ("text/javascript; charset=utf-8", html::THEME_JS),
+        "sealed.js" => ("text/javascript; charset=utf-8", crate::sealed_page::SEALED_JS),
+        "qr.js" => ("text/javascript; charset=utf-8", crate::sealed_page::QR_JS),
         "style.css" => ("text/css; charset=utf-8", html::STYLE),
         "highlight.css" => ("text/css; charset=utf-8", highlight::THEME_CSS.as_str()),
         _ => return Err(ApiError::NotFound),

@@ -172,6 +172,7 @@ fn attributes_to_pb(attributes: &PasteAttributes) -> pb::PasteAttributes {
         file_name: attributes.file_name.as_ref().map(|n| n.as_str().to_owned()),
         language: attributes.language.as_ref().map(|l| l.as_str().to_owned()),
         burn_after_reading: attributes.burn_after_reading,
+        sealed: attributes.sealed,
     }
 }
 
@@ -185,6 +186,7 @@ fn attributes_from_pb(raw: Option<pb::PasteAttributes>) -> Result<PasteAttribute
         file_name: raw.file_name.as_deref().map(FileName::parse).transpose().map_err(malformed)?,
         language: raw.language.as_deref().map(Language::parse).transpose().map_err(malformed)?,
         burn_after_reading: raw.burn_after_reading,
+        sealed: raw.sealed,
     })
 }
 
@@ -212,6 +214,7 @@ mod tests {
             file_name: Some(FileName::parse("cat.png").unwrap()),
             language: Some(Language::parse("rust").unwrap()),
             burn_after_reading: true,
+            sealed: true,
         });
         assert_eq!(paste_from_pb(paste_to_pb(row.clone())).unwrap(), row);
     }

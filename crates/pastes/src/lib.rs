@@ -52,6 +52,7 @@ pub static MOVED_TABLE: MovedTable = MovedTable {
         ("burn_after_reading", ColumnType::Integer),
         ("key_sha256", ColumnType::Text),
         ("request_sha256", ColumnType::Text),
+        ("sealed", ColumnType::Integer),
     ],
     slot_column: "id",
     slot_of: |id| pastebin_core::PasteId::parse(id).ok().map(|id| id.slot()),

@@ -69,8 +69,8 @@ impl PasteStore {
                 sqlx::query(
                     "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
                                          media_type, file_name, language, burn_after_reading, key_sha256,
-                                         request_sha256)
-                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING",
+                                         request_sha256, sealed)
+                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(paste.id.to_string())
                 .bind(to_millis(paste.created_at))
@@ -83,7 +83,8 @@ impl PasteStore {
                 .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
                 .bind(i64::from(paste.attributes.burn_after_reading))
                 .bind(paste.origin.map(|origin| origin.key_hash.to_hex()))
-                .bind(paste.origin.map(|origin| origin.request_hash.to_hex())),
+                .bind(paste.origin.map(|origin| origin.request_hash.to_hex()))
+                .bind(i64::from(paste.attributes.sealed)),
             )
             .await?
             == 1;
@@ -105,7 +106,7 @@ impl PasteStore {
             .read(|pool| {
                 sqlx::query(
                     "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language,
-                            burn_after_reading
+                            burn_after_reading, sealed
                        FROM pastes
                       WHERE id = $1 AND state = 'live' AND expires_at > $2",
                 )
@@ -472,5 +473,6 @@ fn attributes_from_row(row: &AnyRow) -> Result<PasteAttributes, PasteStoreError>
         file_name: text("file_name")?.map(|n| FileName::parse(&n)).transpose().map_err(|_| corrupt("file_name"))?,
         language: text("language")?.map(|l| Language::parse(&l)).transpose().map_err(|_| corrupt("language"))?,
         burn_after_reading: row.try_get::<i64, _>("burn_after_reading")? == 1,
+        sealed: row.try_get::<i64, _>("sealed")? == 1,
     })
 }

@@ -24,6 +24,7 @@ impl fmt::Debug for CreatePasteRequest {
             .field("language", &self.language)
             .field("burn_after_reading", &self.burn_after_reading)
             .field("file_name", &self.file_name)
+            .field("sealed", &self.sealed)
             .finish()
     }
 }

@@ -47,6 +47,7 @@ fn save(subject: &str, content: &str) -> Save {
         content: content.into(),
         expires_in_seconds: Some(86_400),
         force_new: false,
+        seal: None,
     }
 }
 

@@ -46,6 +46,7 @@ mod recovery_invariants;
 mod reflection;
 mod reshard;
 mod saga;
+mod sealed;
 mod shard_identity;
 mod shedding;
 mod silent_shard;

@@ -303,6 +303,7 @@ async fn the_client_pastes_a_binary_file_once(server: &str, http: &str) {
         content: body.clone(),
         expires_in_seconds: Some(3_600),
         force_new: false,
+        seal: None,
     };
     let first = client.paste(save()).await.unwrap();
     assert_eq!(first.how, How::Created);

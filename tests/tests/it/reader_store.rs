@@ -35,6 +35,7 @@ pastebin_tests::both_backends! {
             file_name: Some(FileName::parse("cat picture.png").unwrap()),
             language: Some(Language::parse("rust").unwrap()),
             burn_after_reading: true,
+            sealed: true,
         };
         let (plain, _) = new_paste(t0(), chrono::Duration::hours(1));
         for paste in [&binary, &plain] {

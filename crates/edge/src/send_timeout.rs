@@ -172,6 +172,34 @@ mod tests {
         assert_eq!(stalled.kind(), io::ErrorKind::TimedOut);
     }
 
+    #[tokio::test]
+    async fn a_reader_that_trickles_below_the_minimum_rate_is_cut_off() {
+        // 2 s of patience, 1,000 bytes/s; the reader takes 100 bytes every
+        // 200 ms (500 bytes/s): no write waits 2 s, yet it is cut off.
+        let (near, mut far) = tokio::io::duplex(100);
+        let mut sender = SendTimeout::new(near, limits(2, 1000));
+        let reader = tokio::spawn(async move {
+            let mut buffer = [0; 100];
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if far.read_exact(&mut buffer).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let started = Instant::now();
+        let cut = loop {
+            if let Err(error) = sender.write_all(&[b'a'; 100]).await {
+                break error;
+            }
+            assert!(started.elapsed() < Duration::from_secs(120), "the trickling reader was never cut off");
+        };
+        assert_eq!(cut.kind(), io::ErrorKind::TimedOut);
+        assert!(sender.patience.drained_by_slowness(), "cut off as too slow, not as stalled");
+        drop(sender);
+        reader.await.unwrap();
+    }
+
     #[test]
     fn a_reader_that_trickles_below_the_minimum_rate_drains_the_patience() {
         // 10 s of patience, 1,000 bytes/s: a reader taking 100 bytes every 2 s

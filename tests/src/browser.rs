@@ -49,6 +49,8 @@ pub fn require_tools() {
 /// Runs one phase of e2e.mjs and returns its `RESULT` object.
 pub async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
     let artifacts = workspace_root().join("target/test-artifacts/browser");
+    // Chromium outlives a killed node; the tag ends both when this phase ends, pass or fail.
+    let browser = crate::process_tag::ProcessTag::new();
     let output = tokio::process::Command::new("node")
         .arg("e2e.mjs")
         .args(args)
@@ -56,6 +58,7 @@ pub async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
         .env("BASE_URL", &cluster.http)
         .env("ARTIFACTS", &artifacts)
         .env("CHROMIUM", chromium())
+        .env(browser.env().0, browser.env().1)
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(std::time::Duration::from_secs(180), output)

@@ -55,6 +55,8 @@ pub async fn run_phase(cluster: &Cluster, args: &[&str]) -> Value {
 /// returns its `RESULT` object.
 pub async fn run_script_phase(cluster: &Cluster, script: &str, args: &[&str]) -> Value {
     let artifacts = workspace_root().join("target/test-artifacts/browser");
+    // Chromium outlives a killed node; the tag ends both when this phase ends, pass or fail.
+    let browser = crate::process_tag::ProcessTag::new();
     let output = tokio::process::Command::new("node")
         .arg(script)
         .args(args)
@@ -62,6 +64,7 @@ pub async fn run_script_phase(cluster: &Cluster, script: &str, args: &[&str]) ->
         .env("BASE_URL", &cluster.http)
         .env("ARTIFACTS", &artifacts)
         .env("CHROMIUM", chromium())
+        .env(browser.env().0, browser.env().1)
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(std::time::Duration::from_secs(180), output)

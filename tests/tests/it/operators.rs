@@ -434,9 +434,12 @@ fn check_in_chromium(url: &str, level: &str) -> PathBuf {
     );
     let screenshot = workspace().join(format!("target/test-artifacts/dashboard-{level}.png"));
     let _ = std::fs::remove_file(&screenshot);
+    // Ends what node started (Chromium) when this check ends, pass or fail.
+    let browser = pastebin_tests::process_tag::ProcessTag::new();
     let output = Command::new("node")
         .arg(dir.join("check.mjs"))
         .args([url, level, screenshot.to_str().unwrap()])
+        .env(browser.env().0, browser.env().1)
         .current_dir(&dir)
         .output()
         .expect("node runs");

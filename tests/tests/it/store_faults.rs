@@ -1,13 +1,17 @@
 //! Objects on a distributed store under faults: SeaweedFS as one master, three volume
 //! servers (replication `001`: every object on two of them), a filer and an S3 gateway,
 //! each its own process. While 16 clients create and read, a volume server is SIGKILLed
-//! and later restarted, then the S3 gateway is SIGKILLed and restarted. Afterwards every
-//! create the clients did not see answered is retried with its key, and:
+//! and later restarted, then the S3 gateway is SIGKILLed and restarted. Afterwards the
+//! sweeper's recovery runs past its 60 s threshold (a create left pending by an uncertain
+//! PUT is finished if its paste exists, else fenced and aborted), then every create the
+//! clients did not see answered is retried with its key, and:
 //!
 //! - no 201 is lost: every 201'd paste reads back, byte-identical;
 //! - no key yields two pastes: a replay names the same id, and P holds one live paste
 //!   per key;
-//! - the uncertain creates resolve as designed: the retry with the same key answers 201;
+//! - the uncertain creates resolve as designed: recovery finishes or aborts each, and the
+//!   retry with the same key answers 201 (an aborted key restarts with a new id, which
+//!   leaves the old id's object, if its PUT landed, an orphan);
 //! - the object reaper, run past its age floor, deletes only orphans: every live paste's
 //!   object stays, and what remains is exactly the live pastes' objects.
 //!
@@ -62,7 +66,7 @@ async fn a_volume_server_and_the_s3_gateway_killed_under_load_lose_no_paste() {
         force_path_style: true,
     };
     S3Store::connect(s3.clone()).await.unwrap().ensure_bucket().await.unwrap();
-    let cluster = Cluster::start(ClusterOptions { s3: Some(s3), ..ClusterOptions::default() }).await;
+    let mut cluster = Cluster::start(ClusterOptions { s3: Some(s3), ..ClusterOptions::default() }).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -93,10 +97,26 @@ async fn a_volume_server_and_the_s3_gateway_killed_under_load_lose_no_paste() {
     mark("clients stopped");
 
     let seen = std::mem::take(&mut *seen.lock().unwrap());
+    // One orphan for certain, whatever the faults left: a create whose gateway dies right
+    // after its PUT, never retried.
+    cluster.restart_gateway("after_put").await;
+    let orphaned = create_within(&cluster.http, Some(&new_key()), "orphaned bytes", CREATE_TIMEOUT).await;
+    assert!(orphaned.is_err(), "the gateway dies after the PUT");
+    cluster.restart_gateway("").await;
+    // The sweeper, as it runs a minute later (K judges a pending key's age on its clock),
+    // and again two hours later for the reaper's age floor.
+    let clock = ManualClock::starting_at(Utc::now());
+    cluster.age_pending_keys(Duration::from_secs(61)).await;
+    clock.advance(Duration::from_secs(61));
+    let sweeper = cluster.sweeper(clock.clone()).await;
+    let recovery = sweeper.recover_stale().await;
+    mark("the sweeper's recovery ran");
     let unanswered: Vec<&Attempt> = seen.attempts.iter().filter(|a| a.outcome.is_err()).collect();
     let retried = resolve(&cluster.http, &unanswered).await;
     mark("every unanswered create retried to its 201");
     print_report(&seen, &timeline);
+    println!("recovery of the creates left pending: {recovery:?}");
+    assert_eq!(recovery.skipped_unreachable, 0, "every shard answered: {recovery:?}");
 
     // Every key has exactly one paste: its 201 (first or retried), and a replay names it.
     let mut pastes: Vec<(String, String, String)> = Vec::new();
@@ -120,14 +140,14 @@ async fn a_volume_server_and_the_s3_gateway_killed_under_load_lose_no_paste() {
     // The reaper, past its age floor, deletes only what no live paste names.
     let objects = cluster.object_store().await;
     let before = all_object_ids(&*objects).await;
-    let clock = ManualClock::starting_at(Utc::now());
     clock.advance(Duration::from_secs(2 * 3600));
-    let reap = cluster.sweeper(clock).await.reap_orphan_objects().await;
+    let reap = sweeper.reap_orphan_objects().await;
     let after = all_object_ids(&*objects).await;
     let mut live: Vec<String> = distinct.iter().map(|id| id.to_string()).collect();
     live.sort();
     assert_eq!(after, live, "after the reaper exactly the live pastes' objects remain");
     assert_eq!(reap.reaped_objects as usize, before.len() - live.len(), "{reap:?}");
+    assert!(reap.reaped_objects >= 1, "the orphan of the crashed create is reaped: {reap:?}");
     println!(
         "objects: {} before the reaper, {} orphans reaped, {} live pastes kept",
         before.len(),

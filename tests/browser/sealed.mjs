@@ -64,6 +64,7 @@ async function sealAndSave(page, text, { password = "", burn = false } = {}) {
   if (password) await page.fill("#seal-password", password);
   if (burn) await page.check("#burn");
   await page.selectOption("#expiry", "86400");
+  assert.equal((await page.textContent("#save")).trim(), "Encrypt and save");
   await page.click("#save");
 }
 

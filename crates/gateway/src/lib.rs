@@ -7,7 +7,9 @@
 //! its P shard. Reads are served from a bounded [`cache`] while P keeps
 //! confirming the paste live. Every failure is an [`ApiError`], mapped to HTTP and gRPC in
 //! one place each. [`router`] routes the API to the handlers of [`http`], and
-//! [`read_answers`] shapes the JSON and raw answers. The browser's pages are
+//! [`read_answers`] shapes the JSON and raw answers. A sealed paste's
+//! envelope is checked by [`sealed`] and otherwise stored and served as
+//! opaque bytes (docs/api.md#sealed-pastes). The browser's pages are
 //! pastebin-pages, built on this crate's read API ([`Gateway::describe`],
 //! [`Gateway::get`], [`Gateway::delete`]); the binary merges its router with
 //! [`api_router`] for [`serve_http`]. [`failpoints`] are crash

@@ -1,9 +1,10 @@
 //! Server-rendered HTML for browsers: the new-paste page, a paste, the
 //! delete form and its outcomes. Every piece of paste content and every id
 //! goes through [`escape`]. The pages load only the gateway's own
-//! [`STYLE`] and [`APP_JS`] (see [`CSP`]): no inline script, no inline style,
-//! nothing from elsewhere, so a paste that contains markup can only ever be
-//! text.
+//! [`STYLE`], [`APP_JS`] and the sealed pastes' scripts
+//! ([`crate::sealed_page`]) (see [`CSP`]): no inline script, no inline
+//! style, nothing from elsewhere, so a paste that contains markup can only
+//! ever be text.
 
 use pastebin_gateway::PasteView;
 

@@ -7,7 +7,8 @@
 //! knows nothing of HTML, highlighting or QR codes. A request enters through
 //! [`router`], [`reader`] decides what a paste's page shows, [`highlight`]
 //! renders its text (kept by id in [`rendered`]), and [`html`] formats every
-//! page. The binary merges [`page_router`] with the gateway's API router on
+//! page; a sealed paste's page, which the server cannot fill, comes from
+//! [`sealed_page`] with the script that opens it in the browser. The binary merges [`page_router`] with the gateway's API router on
 //! the public listener.
 
 mod highlight;

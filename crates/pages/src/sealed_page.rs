@@ -49,7 +49,7 @@ pub(crate) fn page_main(view: &PasteView, public_url: &str) -> String {
          <input type=\"password\" id=\"sealed-password-input\" class=\"short\" autocomplete=\"off\">\
          <button type=\"submit\">Open</button></form>\
          <div id=\"sealed-opened\" hidden>\
-         <p class=\"meta\">Decrypted in this browser · created {created} · expires {expires} · \
+         <p class=\"meta\">Sealed · created {created} · expires {expires} · \
          <a href=\"/{id}/delete\">delete</a></p>\
          <div class=\"share\" id=\"share\"><div class=\"copy\">\
          <input id=\"page-url\" aria-label=\"Link to this paste, with its key\" readonly value=\"{url}/{id}\">\

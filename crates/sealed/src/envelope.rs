@@ -94,8 +94,7 @@ impl Envelope {
     /// Parses and checks an envelope: everything a reader needs is there
     /// and in range. Whether it opens is known only to who holds the key.
     pub fn parse(bytes: &[u8]) -> Result<Self, EnvelopeError> {
-        let wire: Wire =
-            serde_json::from_slice(bytes).map_err(|error| EnvelopeError::NotAnEnvelope(error.to_string()))?;
+        let wire: Wire = serde_json::from_slice(bytes).map_err(|error| EnvelopeError::NotAnEnvelope(where_wrong(&error)))?;
         if wire.version != VERSION {
             return Err(EnvelopeError::Version(wire.version));
         }
@@ -134,6 +133,18 @@ fn password_params(wire: WirePassword) -> Result<PasswordParams, EnvelopeError> 
         (true, Some(salt), Some(iterations)) => Ok(PasswordParams { salt, iterations }),
         _ => Err(EnvelopeError::Password),
     }
+}
+
+/// Where and how the bytes fail to be an envelope, never what they hold:
+/// serde's own message may quote a value, and a client that sends its
+/// plaintext here by mistake must not find it in a log line or an answer.
+fn where_wrong(error: &serde_json::Error) -> String {
+    let what = match error.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Io => "not JSON",
+        serde_json::error::Category::Eof => "JSON cut short",
+        serde_json::error::Category::Data => "a field is missing, unknown or of the wrong type",
+    };
+    format!("{what} (line {}, column {})", error.line(), error.column())
 }
 
 /// Unpadded base64url, strictly (no padding, no other alphabet).
@@ -176,6 +187,9 @@ mod tests {
             let error = Envelope::parse(bytes.as_bytes()).unwrap_err();
             assert!(format!("{error:?}").starts_with(expected), "{bytes}: {error:?}");
         }
+        let quoted = good.replace("\"version\":1", "\"version\":\"my secret text\"");
+        let error = Envelope::parse(quoted.as_bytes()).unwrap_err().to_string();
+        assert!(!error.contains("secret"), "a refusal never quotes the bytes: {error}");
         let short = Envelope { ciphertext: vec![1; TAG_BYTES - 1], ..envelope(None) };
         assert_eq!(Envelope::parse(&short.to_bytes()), Err(EnvelopeError::Ciphertext));
     }

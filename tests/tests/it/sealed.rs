@@ -318,6 +318,17 @@ async fn the_server_keeps_an_envelope_opaque_replays_it_and_refuses_what_no_read
         .unwrap();
     assert!(page.contains("id=\"sealed-paste\"") && !page.contains(&text(&sealed.envelope)), "{page}");
 
+    // A sealed burn paste is never read by the page's server side, not even by its POST.
+    let burn = pastebin_sealed::seal(b"read once", None).unwrap();
+    let created = create(burn.envelope, &uuid::Uuid::new_v4().to_string(), "?burn_after_reading=true").await.unwrap();
+    let burn_id = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let posted = client.post(format!("{}/{burn_id}", cluster.http)).header("Accept", "text/html").send().await.unwrap();
+    assert!(posted.text().await.unwrap().contains("data-burn=\"true\""));
+    let still = client.head(format!("{}/api/v1/pastes/{burn_id}", cluster.http)).send().await.unwrap();
+    assert_eq!(still.status(), 200, "only the script's fetch of /raw burns it");
+    assert_eq!(raw(&cluster, &burn_id).await.status(), 200);
+    assert_eq!(raw(&cluster, &burn_id).await.status(), 404, "and that read burned it");
+
     // What no reader could open, or what the server could read beside it, is refused, and nothing is stored.
     let refusals = [
         (b"opaque to the server".to_vec(), "", 400),
@@ -329,7 +340,20 @@ async fn the_server_keeps_an_envelope_opaque_replays_it_and_refuses_what_no_read
         let refused = create(body, &uuid::Uuid::new_v4().to_string(), query).await.unwrap();
         assert_eq!(refused.status(), status, "{query}");
     }
-    assert_eq!(cluster.live_pastes().await, 1);
+    assert_eq!(cluster.live_pastes().await, 1, "nothing refused was stored");
+
+    // Over gRPC, the client's envelope travels in `data` with `sealed`, and reads back the same.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("grpc.txt");
+    std::fs::write(&file, "sealed over gRPC\n").unwrap();
+    let grpc = cluster.grpc.replacen("http://", "grpc://", 1);
+    let state = dir.path().join("state");
+    let args = ["paste", "--encrypt", file.to_str().unwrap(), "--server", &grpc, "--state-dir", state.to_str().unwrap()];
+    let pasted = pastebin(&args).await;
+    assert!(pasted.status.success(), "{}", text(&pasted.stderr));
+    let got = pastebin(&["get", text(&pasted.stdout).trim()]).await;
+    assert_eq!(text(&got.stdout), "sealed over gRPC\n", "{}", text(&got.stderr));
+    assert_eq!(cluster.live_pastes().await, 2);
 
     // Deleted by id with its token, as any paste.
     let token = first["delete_token"].as_str().unwrap();

@@ -65,7 +65,11 @@
     }
     encrypt.disabled = false;
     encrypt.addEventListener("change", function () { passwordRow.hidden = !encrypt.checked; updateButton(); });
-    [content, password, expiry, burn].forEach(function (field) { field.addEventListener("input", updateButton); });
+    // After app.js's own listeners (registered first), so this label wins.
+    [content, password, expiry, burn].forEach(function (field) {
+      field.addEventListener("input", updateButton);
+      field.addEventListener("change", updateButton);
+    });
 
     // Ahead of app.js's own handler (capture on the document runs first):
     // a sealed save is this script's, start to end.
@@ -159,7 +163,7 @@
           cache: "no-store",
         });
         const body = await response.json().catch(function () { return null; });
-        if ((response.status === 201 || response.status === 200) && body && body.id) return { kind: "created", body: body };
+        if (response.status === 201 && body && body.id) return { kind: "created", body: body };
         if (response.status === 409) return { kind: "conflict" };
         if (response.status === 429 || response.status === 503) {
           const seconds = Number(response.headers.get("Retry-After")) || 1;

@@ -142,6 +142,9 @@ pub struct Status {
     pub paste_shards: Vec<PasteShardStatus>,
     /// Slot moves in progress: slots a shard has frozen (their creates wait).
     pub moving: Vec<MovingStatus>,
+    /// Readers' reports on live pastes (`pastebin ctl reports`), summed over
+    /// the P shards that said; `None` when none did.
+    pub open_reports: Option<u64>,
     pub card: [CardRow; 4],
     pub history: Vec<Sample>,
     pub decisions: DecisionTotals,
@@ -192,6 +195,7 @@ impl Status {
                 .flatten()
                 .map(|m| MovingStatus { kind: m.kind, shard: m.shard, frozen: m.frozen.to_string() })
                 .collect(),
+            open_reports: latest.and_then(|(_, o)| o.open_reports.iter().flatten().copied().reduce(|a, b| a + b)),
             card: CARD,
             history: samples.to_vec(),
             decisions,

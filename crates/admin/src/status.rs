@@ -288,6 +288,7 @@ mod tests {
                 None,
             ],
             paste_shards_reachable: vec![true, false],
+            open_reports: vec![Some(3), None],
             moving: Vec::new(),
         }
     }
@@ -317,6 +318,7 @@ mod tests {
         assert!(!status.key_shards[1].reachable);
         assert_eq!(status.key_shards[1].level, None);
         assert!(status.paste_shards[0].reachable && !status.paste_shards[1].reachable);
+        assert_eq!(status.open_reports, Some(3), "the shards that said, summed");
         assert!(!status.climbing);
     }
 

@@ -15,12 +15,14 @@
 
 mod client;
 pub mod command;
+mod get;
 pub mod journal;
 mod retry;
 mod server;
 mod trust;
 
 pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
+pub use get::GetArgs;
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
 pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem};
 pub use retry::RetryPolicy;

@@ -30,7 +30,7 @@ pub enum ApiError {
     SlotMoving,
     #[error("no such paste")]
     NotFound,
-    /// An operator took the paste down (docs/operations.md#takedowns).
+    /// An operator took the paste down (docs/operations.md#reports-and-takedowns).
     #[error("removed by the operator: {reason}")]
     Removed { reason: String },
     /// A burn-after-reading paste asked for without the explicit read that

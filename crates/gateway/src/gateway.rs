@@ -409,7 +409,7 @@ impl Gateway {
         }
     }
 
-    /// A reader's report of a live paste (docs/operations.md#reports),
+    /// A reader's report of a live paste (docs/operations.md#reports-and-takedowns),
     /// after the client's report rate. Returns the paste's report count.
     pub async fn report(
         &self,

@@ -1,0 +1,238 @@
+//! `pastebin get ID|URL`: a paste's content to standard output (or a file),
+//! byte for byte, over the JSON API with the same TLS trust as `paste`.
+//!
+//! A burn-after-reading paste is deleted by its one read, so it is never
+//! read by accident: the share link (`GET /{id}`) answers a burn paste with
+//! a refusal instead of its content, and only then, after the person says
+//! yes (or `--yes`), does the explicit read (`GET /api/v1/pastes/{id}`)
+//! fetch it. [`reveal`] turns the fetched bytes into what is written: the
+//! one place where a paste's envelope (a sealed paste's, keyed by the
+//! link's `#fragment`) would be opened.
+
+use std::{
+    io::{IsTerminal, Write},
+    path::PathBuf,
+};
+
+use anyhow::{bail, Context};
+use base64::Engine;
+use reqwest::{header, StatusCode};
+use serde::Deserialize;
+
+use crate::{command::ClientArgs, server::http_client, trust::Trust};
+
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// The paste: its link (https://host/ID, …/raw/ID), or its id on --server.
+    pub paste: String,
+    /// Write the content to FILE (created or replaced) instead of standard output.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Also print when the paste expires and its language (type, file name) on standard error.
+    #[arg(long)]
+    pub info: bool,
+    /// Read a burn-after-reading paste without asking first (reading it deletes it).
+    #[arg(short, long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Where a paste is: the server's base URL, its id, and the link's fragment.
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    base: String,
+    id: String,
+    /// What follows `#` in the link (a sealed paste's key), if anything.
+    fragment: Option<String>,
+}
+
+impl Target {
+    /// A link names its own server; a bare id is on `server`.
+    fn parse(raw: &str, server: &str) -> anyhow::Result<Self> {
+        let raw = raw.trim();
+        let (link, fragment) = match raw.split_once('#') {
+            Some((link, fragment)) => (link, Some(fragment.to_owned()).filter(|f| !f.is_empty())),
+            None => (raw, None),
+        };
+        let link = link.split('?').next().unwrap_or_default().trim_end_matches('/');
+        if !link.contains("://") {
+            return Ok(Self { base: crate::server::normalize_url(server), id: link.to_owned(), fragment });
+        }
+        let (before, id) = link.rsplit_once('/').context("a paste link ends in its id")?;
+        let base = before.trim_end_matches("/raw").trim_end_matches("/api/v1/pastes");
+        if id.is_empty() || base.ends_with(':') || base.ends_with('/') {
+            bail!("{raw} is not a paste's link: expected https://HOST/ID");
+        }
+        Ok(Self { base: base.to_owned(), id: id.to_owned(), fragment })
+    }
+}
+
+/// A paste as the JSON API answers it.
+#[derive(Debug, Deserialize)]
+struct PasteJson {
+    expires_at: String,
+    size: u64,
+    media_type: Option<String>,
+    file_name: Option<String>,
+    language: Option<String>,
+    burn_after_reading: bool,
+    content: Option<String>,
+    content_base64: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorJson {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    code: String,
+    message: String,
+}
+
+/// What was fetched: the stored bytes, and the metadata when it was asked for
+/// (or came with them).
+struct Fetched {
+    content: Vec<u8>,
+    about: Option<PasteJson>,
+}
+
+pub async fn run(args: GetArgs) -> anyhow::Result<i32> {
+    if args.paste.starts_with("grpc://") || (!args.paste.contains("://") && args.client.server.starts_with("grpc://"))
+    {
+        bail!("`pastebin get` reads over HTTP(S): give the paste's https:// link, or an http(s):// --server");
+    }
+    let target = Target::parse(&args.paste, &args.client.server)?;
+    let trust = args.client.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default();
+    let http = http_client(args.client.timeout, &trust)?;
+    let fetched = fetch(&http, &target, &args).await?;
+    let content = reveal(fetched.content, target.fragment.as_deref())?;
+    match &args.output {
+        Some(path) => std::fs::write(path, &content).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&content).and_then(|()| out.flush()).context("cannot write to standard output")?;
+        }
+    }
+    if let Some(about) = fetched.about.filter(|_| args.info) {
+        eprintln!("{}", describe(&about));
+    }
+    Ok(0)
+}
+
+/// The bytes to write, from the bytes fetched. Stored bytes are written as
+/// they are; this is where a sealed paste's envelope is opened with the key
+/// of the link's fragment.
+fn reveal(fetched: Vec<u8>, _fragment: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    Ok(fetched)
+}
+
+/// The share link first, which never burns: a burn paste answers it with a
+/// refusal, and is read only when the person agrees.
+async fn fetch(http: &reqwest::Client, target: &Target, args: &GetArgs) -> anyhow::Result<Fetched> {
+    if !args.yes {
+        let shared = http.get(format!("{}/{}", target.base, target.id)).header(header::ACCEPT, "*/*").send().await;
+        let shared = shared.with_context(|| format!("cannot reach {}", target.base))?;
+        match shared.status() {
+            StatusCode::OK => {
+                let content = shared.bytes().await.context("the answer was cut off")?.to_vec();
+                // Metadata only when asked for: it costs a second read (never a burn).
+                let about = if args.info { Some(read_json(http, target).await?) } else { None };
+                return Ok(Fetched { content, about });
+            }
+            StatusCode::CONFLICT => confirm_burn(&target.id)?,
+            _ => return Err(refusal(shared).await),
+        }
+    }
+    let paste = read_json(http, target).await?;
+    let content = match (&paste.content, &paste.content_base64) {
+        (_, Some(encoded)) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .context("the server's content_base64 is not base64")?,
+        (Some(text), None) => text.clone().into_bytes(),
+        (None, None) => bail!("the server's answer has no content"),
+    };
+    Ok(Fetched { content, about: Some(paste) })
+}
+
+/// `GET /api/v1/pastes/{id}`: the explicit read (it burns a burn paste).
+async fn read_json(http: &reqwest::Client, target: &Target) -> anyhow::Result<PasteJson> {
+    let url = format!("{}/api/v1/pastes/{}", target.base, target.id);
+    let answer = http.get(&url).header(header::ACCEPT, "application/json").send().await;
+    let answer = answer.with_context(|| format!("cannot reach {}", target.base))?;
+    if answer.status() != StatusCode::OK {
+        return Err(refusal(answer).await);
+    }
+    answer.json().await.context("the server's answer is not a paste")
+}
+
+/// A refusal in the server's words (410 names the operator's reason).
+async fn refusal(answer: reqwest::Response) -> anyhow::Error {
+    let status = answer.status();
+    let text = answer.text().await.unwrap_or_default();
+    match serde_json::from_str::<ErrorJson>(&text) {
+        Ok(body) if body.error.code == "not_found" => {
+            anyhow::anyhow!("no such paste (it may have expired or been deleted)")
+        }
+        Ok(body) => anyhow::anyhow!("{}", body.error.message),
+        Err(_) => anyhow::anyhow!("the server answered HTTP {}", status.as_u16()),
+    }
+}
+
+/// Asks on the terminal before the read that deletes a burn paste; without
+/// a terminal to ask on, only `--yes` reads it.
+fn confirm_burn(id: &str) -> anyhow::Result<()> {
+    let warning = format!("paste {id} is deleted when it is read: nobody can read it again");
+    if !std::io::stdin().is_terminal() {
+        bail!("{warning}; pass --yes to read it");
+    }
+    eprint!("{warning}. Read it now? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).context("cannot read the answer")?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        bail!("not read: paste {id} is still there");
+    }
+    Ok(())
+}
+
+/// The `--info` lines: expiry, language, type and name, size.
+fn describe(paste: &PasteJson) -> String {
+    let never = paste.expires_at.starts_with("9999-");
+    let mut lines = vec![if never { "expires: never".to_owned() } else { format!("expires: {}", paste.expires_at) }];
+    lines.push(format!("language: {}", paste.language.as_deref().unwrap_or("none")));
+    if let Some(media_type) = &paste.media_type {
+        lines.push(format!("type: {media_type}"));
+    }
+    if let Some(name) = &paste.file_name {
+        lines.push(format!("file name: {name}"));
+    }
+    lines.push(format!("size: {} bytes", paste.size));
+    if paste.burn_after_reading {
+        lines.push("burned: this was its only read".into());
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_names_its_server_and_an_id_uses_the_given_one() {
+        let at = |raw: &str| Target::parse(raw, "http://127.0.0.1:8080/").unwrap();
+        let id = "4Zk3bY0c9QpLmN";
+        assert_eq!(at(id), Target { base: "http://127.0.0.1:8080".into(), id: id.into(), fragment: None });
+        for link in [
+            format!("https://paste.example/{id}"),
+            format!("https://paste.example/raw/{id}?download"),
+            format!("https://paste.example/api/v1/pastes/{id}/"),
+        ] {
+            assert_eq!(at(&link), Target { base: "https://paste.example".into(), id: id.into(), fragment: None });
+        }
+        let sealed = at(&format!("https://paste.example/{id}#key"));
+        assert_eq!(sealed.fragment.as_deref(), Some("key"));
+        assert!(Target::parse("https://paste.example/", "x").is_err());
+    }
+}

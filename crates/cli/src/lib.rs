@@ -163,6 +163,22 @@ pub struct KeyServiceArgs {
     pub lost_commits: flags::LostCommitsArgs,
 }
 
+/// How `main` ends: an error as one line on stderr (its causes joined with
+/// `: `) and exit code 1, never as a backtrace, whatever `RUST_BACKTRACE`
+/// says. An error that reaches here is a person's mistake or the world's (a
+/// second `up` on one data directory, a port in use, contradictory flags),
+/// and its line says what to do; returning it from `main` would print
+/// anyhow's captured backtrace after it.
+pub fn ended(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Parses the process's arguments and runs: all `main` does.
 pub fn main_from_args() -> anyhow::Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -10,7 +10,7 @@
 
 use std::{path::Path, process::Output, time::Duration};
 
-use pastebin_core::{ManualClock, PasteId};
+use pastebin_core::ManualClock;
 use pastebin_tests::{
     api::new_key,
     cluster::{testbed_binary, Cluster, ClusterOptions, Process},
@@ -123,24 +123,31 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
         .unwrap();
     assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "an unknown reason stores nothing");
 
+    let mut api = pastebin_proto::api::v1::paste_api_client::PasteApiClient::connect(cluster.grpc.clone()).await.unwrap();
+    let over_grpc = pastebin_proto::api::v1::ReportPasteRequest {
+        id: id.clone(),
+        reason: "other".into(),
+        note: Some("over gRPC".into()),
+    };
+    api.report_paste(over_grpc).await.expect("gRPC takes the report");
     let result = pastebin_tests::browser::run_phase(&cluster, &["report", &id]).await;
     assert_eq!(result["received"], true, "{result}");
 
     let (exit, out, err) = ctl(&cluster, &["reports", "--json"]).await;
     assert_eq!(exit, pastebin_ctl::Exit::Ok, "{err}");
     let listed: Value = serde_json::from_str(&out).expect("reports --json is JSON");
-    assert_eq!(listed["open_reports"], 2, "{listed}");
+    assert_eq!(listed["open_reports"], 3, "{listed}");
     let pastes = listed["pastes"].as_array().unwrap();
     assert_eq!(pastes.len(), 1, "only the reported paste: {listed}");
     assert_eq!(pastes[0]["id"], id.as_str());
-    assert_eq!(pastes[0]["reports"], 2);
+    assert_eq!(pastes[0]["reports"], 3);
     assert_eq!(pastes[0]["size"], "buy cheap watches".len());
     let reasons: Vec<&str> = pastes[0]["recent"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
-    assert_eq!(reasons, ["malware", "spam"], "newest first: the page's, then the API's");
+    assert_eq!(reasons, ["malware", "other", "spam"], "newest first: the page's, gRPC's, then the API's");
     assert_eq!(pastes[0]["recent"][0]["note"], "from the browser");
     assert!(!out.contains(&quiet));
     let (_, table, _) = ctl(&cluster, &["reports", "--order", "most"]).await;
-    assert!(table.starts_with("open reports: 2") && table.contains(&id), "{table}");
+    assert!(table.starts_with("open reports: 3") && table.contains(&id), "{table}");
     // A takedown closes the paste's reports.
     let (exit, _, err) = ctl(&cluster, &["takedown", &id, "--reason", "spam"]).await;
     assert_eq!(exit, pastebin_ctl::Exit::Ok, "{err}");

@@ -73,6 +73,7 @@ impl Contract {
                 "description",
                 "default",
                 "examples",
+                "items",
             ];
             assert!(known.contains(&keyword.as_str()), "the checker does not know `{keyword}` (at {at})");
         }
@@ -149,6 +150,11 @@ impl Contract {
                     }
                     None => {}
                 }
+            }
+        }
+        if let (Some(items), Some(elements)) = (schema.get("items"), value.as_array()) {
+            for (index, element) in elements.iter().enumerate() {
+                self.check(items, element, &format!("{at}[{index}]"), errors);
             }
         }
     }
@@ -488,6 +494,8 @@ async fn every_documented_status_is_what_the_server_answers() {
     probe.expect("POST", "/api/v1/pastes/{id}/reports", spent, 404).await;
     let limited = probe.request("POST", "/api/v1/pastes/00000000000000/reports").json(&json!({ "reason": "spam" }));
     probe.expect("POST", "/api/v1/pastes/{id}/reports", limited, 429).await;
+    let limited_form = probe.request("POST", "/00000000000000/report").form(&[("reason", "spam")]);
+    probe.expect("POST", "/{id}/report", limited_form, 429).await;
     let open = [
         ("PASTEBIN_DELETE_RATE_LIMIT", "1000000/s"),
         ("PASTEBIN_REPORT_RATE_LIMIT", "1000000/s"),

@@ -6,6 +6,7 @@
 //   node e2e.mjs view-delete ID TOKEN   BASE_URL, ARTIFACTS
 //   node e2e.mjs reader                 BASE_URL, ARTIFACTS
 //   node e2e.mjs share                  BASE_URL, ARTIFACTS
+//   node e2e.mjs report ID              BASE_URL, ARTIFACTS
 //
 // Each phase prints one line `RESULT {json}` for the Rust test and exits 0,
 // or prints what went wrong and exits 1. Screenshots go to $ARTIFACTS.
@@ -454,6 +455,24 @@ async function sharing(browser) {
   return { id };
 }
 
+/** A reader reports a paste from its page: the Report link, a reason, a note, sent. */
+async function reportFromPage(browser, id) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+  await page.goto(`${BASE}/${id}`);
+  await page.click("#report");
+  await page.selectOption("#reason", "malware");
+  await page.fill("#note", "from the browser");
+  await screenshot(page, "report-form");
+  await page.click("#send-report");
+  await page.locator("#report-received").waitFor();
+  assert.deepEqual(problems, []);
+  await context.close();
+  return { id, received: true };
+}
+
 const browser = await launch();
 try {
   let result;
@@ -469,8 +488,10 @@ try {
     result = { highlightedId, burnId, ...(await fileUpload(browser)) };
   } else if (phase === "share") {
     result = await sharing(browser);
+  } else if (phase === "report") {
+    result = await reportFromPage(browser, args[0]);
   } else {
-    fail(`unknown phase ${phase}; use create, view-delete, reader or share`);
+    fail(`unknown phase ${phase}; use create, view-delete, reader, share or report`);
   }
   console.log(`RESULT ${JSON.stringify(result)}`);
 } catch (error) {

@@ -151,6 +151,9 @@ pub struct Status {
     pub paste_shards: Vec<PasteShardStatus>,
     /// Slot moves in progress: slots a shard has frozen (their creates wait).
     pub moving: Vec<MovingStatus>,
+    /// Readers' reports on live pastes (`pastebin ctl reports`), summed over
+    /// the P shards that said; `None` when none did.
+    pub open_reports: Option<u64>,
     pub card: [CardRow; 4],
     pub history: Vec<Sample>,
     pub decisions: DecisionTotals,
@@ -207,6 +210,7 @@ impl Status {
                 .into_iter()
                 .map(|r| EdgeRefusals { protocol: r.protocol.as_str(), reason: r.reason, count: r.count })
                 .collect(),
+            open_reports: latest.and_then(|(_, o)| o.open_reports.iter().flatten().copied().reduce(|a, b| a + b)),
             card: CARD,
             history: samples.to_vec(),
             decisions,
@@ -299,6 +303,7 @@ mod tests {
                 None,
             ],
             paste_shards_reachable: vec![true, false],
+            open_reports: vec![Some(3), None],
             moving: Vec::new(),
         }
     }
@@ -328,6 +333,7 @@ mod tests {
         assert!(!status.key_shards[1].reachable);
         assert_eq!(status.key_shards[1].level, None);
         assert!(status.paste_shards[0].reachable && !status.paste_shards[1].reachable);
+        assert_eq!(status.open_reports, Some(3), "the shards that said, summed");
         assert!(!status.climbing);
     }
 

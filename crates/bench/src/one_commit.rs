@@ -91,7 +91,7 @@ impl OneCommit {
         let id = PasteId::mint(key.slot());
         let token = DeleteToken::generate();
         let now = chrono::Utc::now();
-        let expires_at = now + expiry.duration();
+        let expires_at = expiry.expires_at(now);
         let body = serde_json::json!({
             "id": id.as_str(),
             "url": format!("{}/{id}", self.public_url),

@@ -97,7 +97,7 @@ impl Harness {
         let expiry = Expiry::from_seconds(None).unwrap_or_else(|_| unreachable!("the default expiry is valid"));
         let request_hash = CreateRequest::text(&self.content, expiry.seconds()).hash();
         let token = DeleteToken::generate();
-        let expires_at = chrono::Utc::now() + expiry.duration();
+        let expires_at = expiry.expires_at(chrono::Utc::now());
         let body = serde_json::json!({
             "id": paste_id.as_str(),
             "url": format!("http://127.0.0.1:8080/{paste_id}"),

@@ -50,6 +50,9 @@ pub struct GatewayArgs {
     /// Deletes (API, gRPC and the delete form) allowed per client address, as N/s, N/min or N/hour.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_DELETE_RATE_LIMIT", default_value = "300/min")]
     pub delete_rate_limit: RateLimit,
+    /// Reports (API, gRPC and the report form) allowed per client address, as N/s, N/min or N/hour.
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_REPORT_RATE_LIMIT", default_value = "20/hour")]
+    pub report_rate_limit: RateLimit,
     /// A proxy (IP or CIDR, repeatable or comma-separated) whose X-Forwarded-For names the client.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
@@ -60,7 +63,40 @@ pub struct GatewayArgs {
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_TOKENS_FILE")]
     pub create_tokens_file: Option<PathBuf>,
     #[command(flatten)]
+    pub expiry: ExpiryArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+/// The operator's expiry policy (docs/configuration.md#expiry-policy).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = help::EXPIRY)]
+pub struct ExpiryArgs {
+    /// The only lifetimes a create may ask for, comma-separated (e.g. 10m,1h,1d,1w,30d); the
+    /// new-paste page offers exactly these. Unset: any whole number of seconds from 60 to --max-expiry.
+    #[arg(long, env = "PASTEBIN_EXPIRY_CHOICES", value_delimiter = ',', value_parser = pastebin_core::parse_lifetime)]
+    pub expiry_choices: Vec<u64>,
+    /// The lifetime of a create that names none [default: 30d, or the longest choice up to 30d].
+    #[arg(long, env = "PASTEBIN_DEFAULT_EXPIRY", value_parser = pastebin_core::parse_lifetime)]
+    pub default_expiry: Option<u64>,
+    /// The longest lifetime a create may ask for (at most 365d).
+    #[arg(long, env = "PASTEBIN_MAX_EXPIRY", value_parser = pastebin_core::parse_lifetime, default_value = "365d")]
+    pub max_expiry: u64,
+    /// Let a create ask for a paste that never expires (`expires_in_seconds: 0`); such a paste
+    /// stays until it is deleted or taken down.
+    #[arg(long, env = "PASTEBIN_ALLOW_NEVER_EXPIRE")]
+    pub allow_never_expire: bool,
+}
+
+impl ExpiryArgs {
+    /// The policy, or the rule that contradicts another (named by its flag).
+    pub fn policy(&self) -> anyhow::Result<pastebin_core::ExpiryPolicy> {
+        let choices = (!self.expiry_choices.is_empty()).then(|| self.expiry_choices.clone());
+        pastebin_core::ExpiryPolicy::new(choices, self.default_expiry, Some(self.max_expiry), self.allow_never_expire)
+            .map_err(|rule| {
+                anyhow::anyhow!("{rule}: check --expiry-choices, --default-expiry, --max-expiry and --allow-never-expire")
+            })
+    }
 }
 
 impl GatewayArgs {
@@ -72,7 +108,7 @@ impl GatewayArgs {
         objects: Arc<dyn ObjectStore>,
         http: SocketAddr,
         creates_in_flight_per_shard: usize,
-    ) -> Gateway {
+    ) -> anyhow::Result<Gateway> {
         let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
         let mut settings = GatewaySettings::new(public_url);
         settings.max_content_bytes = self.max_content_bytes;
@@ -82,7 +118,9 @@ impl GatewayArgs {
         settings.create_rate_limit = self.create_rate_limit;
         settings.delete_rate_limit = Some(self.delete_rate_limit);
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
-        Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings)
+        settings.report_rate_limit = Some(self.report_rate_limit);
+        settings.expiry = self.expiry.policy()?;
+        Ok(Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings))
     }
 
     /// The public listener's routes: the gateway's API and the browser's pages over it.

@@ -51,7 +51,7 @@ pub enum Command {
     /// Run a paste service (shard P: paste rows and tombstones) over gRPC.
     PasteService(ShardArgs),
     /// Run the gateway: the create saga, reads and deletes, over HTTP and gRPC.
-    /// Boxed: its flags outweigh every other part's.
+    // Boxed: its flags outweigh every other part's.
     Gateway(Box<GatewayCommand>),
     /// Run the sweeper: recovery of stale pending keys, key retention, paste
     /// expiry and the object reaper. Several may run at once.
@@ -161,6 +161,22 @@ pub struct KeyServiceArgs {
     pub shard: ShardArgs,
     #[command(flatten)]
     pub lost_commits: flags::LostCommitsArgs,
+}
+
+/// How `main` ends: an error as one line on stderr (its causes joined with
+/// `: `) and exit code 1, never as a backtrace, whatever `RUST_BACKTRACE`
+/// says. An error that reaches here is a person's mistake or the world's (a
+/// second `up` on one data directory, a port in use, contradictory flags),
+/// and its line says what to do; returning it from `main` would print
+/// anyhow's captured backtrace after it.
+pub fn ended(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// Parses the process's arguments and runs: all `main` does.
@@ -348,7 +364,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let gateway =
-        args.gateway.gateway(slots.clone(), objects, http.local_addr()?, pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD);
+        args.gateway.gateway(slots.clone(), objects, http.local_addr()?, pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD)?;
     // Before serving (connections wait in the listen queue meanwhile), so the
     // first health answer is already what the shards and the store said.
     let parts = gateway.clone();

@@ -1,5 +1,5 @@
 //! `pastebin`: one binary, a subcommand per part. See `pastebin --help`.
 
-fn main() -> anyhow::Result<()> {
-    pastebin::main_from_args()
+fn main() -> std::process::ExitCode {
+    pastebin::ended(pastebin::main_from_args())
 }

@@ -127,7 +127,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
     let gateway =
-        args.gateway.gateway(SlotMapCell::ready(slots), objects, http.local_addr()?, CREATES_IN_FLIGHT_PER_SHARD);
+        args.gateway.gateway(SlotMapCell::ready(slots), objects, http.local_addr()?, CREATES_IN_FLIGHT_PER_SHARD)?;
     let admin_listener = bind(args.admin, "admin").await?;
     let admin = AdminState::new(sweeper.clone());
 

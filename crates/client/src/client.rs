@@ -18,7 +18,9 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, SystemClock};
+use pastebin_core::{
+    Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, LimitError, SystemClock,
+};
 
 use crate::{
     journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey, Scan, SubjectLock},
@@ -158,6 +160,10 @@ impl fmt::Display for Notice {
 pub enum PasteError {
     #[error(transparent)]
     InvalidExpiry(#[from] ExpiryError),
+    /// The server's published limits refuse it (the server's own message);
+    /// nothing was sent or kept.
+    #[error(transparent)]
+    OverLimit(#[from] LimitError),
     /// The save may or may not have happened; its record is kept pending.
     #[error(
         "the paste is not confirmed after {attempts} attempt(s): {reason}. The intent is kept in {} \
@@ -332,7 +338,16 @@ impl Client {
 
     /// Saves `save` at most once per subject and content (see the module doc).
     pub async fn paste(&self, save: Save) -> Result<Pasted, PasteError> {
-        let expiry = Expiry::from_seconds(save.expires_in_seconds)?;
+        // The server's limits, when it publishes them: its default lifetime
+        // and its refusals, checked here before anything is journaled.
+        let limits = self.server.limits().await;
+        let expiry = match limits.as_ref().and_then(|limits| limits.expiry.policy()) {
+            Some(policy) => policy.admit(save.expires_in_seconds)?,
+            None => Expiry::from_seconds(save.expires_in_seconds)?,
+        };
+        if let Some(limits) = &limits {
+            limits.check_create(save.content.bytes().len(), Some(expiry.seconds()))?;
+        }
         let request = CreateRequest {
             media_type: save.content.media_type(),
             file_name: save.content.file_name(),
@@ -630,6 +645,18 @@ mod tests {
         assert_eq!(client.scan().unwrap().records.len(), 2);
     }
 
+    /// A server that publishes no limits (an older server): a 404 to
+    /// `GET /api/v1/limits`. True when `request` was that and is answered.
+    async fn no_limits(stream: &mut tokio::net::TcpStream, request: &str) -> bool {
+        use tokio::io::AsyncWriteExt;
+        if !request.starts_with("get /api/v1/limits") {
+            return false;
+        }
+        let answer = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+        let _ = stream.write_all(answer.as_bytes()).await;
+        true
+    }
+
     /// A server that hangs up on the first request without an answer (an
     /// uncertain send) and answers every later one 201, as a replay of the
     /// key when `replays`. It hands back the `Idempotency-Key` of every request.
@@ -640,14 +667,19 @@ mod tests {
         let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sent = keys.clone();
         tokio::spawn(async move {
-            for connection in 0.. {
+            let mut connection = 0;
+            loop {
                 let Ok((mut stream, _)) = listener.accept().await else { return };
                 let mut request = vec![0u8; 64 * 1024];
                 let read = stream.read(&mut request).await.unwrap_or(0);
                 let request = String::from_utf8_lossy(&request[..read]).to_lowercase();
+                if no_limits(&mut stream, &request).await {
+                    continue;
+                }
+                connection += 1;
                 let key = request.lines().find_map(|line| line.strip_prefix("idempotency-key: ")).unwrap_or("");
                 sent.lock().unwrap().push(key.trim().to_owned());
-                if connection > 0 {
+                if connection > 1 {
                     let body = r#"{"id":"abcdefghijklmn","url":"u","raw_url":"r","expires_at":"2099-01-01T00:00:00Z","delete_token":"t"}"#;
                     let answer = format!(
                         "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\nidempotent-replayed: {replays}\r\n\
@@ -728,11 +760,16 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
-            for connection in 0.. {
+            let mut connection = 0;
+            loop {
                 let Ok((mut stream, _)) = listener.accept().await else { return };
                 let mut request = vec![0u8; 64 * 1024];
-                let _ = stream.read(&mut request).await;
-                if connection > 0 {
+                let read = stream.read(&mut request).await.unwrap_or(0);
+                if no_limits(&mut stream, &String::from_utf8_lossy(&request[..read]).to_lowercase()).await {
+                    continue;
+                }
+                connection += 1;
+                if connection > 1 {
                     let answer = "HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
                     let _ = stream.write_all(answer.as_bytes()).await;
                 }

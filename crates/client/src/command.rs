@@ -42,8 +42,8 @@ pub enum ClientCommand {
     Pastes(PastesArgs),
     /// Delete one of your pastes with the delete token stored when it was made.
     Delete(DeleteArgs),
-    /// Print a paste's content from its link; a sealed paste's link must
-    /// carry its key (after '#'), which opens it on this machine.
+    /// Print a paste (by its id or link) to standard output, or to a file with -o;
+    /// a sealed paste's link must carry its key (after '#'), which opens it here.
     Get(crate::get::GetArgs),
 }
 
@@ -86,7 +86,8 @@ pub struct PasteArgs {
     /// even if it is UTF-8 text.
     #[arg(long)]
     pub media_type: Option<String>,
-    /// How long the paste lives: 90s, 10m, 12h, 1d (60 s to 365 d) [default: 30d].
+    /// How long the paste lives: 90s, 10m, 12h, 1d, 1w (60 s to 365 d), or `never` where the
+    /// server allows it [default: the server's, 30d unless it says otherwise].
     #[arg(long, value_parser = parse_expiry)]
     pub expires: Option<u64>,
     /// What this paste is of, for "one paste per subject and content"
@@ -141,7 +142,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Paste(args) => paste(args).await,
         ClientCommand::Pastes(args) => pastes(args),
         ClientCommand::Delete(args) => delete(args).await,
-        ClientCommand::Get(args) => crate::get::get(args).await,
+        ClientCommand::Get(args) => crate::get::run(args).await,
     }
 }
 
@@ -380,9 +381,14 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     number.checked_mul(unit_seconds).map(Duration::from_secs).ok_or_else(bad)
 }
 
-/// A duration the server accepts as `expires_in_seconds`, in seconds.
+/// A lifetime as `expires_in_seconds`: within 60 s ..= 365 d, which no
+/// server's policy widens, or `never` (0) for a server that allows it. The
+/// server's own choices are checked against its published limits.
 pub fn parse_expiry(raw: &str) -> Result<u64, String> {
-    let seconds = parse_duration(raw)?.as_secs();
+    let seconds = pastebin_core::parse_lifetime(raw)?;
+    if seconds == Expiry::NEVER_SECONDS {
+        return Ok(seconds);
+    }
     Expiry::from_seconds(Some(seconds)).map(Expiry::seconds).map_err(|e| format!("{e} (got {seconds})"))
 }
 

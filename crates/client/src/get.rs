@@ -1,133 +1,271 @@
-//! `pastebin get URL`: a paste's content on standard output, from its share
-//! link. A sealed paste (docs/api.md#sealed-pastes) is opened here with the
-//! key the link carries after `#` (and `--password-file`); the key never
-//! goes to the server. Without the key nothing is fetched: a burn paste
-//! would burn for nobody.
+//! `pastebin get ID|URL`: a paste's content to standard output (or a file),
+//! byte for byte, over the JSON API with the same TLS trust as `paste`.
+//!
+//! A burn-after-reading paste is deleted by its one read, so it is never
+//! read by accident: the share link (`GET /{id}`) answers a burn paste with
+//! a refusal instead of its content, and only then, after the person says
+//! yes (or `--yes`), does the explicit read (`GET /api/v1/pastes/{id}`)
+//! fetch it. [`reveal`] turns the fetched bytes into what is written: the
+//! one place where a sealed paste's envelope (docs/api.md#sealed-pastes) is
+//! opened, with the key the link carries after `#` (and `--password-file`);
+//! the key never goes to the server. Without the key a sealed paste is
+//! never read: a burn paste would burn for nobody.
 
-use std::{io::Write, path::PathBuf, time::Duration};
+use std::{
+    io::{IsTerminal, Write},
+    path::PathBuf,
+};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use base64::Engine;
+use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
-use crate::{command::read_password, trust::Trust};
+use crate::{
+    command::{read_password, ClientArgs},
+    server::http_client,
+    trust::Trust,
+};
 
-/// The header every read of a sealed paste carries (HEAD included).
+/// The header every read of a sealed paste carries (`HEAD` included).
 const PASTE_SEALED: &str = "paste-sealed";
 
 #[derive(Debug, clap::Args)]
 pub struct GetArgs {
-    /// The paste's share link, e.g. https://paste.example/0A1b2C3d4E5f6G#key
-    /// (quote it: the shell may treat '#' and '&' specially).
-    pub url: String,
+    /// The paste: its link (https://host/ID, …/raw/ID), or its id on --server.
+    pub paste: String,
+    /// Write the content to FILE (created or replaced) instead of standard output.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Also print when the paste expires and its language (type, file name) on standard error.
+    #[arg(long)]
+    pub info: bool,
+    /// Read a burn-after-reading paste without asking first (reading it deletes it).
+    #[arg(short, long)]
+    pub yes: bool,
     /// The password of a sealed paste that has one (the file's first line).
     #[arg(long)]
     pub password_file: Option<PathBuf>,
-    /// Trust only this certificate (PEM) for an https:// link, instead of any CA.
-    #[arg(long, env = "PASTEBIN_SERVER_CERT")]
-    pub server_cert: Option<PathBuf>,
-    /// Time limit for the request (e.g. 10s).
-    #[arg(long, default_value = "30s", value_parser = crate::command::parse_duration)]
-    pub timeout: Duration,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
-/// What `GET /api/v1/pastes/{id}` answers, as far as this command reads it.
-#[derive(Deserialize)]
-struct PasteJson {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    content_base64: Option<String>,
-    #[serde(default)]
-    sealed: bool,
-    #[serde(default)]
-    burn_after_reading: bool,
-}
-
-/// A share link taken apart: where its paste is read, and its fragment.
+/// Where a paste is: the server's base URL, its id, and the link's fragment.
 #[derive(Debug, PartialEq, Eq)]
-struct Link {
-    api_url: String,
+struct Target {
+    base: String,
     id: String,
+    /// What follows `#` in the link (a sealed paste's key), if anything.
     fragment: Option<String>,
 }
 
-fn parse_link(raw: &str) -> anyhow::Result<Link> {
-    let url = reqwest::Url::parse(raw.trim())
-        .with_context(|| format!("{raw:?} is not a link: give the whole share link, http(s)://HOST/ID"))?;
-    anyhow::ensure!(matches!(url.scheme(), "http" | "https"), "{raw:?} must be an http:// or https:// link");
-    let id = url
-        .path_segments()
-        .and_then(|mut segments| segments.rfind(|segment| !segment.is_empty()))
-        .map(str::to_owned)
-        .with_context(|| format!("{raw:?} names no paste: the link ends with the paste's id"))?;
-    let fragment = url.fragment().filter(|fragment| !fragment.is_empty()).map(str::to_owned);
-    let mut api = url.clone();
-    api.set_fragment(None);
-    api.set_query(None);
-    api.set_path(&format!("/api/v1/pastes/{id}"));
-    Ok(Link { api_url: api.to_string(), id, fragment })
-}
-
-/// Runs `pastebin get`; the exit code (1 when nothing could be printed).
-pub(crate) async fn get(args: GetArgs) -> anyhow::Result<i32> {
-    match fetch(&args).await {
-        Ok(content) => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&content).and_then(|()| stdout.flush()).context("cannot write standard output")?;
-            Ok(0)
+impl Target {
+    /// A link names its own server; a bare id is on `server`.
+    fn parse(raw: &str, server: &str) -> anyhow::Result<Self> {
+        let raw = raw.trim();
+        let (link, fragment) = match raw.split_once('#') {
+            Some((link, fragment)) => (link, Some(fragment.to_owned()).filter(|f| !f.is_empty())),
+            None => (raw, None),
+        };
+        let link = link.split('?').next().unwrap_or_default().trim_end_matches('/');
+        if !link.contains("://") {
+            return Ok(Self { base: crate::server::normalize_url(server), id: link.to_owned(), fragment });
         }
-        Err(error) => {
-            eprintln!("pastebin: {error:#}");
-            Ok(1)
+        let (before, id) = link.rsplit_once('/').context("a paste link ends in its id")?;
+        let base = before.trim_end_matches("/raw").trim_end_matches("/api/v1/pastes");
+        if id.is_empty() || base.ends_with(':') || base.ends_with('/') {
+            bail!("{raw} is not a paste's link: expected https://HOST/ID");
         }
+        Ok(Self { base: base.to_owned(), id: id.to_owned(), fragment })
     }
 }
 
-async fn fetch(args: &GetArgs) -> anyhow::Result<Vec<u8>> {
-    let link = parse_link(&args.url)?;
+/// A paste as the JSON API answers it.
+#[derive(Debug, Deserialize)]
+struct PasteJson {
+    expires_at: String,
+    size: u64,
+    media_type: Option<String>,
+    file_name: Option<String>,
+    language: Option<String>,
+    burn_after_reading: bool,
+    content: Option<String>,
+    content_base64: Option<String>,
+    /// Present (and true) only on a sealed paste: `content_base64` is its envelope.
+    #[serde(default)]
+    sealed: bool,
+}
+
+#[derive(Deserialize)]
+struct ErrorJson {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    code: String,
+    message: String,
+}
+
+/// What was fetched: the stored bytes, and the metadata when it was asked for
+/// (or came with them).
+struct Fetched {
+    content: Vec<u8>,
+    sealed: bool,
+    /// Whether this read burned the paste (its one read).
+    burned: bool,
+    about: Option<PasteJson>,
+}
+
+pub async fn run(args: GetArgs) -> anyhow::Result<i32> {
+    if args.paste.starts_with("grpc://") || (!args.paste.contains("://") && args.client.server.starts_with("grpc://"))
+    {
+        bail!("`pastebin get` reads over HTTP(S): give the paste's https:// link, or an http(s):// --server");
+    }
+    let target = Target::parse(&args.paste, &args.client.server)?;
     let password = args.password_file.as_deref().map(read_password).transpose()?;
-    let trust = args.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default();
-    let http = reqwest::Client::builder()
-        .use_preconfigured_tls(trust.tls_config()?)
-        .timeout(args.timeout)
-        .connect_timeout(args.timeout)
-        .build()?;
-    if link.fragment.is_none() {
-        // Asked first, never read: reading a sealed burn paste would burn
-        // it for a reader who cannot open it.
-        let head = http.head(&link.api_url).send().await.context("the server did not answer")?;
-        check_status(head.status(), &link.id)?;
-        if head.headers().get(PASTE_SEALED).is_some_and(|v| v.as_bytes() == b"true") {
-            anyhow::bail!(pastebin_sealed::SealedError::MissingKey);
+    let trust = args.client.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default();
+    let http = http_client(args.client.timeout, &trust)?;
+    let fetched = fetch(&http, &target, &args).await?;
+    let content = reveal(&fetched, target.fragment.as_deref(), password.as_deref())?;
+    match &args.output {
+        Some(path) => std::fs::write(path, &content).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&content).and_then(|()| out.flush()).context("cannot write to standard output")?;
         }
     }
-    let response = http.get(&link.api_url).send().await.context("the server did not answer")?;
-    check_status(response.status(), &link.id)?;
-    let paste: PasteJson = response.json().await.context("the server's answer is not a paste")?;
-    let bytes = match (&paste.content_base64, paste.content) {
-        (Some(encoded), _) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .context("the server's answer has damaged base64 content")?,
-        (None, Some(text)) => text.into_bytes(),
-        (None, None) => anyhow::bail!("the server's answer has no content"),
-    };
-    if !paste.sealed {
-        return Ok(bytes);
+    if let Some(about) = fetched.about.filter(|_| args.info) {
+        eprintln!("{}", describe(&about));
     }
-    let fragment = link.fragment.as_deref().unwrap_or_default();
-    crate::sealed::open(&bytes, fragment, password.as_deref()).map_err(|error| {
-        let burned = if paste.burn_after_reading { " (it burned after reading: this was its one read)" } else { "" };
+    Ok(0)
+}
+
+/// The bytes to write, from the bytes fetched. Stored bytes are written as
+/// they are; a sealed paste's envelope is opened with the key of the link's
+/// fragment.
+fn reveal(fetched: &Fetched, fragment: Option<&str>, password: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    if !fetched.sealed {
+        return Ok(fetched.content.clone());
+    }
+    crate::sealed::open(&fetched.content, fragment.unwrap_or_default(), password).map_err(|error| {
+        let burned = if fetched.burned { " (it burned after reading: this was its one read)" } else { "" };
         anyhow::anyhow!("{error}{burned}")
     })
 }
 
-fn check_status(status: reqwest::StatusCode, id: &str) -> anyhow::Result<()> {
-    match status.as_u16() {
-        200..=299 => Ok(()),
-        404 => anyhow::bail!("there is no paste {id}: it may have expired, been deleted or burned after reading"),
-        code => anyhow::bail!("the server answered {code} for paste {id}; try again later"),
+/// Whether `response` is a sealed paste's.
+fn is_sealed(response: &reqwest::Response) -> bool {
+    response.headers().get(PASTE_SEALED).is_some_and(|value| value.as_bytes() == b"true")
+}
+
+/// Refuses, before the read that would burn it, a sealed paste whose link
+/// has no key: asked with `HEAD`, which never burns.
+async fn refuse_keyless_sealed(http: &reqwest::Client, target: &Target) -> anyhow::Result<()> {
+    if target.fragment.is_some() {
+        return Ok(());
     }
+    let url = format!("{}/api/v1/pastes/{}", target.base, target.id);
+    let head = http.head(&url).send().await.with_context(|| format!("cannot reach {}", target.base))?;
+    if is_sealed(&head) {
+        bail!(pastebin_sealed::SealedError::MissingKey);
+    }
+    Ok(())
+}
+
+/// The share link first, which never burns: a burn paste answers it with a
+/// refusal, and is read only when the person agrees.
+async fn fetch(http: &reqwest::Client, target: &Target, args: &GetArgs) -> anyhow::Result<Fetched> {
+    if !args.yes {
+        let shared = http.get(format!("{}/{}", target.base, target.id)).header(header::ACCEPT, "*/*").send().await;
+        let shared = shared.with_context(|| format!("cannot reach {}", target.base))?;
+        match shared.status() {
+            StatusCode::OK => {
+                let sealed = is_sealed(&shared);
+                if sealed && target.fragment.is_none() {
+                    bail!(pastebin_sealed::SealedError::MissingKey);
+                }
+                let content = shared.bytes().await.context("the answer was cut off")?.to_vec();
+                // Metadata only when asked for: it costs a second read (never a burn).
+                let about = if args.info { Some(read_json(http, target).await?) } else { None };
+                return Ok(Fetched { content, sealed, burned: false, about });
+            }
+            // A burn paste: asked below, once a sealed one without its key is refused.
+            StatusCode::CONFLICT => {}
+            _ => return Err(refusal(shared).await),
+        }
+    }
+    refuse_keyless_sealed(http, target).await?;
+    if !args.yes {
+        confirm_burn(&target.id)?;
+    }
+    let paste = read_json(http, target).await?;
+    let content = match (&paste.content, &paste.content_base64) {
+        (_, Some(encoded)) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .context("the server's content_base64 is not base64")?,
+        (Some(text), None) => text.clone().into_bytes(),
+        (None, None) => bail!("the server's answer has no content"),
+    };
+    Ok(Fetched { content, sealed: paste.sealed, burned: paste.burn_after_reading, about: Some(paste) })
+}
+
+/// `GET /api/v1/pastes/{id}`: the explicit read (it burns a burn paste).
+async fn read_json(http: &reqwest::Client, target: &Target) -> anyhow::Result<PasteJson> {
+    let url = format!("{}/api/v1/pastes/{}", target.base, target.id);
+    let answer = http.get(&url).header(header::ACCEPT, "application/json").send().await;
+    let answer = answer.with_context(|| format!("cannot reach {}", target.base))?;
+    if answer.status() != StatusCode::OK {
+        return Err(refusal(answer).await);
+    }
+    answer.json().await.context("the server's answer is not a paste")
+}
+
+/// A refusal in the server's words (410 names the operator's reason).
+async fn refusal(answer: reqwest::Response) -> anyhow::Error {
+    let status = answer.status();
+    let text = answer.text().await.unwrap_or_default();
+    match serde_json::from_str::<ErrorJson>(&text) {
+        Ok(body) if body.error.code == "not_found" => {
+            anyhow::anyhow!("no such paste (it may have expired or been deleted)")
+        }
+        Ok(body) => anyhow::anyhow!("{}", body.error.message),
+        Err(_) => anyhow::anyhow!("the server answered HTTP {}", status.as_u16()),
+    }
+}
+
+/// Asks on the terminal before the read that deletes a burn paste; without
+/// a terminal to ask on, only `--yes` reads it.
+fn confirm_burn(id: &str) -> anyhow::Result<()> {
+    let warning = format!("paste {id} is deleted when it is read: nobody can read it again");
+    if !std::io::stdin().is_terminal() {
+        bail!("{warning}; pass --yes to read it");
+    }
+    eprint!("{warning}. Read it now? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).context("cannot read the answer")?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        bail!("not read: paste {id} is still there");
+    }
+    Ok(())
+}
+
+/// The `--info` lines: expiry, language, type and name, size.
+fn describe(paste: &PasteJson) -> String {
+    let never = paste.expires_at.starts_with("9999-");
+    let mut lines = vec![if never { "expires: never".to_owned() } else { format!("expires: {}", paste.expires_at) }];
+    lines.push(format!("language: {}", paste.language.as_deref().unwrap_or("none")));
+    if let Some(media_type) = &paste.media_type {
+        lines.push(format!("type: {media_type}"));
+    }
+    if let Some(name) = &paste.file_name {
+        lines.push(format!("file name: {name}"));
+    }
+    lines.push(format!("size: {} bytes", paste.size));
+    if paste.burn_after_reading {
+        lines.push("burned: this was its only read".into());
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -135,17 +273,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_link_gives_its_api_url_id_and_fragment() {
-        let link = parse_link("https://paste.example/0A1b2C3d4E5f6G#abc_-").unwrap();
-        assert_eq!(
-            link,
-            Link {
-                api_url: "https://paste.example/api/v1/pastes/0A1b2C3d4E5f6G".into(),
-                id: "0A1b2C3d4E5f6G".into(),
-                fragment: Some("abc_-".into()),
-            }
-        );
-        assert_eq!(parse_link("http://127.0.0.1:8080/raw/0A1b2C3d4E5f6G#").unwrap().fragment, None);
-        assert!(parse_link("not a link").is_err() && parse_link("ftp://x/y").is_err() && parse_link("http://x/").is_err());
+    fn a_link_names_its_server_and_an_id_uses_the_given_one() {
+        let at = |raw: &str| Target::parse(raw, "http://127.0.0.1:8080/").unwrap();
+        let id = "4Zk3bY0c9QpLmN";
+        assert_eq!(at(id), Target { base: "http://127.0.0.1:8080".into(), id: id.into(), fragment: None });
+        for link in [
+            format!("https://paste.example/{id}"),
+            format!("https://paste.example/raw/{id}?download"),
+            format!("https://paste.example/api/v1/pastes/{id}/"),
+        ] {
+            assert_eq!(at(&link), Target { base: "https://paste.example".into(), id: id.into(), fragment: None });
+        }
+        let sealed = at(&format!("https://paste.example/{id}#key"));
+        assert_eq!(sealed.fragment.as_deref(), Some("key"));
+        assert!(Target::parse("https://paste.example/", "x").is_err());
     }
 }

@@ -23,6 +23,7 @@ mod server;
 mod trust;
 
 pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
+pub use get::GetArgs;
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
 pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey};
 pub use retry::RetryPolicy;

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use pastebin_core::{CreateToken, IdempotencyKey};
+use pastebin_core::{CreateToken, IdempotencyKey, PublishedLimits};
 use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteRequest, DeletePasteRequest};
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
@@ -95,11 +95,7 @@ impl Server {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("server URL {url:?} must start with http:// or grpc://");
         }
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls(trust.tls_config()?)
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()?;
+        let http = http_client(timeout, trust)?;
         Ok(Self::Http(HttpServer { url, http, create_token: None }))
     }
 
@@ -134,6 +130,26 @@ impl Server {
             Self::Grpc(s) => s.delete(id, token).await,
         }
     }
+
+    /// What the server publishes at `GET /api/v1/limits`; `None` when it
+    /// does not (a gRPC server, an older server, no answer): then the
+    /// server alone checks.
+    pub async fn limits(&self) -> Option<PublishedLimits> {
+        match self {
+            Self::Http(s) => s.limits().await,
+            Self::Grpc(_) => None,
+        }
+    }
+}
+
+/// The HTTP client every command uses: `timeout` on each call, and the
+/// certificates `trust` accepts (the system's CAs, or one pinned).
+pub(crate) fn http_client(timeout: Duration, trust: &Trust) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .use_preconfigured_tls(trust.tls_config()?)
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .build()?)
 }
 
 /// Trailing slashes dropped, so one server has one spelling in the journal.
@@ -160,6 +176,12 @@ struct ErrorDetail {
 }
 
 impl HttpServer {
+    async fn limits(&self) -> Option<PublishedLimits> {
+        let response = self.http.get(format!("{}/api/v1/limits", self.url)).send().await.ok()?;
+        response.status().is_success().then_some(())?;
+        response.json().await.ok()
+    }
+
     async fn create(&self, call: CreateCall<'_>) -> Result<Created, CreateFailure> {
         let request = self
             .http

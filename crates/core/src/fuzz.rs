@@ -42,7 +42,8 @@ proptest! {
         match Expiry::from_seconds(seconds) {
             Ok(expiry) => {
                 prop_assert!((Expiry::MIN_SECONDS..=Expiry::MAX_SECONDS).contains(&expiry.seconds()));
-                prop_assert!(expiry.duration() > chrono::Duration::zero());
+                let now = chrono::Utc::now();
+                prop_assert!(expiry.expires_at(now) > now);
             }
             Err(_) => prop_assert!(seconds.is_some()),
         }

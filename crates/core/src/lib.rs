@@ -18,9 +18,11 @@ mod expiry;
 #[cfg(test)]
 mod fuzz;
 mod key;
+mod limits;
 mod lost_commits;
 mod minter;
 mod paste_id;
+mod report;
 mod request_hash;
 mod response;
 mod slot;
@@ -29,11 +31,13 @@ mod token;
 
 pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttributes};
 pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
-pub use expiry::{Expiry, ExpiryError};
+pub use expiry::{is_never, label as lifetime_label, never_expires_at, parse_lifetime, Expiry, ExpiryError, ExpiryPolicy};
 pub use key::{IdempotencyKey, KeyError, KeyHash, PasteOrigin};
+pub use limits::{LimitError, PublishedExpiry, PublishedLimits, PublishedRate, TooLarge};
 pub use lost_commits::LostCommits;
 pub use minter::{Minter, RandomMinter, SeededMinter};
 pub use paste_id::{PasteId, PasteIdError};
+pub use report::{report_note, ReportError, ReportReason, MAX_REPORT_NOTE_CHARS, MAX_TAKEDOWN_REASON_CHARS};
 pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
 pub use slot::{OwnedSlots, Slot, SlotMoveError, SlotRange, SlotRangeError, SLOT_COUNT};

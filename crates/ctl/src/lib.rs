@@ -9,7 +9,9 @@
 //! - `stats`: pending counts, oldest age and the alert-card level per shard;
 //! - `certs`: a development CA and a certificate for each part (mutual TLS).
 //! - `tokens`: the create tokens file of `--require-create-token`;
-//! - `reshard`: move a slot range from one K or P shard to another, online.
+//! - `reshard`: move a slot range from one K or P shard to another, online;
+//! - `reports`: what readers reported, newest or most reported first;
+//! - `takedown ID --reason TEXT`: remove a paste without its token (readers get 410).
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
 //! `endpoints.json` of a `pastebin up` data directory, `./pastebin-data` by
@@ -28,6 +30,7 @@
 mod certs;
 mod deployment;
 mod format;
+mod keeping;
 mod pending;
 mod progress;
 mod reconcile;
@@ -78,6 +81,12 @@ pub enum CtlCommand {
     /// Move a slot range from one K (or P) shard to another while gateways
     /// and sweepers keep running; rerun it to finish a move that stopped.
     Reshard(reshard::ReshardArgs),
+    /// Live pastes readers reported, newest (or most reported) first, with
+    /// each one's age, size and latest reports, and the open count.
+    Reports(keeping::ReportsArgs),
+    /// Remove a paste without its delete token: readers get 410 with --reason,
+    /// its object is deleted, a replay of its create's key still answers 201.
+    Takedown(keeping::TakedownArgs),
     /// Make a development CA and a certificate and key for each part
     /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.
     Certs(certs::CertsArgs),
@@ -168,6 +177,8 @@ pub async fn execute_with(
             CtlCommand::Repair(command) => repair::run(&deployment().await?, command, progress, out, err).await,
             CtlCommand::Stats(command) => stats::run(&deployment().await?, command, out, err).await,
             CtlCommand::Reshard(command) => reshard::run(command, &args.endpoints, progress, out, err).await,
+            CtlCommand::Reports(command) => keeping::reports(&deployment().await?, command, out, err).await,
+            CtlCommand::Takedown(command) => keeping::takedown(&deployment().await?, command, out, err).await,
             CtlCommand::Certs(command) => certs::run(command, out),
             CtlCommand::Tokens(command) => tokens::run(command, out),
         }

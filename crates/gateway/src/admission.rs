@@ -95,6 +95,7 @@ impl ClientBudgets {
 pub(crate) struct Admission {
     creates: Option<ClientBudgets>,
     deletes: Option<ClientBudgets>,
+    reports: Option<ClientBudgets>,
     tokens: Option<CreateTokens>,
 }
 
@@ -107,8 +108,14 @@ impl Admission {
         Self {
             creates: creates.map(|limit| ClientBudgets::new(limit, "pastes")),
             deletes: deletes.map(|limit| ClientBudgets::new(limit, "deletes")),
+            reports: None,
             tokens: tokens_file.map(CreateTokens::new),
         }
+    }
+
+    /// The same gate, with reports limited per client address too.
+    pub(crate) fn with_reports(self, reports: Option<RateLimit>) -> Self {
+        Self { reports: reports.map(|limit| ClientBudgets::new(limit, "reports")), ..self }
     }
 
     /// Lets a create through, or says why not. The token is checked before
@@ -130,17 +137,23 @@ impl Admission {
     }
 
     pub(crate) fn check_create_rate(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
-        match (&self.creates, client) {
-            (Some(budgets), Some(client)) => budgets.spend(client),
-            _ => Ok(()),
-        }
+        spend(self.creates.as_ref(), client)
     }
 
     pub(crate) fn check_delete_rate(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
-        match (&self.deletes, client) {
-            (Some(budgets), Some(client)) => budgets.spend(client),
-            _ => Ok(()),
-        }
+        spend(self.deletes.as_ref(), client)
+    }
+
+    pub(crate) fn check_report_rate(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
+        spend(self.reports.as_ref(), client)
+    }
+}
+
+/// One action of `client`'s budget, where both a limit and an address exist.
+fn spend(budgets: Option<&ClientBudgets>, client: Option<IpAddr>) -> Result<(), ApiError> {
+    match (budgets, client) {
+        (Some(budgets), Some(client)) => budgets.spend(client),
+        _ => Ok(()),
     }
 }
 

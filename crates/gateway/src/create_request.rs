@@ -57,7 +57,8 @@ impl CreateJson {
 
 /// What a create without a usable key is told: the header to send, and how.
 const MISSING_KEY: &str = "the Idempotency-Key header is missing: send a new UUID with each save \
-     (and the same one on its retries), e.g. curl -H \"Idempotency-Key: $(uuidgen)\" --data-binary @file URL";
+     (and the same one on its retries), e.g. curl -H \"Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)\" \
+     --data-binary @file URL";
 const KEY_NOT_A_UUID: &str =
     "the Idempotency-Key header must be a UUID, e.g. Idempotency-Key: 6f9619ff-8b86-d011-b42d-00c04fc964ff";
 
@@ -147,7 +148,7 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
         let client = parts.extensions.get::<pastebin_edge::http::Client>();
         gateway.check_create_token(bearer_token(headers))?;
         let idempotency_key = idempotency_key(headers)?;
-        let query_expiry = query_expiry(Query::<CreateQuery>::try_from_uri(&parts.uri));
+        let query_expiry = query_expiry(Query::<CreateQuery>::try_from_uri(&parts.uri), &gateway.settings().expiry);
         // Like a bad expiry, a bad attribute in the query is never ignored.
         let Query(attributes) = Query::<AttributeQuery>::try_from_uri(&parts.uri)
             .map_err(|e| ApiError::InvalidRequest(format!("language, burn_after_reading or file_name: {e}")))?;
@@ -240,11 +241,10 @@ impl AdmittedCreate {
 /// expiry so that step 1 reports it in its own order: key, size, expiry.
 fn query_expiry(
     query: Result<Query<CreateQuery>, axum::extract::rejection::QueryRejection>,
+    policy: &pastebin_core::ExpiryPolicy,
 ) -> Result<Option<u64>, ()> {
     match query {
-        Ok(Query(CreateQuery { expires_in_seconds: Some(seconds) }))
-            if pastebin_core::Expiry::from_seconds(Some(seconds)).is_err() =>
-        {
+        Ok(Query(CreateQuery { expires_in_seconds: Some(seconds) })) if policy.admit(Some(seconds)).is_err() => {
             Err(())
         }
         Ok(Query(query)) => Ok(query.expires_in_seconds),

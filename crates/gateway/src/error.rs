@@ -15,7 +15,7 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("{0}")]
     InvalidExpiry(String),
-    #[error("content exceeds the limit of {limit} bytes")]
+    #[error("{}", pastebin_core::TooLarge { limit: *limit })]
     TooLarge { limit: usize },
     #[error("this idempotency key was already used for a different request")]
     KeyConflict,
@@ -30,6 +30,9 @@ pub enum ApiError {
     SlotMoving,
     #[error("no such paste")]
     NotFound,
+    /// An operator took the paste down (docs/operations.md#reports-and-takedowns).
+    #[error("removed by the operator: {reason}")]
+    Removed { reason: String },
     /// A burn-after-reading paste asked for without the explicit read that
     /// deletes it (`GET /{id}` from curl): its link must survive previews.
     #[error("this paste is deleted when it is read; read it once with: curl {raw_url}")]
@@ -67,6 +70,7 @@ impl ApiError {
             Self::KeyConflict => "idempotency_key_conflict",
             Self::Unavailable(_) | Self::SlotMoving => "unavailable",
             Self::NotFound => "not_found",
+            Self::Removed { .. } => "removed_by_operator",
             Self::BurnNeedsReveal { .. } => "burn_after_reading",
             Self::WrongToken => "wrong_delete_token",
             Self::CreateTokenRequired => "create_token_required",
@@ -85,6 +89,7 @@ impl ApiError {
             Self::KeyConflict | Self::BurnNeedsReveal { .. } => StatusCode::CONFLICT,
             Self::Unavailable(_) | Self::SlotMoving => StatusCode::SERVICE_UNAVAILABLE,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Removed { .. } => StatusCode::GONE,
             Self::WrongToken => StatusCode::FORBIDDEN,
             Self::CreateTokenRequired | Self::InvalidCreateToken => StatusCode::UNAUTHORIZED,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -158,7 +163,7 @@ impl From<ApiError> for tonic::Status {
             ApiError::TooLarge { .. } => Self::resource_exhausted(message),
             ApiError::KeyConflict | ApiError::BurnNeedsReveal { .. } => Self::failed_precondition(message),
             ApiError::Unavailable(_) | ApiError::SlotMoving => Self::unavailable(message),
-            ApiError::NotFound => Self::not_found(message),
+            ApiError::NotFound | ApiError::Removed { .. } => Self::not_found(message),
             ApiError::WrongToken => Self::permission_denied(message),
             ApiError::CreateTokenRequired | ApiError::InvalidCreateToken => Self::unauthenticated(message),
             ApiError::RateLimited { .. } => Self::resource_exhausted(message),

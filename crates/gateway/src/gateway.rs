@@ -2,11 +2,11 @@ use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use pastebin_core::{
-    Clock, CreateRequest, DeleteToken, Expiry, FileName, IdempotencyKey, Language, MediaType, Minter, PasteAttributes,
-    PasteId, RequestHash, ResponseBody,
+    Clock, CreateRequest, DeleteToken, Expiry, ExpiryPolicy, FileName, IdempotencyKey, Language, MediaType, Minter,
+    PasteAttributes, PasteId, PublishedExpiry, PublishedLimits, PublishedRate, ReportReason, RequestHash, ResponseBody,
 };
 use pastebin_objects::ObjectStore;
-use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteClient, PasteRow};
+use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteClient, PasteRead, PasteRow};
 use pastebin_runtime::grpc::CallError;
 use pastebin_edge::refusals::Protocol;
 use pastebin_runtime::metrics as names;
@@ -46,6 +46,10 @@ pub struct GatewaySettings {
     pub delete_rate_limit: Option<RateLimit>,
     /// When set, a create needs a token listed in this file (`pastebin ctl tokens`).
     pub create_tokens_file: Option<PathBuf>,
+    /// The lifetimes a create may ask for (docs/configuration.md#expiry-policy).
+    pub expiry: ExpiryPolicy,
+    /// Reports (API, gRPC and the report form) per client address, if limited.
+    pub report_rate_limit: Option<RateLimit>,
 }
 
 /// The default shedding limit of a gateway in a deployment: creates in
@@ -59,6 +63,11 @@ pub const CREATES_IN_FLIGHT_PER_SHARD: usize = 64;
 pub const DEFAULT_DELETE_RATE_LIMIT: RateLimit =
     RateLimit { count: std::num::NonZeroU32::new(300).expect("300 is not zero"), period: Duration::from_secs(60) };
 
+/// Reports per client address unless configured: a reader reports a
+/// handful of pastes; a flood of reports must not bury the real ones.
+pub const DEFAULT_REPORT_RATE_LIMIT: RateLimit =
+    RateLimit { count: std::num::NonZeroU32::new(20).expect("20 is not zero"), period: Duration::from_secs(3600) };
+
 impl GatewaySettings {
     pub fn new(public_url: impl Into<String>) -> Self {
         Self {
@@ -70,6 +79,8 @@ impl GatewaySettings {
             create_rate_limit: None,
             delete_rate_limit: Some(DEFAULT_DELETE_RATE_LIMIT),
             create_tokens_file: None,
+            expiry: ExpiryPolicy::default(),
+            report_rate_limit: Some(DEFAULT_REPORT_RATE_LIMIT),
         }
     }
 }
@@ -140,6 +151,14 @@ pub struct PasteView {
     pub attributes: PasteAttributes,
 }
 
+impl PasteView {
+    /// Whether the paste never expires (its expiry is the far-future
+    /// "never" time, docs/configuration.md#expiry-policy).
+    pub fn never_expires(&self) -> bool {
+        chrono::DateTime::parse_from_rfc3339(&self.expires_at).is_ok_and(|at| pastebin_core::is_never(at.to_utc()))
+    }
+}
+
 /// A paste read in full. For a burn-after-reading paste, holding one means
 /// this reader won the claim: the paste is gone for everyone else.
 #[derive(Debug, Clone)]
@@ -163,7 +182,8 @@ impl Gateway {
         let reads = ReadCache::new(settings.read_cache_bytes);
         let creates_in_flight = std::sync::Mutex::default();
         let admission =
-            Admission::new(settings.create_rate_limit, settings.delete_rate_limit, settings.create_tokens_file.clone());
+            Admission::new(settings.create_rate_limit, settings.delete_rate_limit, settings.create_tokens_file.clone())
+                .with_reports(settings.report_rate_limit);
         Self {
             inner: Arc::new(Inner {
                 slots,
@@ -237,8 +257,8 @@ impl Gateway {
         if command.content.len() > limit {
             return Err(ApiError::TooLarge { limit });
         }
-        let expiry =
-            Expiry::from_seconds(command.expires_in_seconds).map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
+        let expiry = (self.inner.settings.expiry.admit(command.expires_in_seconds))
+            .map_err(|e| ApiError::InvalidExpiry(e.to_string()))?;
         let attributes = attributes_of(&command)?;
         if attributes.sealed {
             crate::sealed::check(&command.content, &attributes)?;
@@ -349,9 +369,9 @@ impl Gateway {
         let deadline = Instant::now() + self.inner.settings.request_budget;
         let read_started = Instant::now();
         let row = match self.live_row(&id, deadline).await {
-            Err(ApiError::NotFound) => {
+            Err(gone @ (ApiError::NotFound | ApiError::Removed { .. })) => {
                 self.inner.reads.forget(&id);
-                return Err(ApiError::NotFound);
+                return Err(gone);
             }
             other => other?,
         };
@@ -378,11 +398,68 @@ impl Gateway {
         Ok(read)
     }
 
+    /// The live row from P, or why there is none. A takedown also drops the
+    /// renders kept beside the gateway: the pages read the row first on
+    /// every view anyway, so this only frees their memory early.
     async fn live_row(&self, id: &PasteId, deadline: Instant) -> Result<PasteRow, ApiError> {
-        self.on_paste_shard(id, deadline, |pastes| async move { pastes.get(id).await })
+        let read = self
+            .on_paste_shard(id, deadline, |pastes| async move { pastes.read(id).await })
             .await?
-            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?
-            .ok_or(ApiError::NotFound)
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        match read {
+            PasteRead::Live(row) => Ok(row),
+            PasteRead::RemovedByOperator { reason } => {
+                self.tell_deleted(id);
+                Err(ApiError::Removed { reason })
+            }
+            PasteRead::Missing => Err(ApiError::NotFound),
+        }
+    }
+
+    /// A reader's report of a live paste (docs/operations.md#reports-and-takedowns),
+    /// after the client's report rate. Returns the paste's report count.
+    pub async fn report(
+        &self,
+        client: Option<IpAddr>,
+        raw_id: &str,
+        reason: &str,
+        note: Option<&str>,
+    ) -> Result<u64, ApiError> {
+        let invalid = |e: pastebin_core::ReportError| ApiError::InvalidRequest(e.to_string());
+        let reason = ReportReason::parse(reason).map_err(invalid)?;
+        let note = pastebin_core::report_note(note).map_err(invalid)?;
+        let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
+        counted(self.inner.admission.check_report_rate(client))?;
+        let deadline = Instant::now() + self.inner.settings.request_budget;
+        let stored = self
+            .on_paste_shard(&id, deadline, |pastes| {
+                let (id, note) = (&id, note.as_deref());
+                async move { pastes.report(id, reason.as_str(), note).await }
+            })
+            .await?
+            .map_err(|_| ApiError::Unavailable("the paste service is unavailable"))?;
+        match stored {
+            Some(count) => Ok(count),
+            // Gone by now: say why, as a read would.
+            None => self.live_row(&id, deadline).await.and(Err(ApiError::NotFound)),
+        }
+    }
+
+    /// What this instance accepts, as `GET /api/v1/limits` publishes it.
+    pub fn limits(&self) -> PublishedLimits {
+        let settings = &self.inner.settings;
+        PublishedLimits {
+            max_content_bytes: settings.max_content_bytes as u64,
+            expiry: PublishedExpiry::of(&settings.expiry),
+            burn_after_reading: true,
+            // Sealed pastes are a client's envelope; this gateway stores none yet.
+            encryption: false,
+            create_tokens_required: settings.create_tokens_file.is_some(),
+            create_rate_limit: settings
+                .create_rate_limit
+                .map(|limit| PublishedRate { count: limit.count.get(), period_seconds: limit.period.as_secs() }),
+            report_reasons: ReportReason::ALL.iter().map(|reason| reason.as_str().to_owned()).collect(),
+        }
     }
 
     /// `call` on the P shard of `id`'s slot, following the slot if it moves:
@@ -467,6 +544,7 @@ fn counted(protocol: Protocol, admitted: Result<(), ApiError>) -> Result<(), Api
     if let Err(error) = &admitted {
         let reason = match error {
             ApiError::RateLimited { what: "deletes", .. } => "delete_rate_limited",
+            ApiError::RateLimited { what: "reports", .. } => "report_rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
             _ => "create_token",
         };

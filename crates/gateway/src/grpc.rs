@@ -126,4 +126,14 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         self.gateway.delete(&request.id, &request.delete_token).await?;
         Ok(Response::new(pb::DeletePasteResponse {}))
     }
+
+    async fn report_paste(
+        &self,
+        request: Request<pb::ReportPasteRequest>,
+    ) -> Result<Response<pb::ReportPasteResponse>, Status> {
+        let client = request.remote_addr().map(|peer| peer.ip());
+        let request = request.into_inner();
+        self.gateway.report(client, &request.id, &request.reason, request.note.as_deref()).await?;
+        Ok(Response::new(pb::ReportPasteResponse {}))
+    }
 }

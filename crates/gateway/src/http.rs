@@ -236,6 +236,37 @@ pub(crate) async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// `POST /api/v1/pastes/{id}/reports`'s body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReportJson {
+    reason: String,
+    note: Option<String>,
+}
+
+/// `POST /api/v1/pastes/{id}/reports`: a reader's report, stored on the
+/// paste's row (docs/api.md#report), 201 once it is.
+pub(crate) async fn report(
+    State(gateway): State<Gateway>,
+    ClientAddress(client): ClientAddress,
+    PasteIdParam(id): PasteIdParam,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let report: ReportJson = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::InvalidRequest(format!(
+            "the body must be {{\"reason\": \"spam\"|\"malware\"|\"illegal\"|\"personal-data\"|\"other\",              \"note\"?: string}}: {e}"
+        ))
+    })?;
+    gateway.report(client, &id, &report.reason, report.note.as_deref()).await?;
+    let answer = serde_json::json!({ "id": id, "reason": report.reason, "status": "received" });
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+/// `GET /api/v1/limits`: what this instance accepts (docs/api.md#limits).
+pub(crate) async fn limits(State(gateway): State<Gateway>) -> Json<pastebin_core::PublishedLimits> {
+    Json(gateway.limits())
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

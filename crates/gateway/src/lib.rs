@@ -44,7 +44,7 @@ pub use created::Created;
 pub use error::{ApiError, ErrorLine, RETRY_AFTER_SECONDS};
 pub use gateway::{
     CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste, CREATES_IN_FLIGHT_PER_SHARD,
-    DEFAULT_DELETE_RATE_LIMIT,
+    DEFAULT_DELETE_RATE_LIMIT, DEFAULT_REPORT_RATE_LIMIT,
 };
 pub use grpc::PasteApiService;
 pub use http::{accepts_html, shared_link_raw, wants_text};

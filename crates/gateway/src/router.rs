@@ -23,17 +23,27 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 
 /// Every route of this router, in the OpenAPI document's path syntax (which axum shares).
-pub const API_ROUTES: [&str; 5] = ["/healthz", OPENAPI_PATH, "/api/v1/pastes", "/api/v1/pastes/{id}", "/raw/{id}"];
+pub const API_ROUTES: [&str; 7] = [
+    "/healthz",
+    OPENAPI_PATH,
+    "/api/v1/limits",
+    "/api/v1/pastes",
+    "/api/v1/pastes/{id}",
+    "/api/v1/pastes/{id}/reports",
+    "/raw/{id}",
+];
 
 /// The API: JSON for programs, `text/plain` and raw bytes for curl. Paths
 /// nobody routes are the JSON 404.
 pub fn api_router(gateway: Gateway) -> Router {
-    let [healthz_path, openapi_path, pastes, paste, raw] = API_ROUTES;
+    let [healthz_path, openapi_path, limits, pastes, paste, reports, raw] = API_ROUTES;
     Router::new()
         .route(healthz_path, get(healthz))
         .route(openapi_path, get(openapi))
+        .route(limits, get(http::limits))
         .route(pastes, axum::routing::post(http::create))
         .route(paste, get(http::get_json).delete(http::delete))
+        .route(reports, axum::routing::post(http::report))
         .route(raw, get(http::get_raw))
         .route_layer(axum::middleware::from_fn(traced))
         .fallback(|| async { ApiError::NotFound })

@@ -104,7 +104,7 @@ impl Saga<'_> {
     fn mint(&self) -> (PasteId, ResponseBody) {
         let inner = &self.gateway.inner;
         let id = inner.minter.paste_id(self.key().slot());
-        let expires_at = inner.clock.now() + self.request.expiry.duration();
+        let expires_at = self.request.expiry.expires_at(inner.clock.now());
         let created = Created::new(&id, &inner.settings.public_url, expires_at, &inner.minter.delete_token());
         (id, created.to_stored())
     }

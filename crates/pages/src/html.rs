@@ -102,24 +102,53 @@ impl Page {
     }
 }
 
-/// The expiry choices the new-paste page offers (all within the range of docs/design.md#expiry).
-const EXPIRY_CHOICES: &[(u64, &str)] =
-    &[(3_600, "1 hour"), (86_400, "1 day"), (604_800, "1 week"), (2_592_000, "30 days"), (31_536_000, "1 year")];
+/// A lifetime in words for the expiry menu: `10 minutes`, `1 hour`,
+/// `30 days`, `1 year`, `never`.
+pub(crate) fn lifetime_words(seconds: u64) -> String {
+    if seconds == 365 * 86_400 {
+        return "1 year".into();
+    }
+    let short = pastebin_core::lifetime_label(seconds);
+    let (number, unit) = short.split_at(short.find(|c: char| !c.is_ascii_digit()).unwrap_or(short.len()));
+    let unit = match unit {
+        "m" => "minute",
+        "h" => "hour",
+        "d" => "day",
+        "w" => "week",
+        "s" => "second",
+        _ => return short,
+    };
+    let plural = if number == "1" { "" } else { "s" };
+    format!("{number} {unit}{plural}")
+}
+
+/// A size in words: `1 MiB`, `512 KiB`, `100 bytes`.
+pub(crate) fn size_words(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
 
 /// `/`: the new-paste form. Saving needs the script (it owns the
-/// idempotency key); the `noscript` text says how to save without it.
-pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
-    let options: String = EXPIRY_CHOICES
-        .iter()
-        .map(|(seconds, label)| {
-            let selected = if *seconds == 2_592_000 { " selected" } else { "" };
-            format!("<option value=\"{seconds}\"{selected}>{label}</option>")
+/// idempotency key); the `noscript` text says how to save without it. The
+/// expiry menu offers exactly the operator's choices (`expiry`), and the
+/// size limit is said before anyone pastes.
+pub(crate) fn new_paste(public_url: &str, max_bytes: usize, expiry: &pastebin_core::ExpiryPolicy) -> String {
+    let options: String = expiry
+        .offered()
+        .into_iter()
+        .map(|seconds| {
+            let selected = if seconds == expiry.default_seconds() { " selected" } else { "" };
+            format!("<option value=\"{seconds}\"{selected}>{}</option>", lifetime_words(seconds))
         })
         .collect();
     let main = format!(
         "<section id=\"compose\"><h1>New paste</h1>\
          <noscript><p class=\"notice\">Saving from this page needs JavaScript. Without it, use the API: \
-         <code>curl -H \"Idempotency-Key: $(uuidgen)\" --data-binary @file {api}</code></p></noscript>\
+         <code>curl -H \"Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)\" --data-binary @file {api}</code></p></noscript>\
+         <p class=\"meta\" id=\"size-limit\">Up to {size} per paste.</p>\
          <form id=\"new-paste\" data-max-bytes=\"{max_bytes}\">\
          <label for=\"content\">Text</label>\
          <textarea id=\"content\" name=\"content\" rows=\"18\" spellcheck=\"false\" autofocus></textarea>\
@@ -150,6 +179,7 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize) -> String {
         api = escape(&format!("{public_url}/api/v1/pastes")),
         languages = language_list(),
         seal = crate::sealed_page::compose_choice(),
+        size = size_words(max_bytes),
     );
     layout("New paste", &main, true)
 }
@@ -211,12 +241,17 @@ fn meta(view: &PasteView) -> String {
         parts.push(escape(language.as_str()));
     }
     parts.push(format!("created {}", time(&view.created_at)));
-    parts.push(format!("expires {}", time(&view.expires_at)));
+    if view.never_expires() {
+        parts.push("never expires".into());
+    } else {
+        parts.push(format!("expires {}", time(&view.expires_at)));
+    }
     if !attributes.burn_after_reading {
         parts.push(format!("<a href=\"/raw/{id}\">raw</a>"));
         parts.push(format!("<a id=\"download\" href=\"/raw/{id}?download\">download</a>"));
     }
     parts.push(format!("<a href=\"/{id}/delete\">delete</a>"));
+    parts.push(format!("<a id=\"report\" href=\"/{id}/report\">report</a>"));
     format!("<p class=\"meta\">{}</p>", parts.join(" · "))
 }
 
@@ -334,6 +369,58 @@ pub(crate) fn deleted(id: &str) -> String {
     layout("Deleted", &main, false)
 }
 
+/// `/{id}/report`: a plain form (no script needed) that posts a reason
+/// and an optional note. `problem` is shown above it after a refusal.
+pub(crate) fn report_form(raw_id: &str, problem: Option<&str>) -> String {
+    use pastebin_core::ReportReason;
+    let id = escape(raw_id);
+    let problem = problem.map(|p| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(p))).unwrap_or_default();
+    let reasons: String = ReportReason::ALL
+        .iter()
+        .map(|reason| {
+            let words = match reason {
+                ReportReason::Spam => "Spam",
+                ReportReason::Malware => "Malware",
+                ReportReason::Illegal => "Illegal content",
+                ReportReason::PersonalData => "Someone's personal data",
+                ReportReason::Other => "Something else",
+            };
+            format!("<option value=\"{}\">{words}</option>", reason.as_str())
+        })
+        .collect();
+    let main = format!(
+        "<h1>Report paste <code>{id}</code></h1>{problem}\
+         <p>Tell the operator of this site what is wrong with this paste.</p>\
+         <form method=\"post\" action=\"/{id}/report\" class=\"report\">\
+         <label for=\"reason\">Reason</label><select id=\"reason\" name=\"reason\">{reasons}</select>\
+         <label for=\"note\">Note (optional, up to {max} characters)</label>\
+         <textarea id=\"note\" name=\"note\" rows=\"4\" maxlength=\"{max}\"></textarea>\
+         <div class=\"row\"><button type=\"submit\" id=\"send-report\">Send report</button>\
+         <a href=\"/{id}\">Cancel</a></div></form>",
+        max = pastebin_core::MAX_REPORT_NOTE_CHARS,
+    );
+    layout(&format!("Report paste {raw_id}"), &main, false)
+}
+
+pub(crate) fn report_received(id: &str) -> String {
+    let main = format!(
+        "<h1>Report received</h1><p id=\"report-received\">Thank you. The operator will look at paste \
+         <code>{}</code>.</p><p><a href=\"/\">New paste</a></p>",
+        escape(id)
+    );
+    layout("Report received", &main, false)
+}
+
+/// A 410: the operator took the paste down, and says why.
+pub(crate) fn removed(reason: &str) -> String {
+    let main = format!(
+        "<h1>Removed</h1><p id=\"removed\">This paste was removed by the operator: {}</p>\
+         <p><a href=\"/\">New paste</a></p>",
+        escape(reason)
+    );
+    layout("Removed", &main, false)
+}
+
 pub(crate) fn not_found() -> String {
     layout("Not found", "<h1>Not found</h1><p>There is no paste here. It may have expired or been deleted.</p>", false)
 }
@@ -401,7 +488,7 @@ mod tests {
 
     #[test]
     fn the_language_box_suggests_the_highlighters_languages() {
-        let page = new_paste("http://x", 10);
+        let page = new_paste("http://x", 10, &pastebin_core::ExpiryPolicy::default());
         assert!(page.contains("list=\"languages\"") && page.contains("<datalist id=\"languages\">"), "{page}");
         assert!(page.contains("<option value=\"Rust\">"), "{page}");
     }
@@ -450,7 +537,7 @@ mod tests {
     #[test]
     fn pages_have_no_inline_script_or_style() {
         for page in [
-            new_paste("http://x", 10),
+            new_paste("http://x", 10, &pastebin_core::ExpiryPolicy::default()),
             paste(view("x"), false, "http://x").whole(),
             delete_form("x", None),
             not_found(),

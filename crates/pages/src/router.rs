@@ -17,16 +17,17 @@ use serde::Deserialize;
 use crate::{highlight, html, PageSettings, Pages};
 
 /// Every route of this router, in the OpenAPI document's path syntax (which axum shares).
-pub const PAGE_ROUTES: [&str; 5] = ["/", "/assets/{name}", "/{id}", "/{id}/delete", "/{id}/qr.svg"];
+pub const PAGE_ROUTES: [&str; 6] = ["/", "/assets/{name}", "/{id}", "/{id}/delete", "/{id}/report", "/{id}/qr.svg"];
 
 /// The browser's pages, read through `gateway`.
 pub fn page_router(gateway: Gateway, settings: PageSettings) -> Router {
-    let [home, assets, page, delete_page, qr] = PAGE_ROUTES;
+    let [home, assets, page, delete_page, report_page, qr] = PAGE_ROUTES;
     Router::new()
         .route(home, get(new_paste_page))
         .route(assets, get(asset))
         .route(page, get(shared_link).post(reveal_page))
         .route(delete_page, get(delete_form).post(delete_from_form))
+        .route(report_page, get(report_form).post(report_from_form))
         .route(qr, get(qr_code))
         .route_layer(axum::middleware::from_fn(pastebin_gateway::traced))
         .with_state(Pages::new(gateway, settings))
@@ -78,6 +79,7 @@ fn page_response(status: StatusCode, page: impl Into<html::Page>) -> Response {
 fn error_page(error: &ApiError) -> Response {
     let page = match error {
         ApiError::NotFound => page_response(StatusCode::NOT_FOUND, html::not_found()),
+        ApiError::Removed { reason } => page_response(StatusCode::GONE, html::removed(reason)),
         ApiError::Unavailable(_) => {
             page_response(StatusCode::SERVICE_UNAVAILABLE, html::unavailable(&error.to_string()))
         }
@@ -97,7 +99,7 @@ fn with_error_line(mut page: Response, message: &str) -> Response {
 
 async fn new_paste_page(State(pages): State<Pages>) -> Response {
     let settings = pages.gateway.settings();
-    page_response(StatusCode::OK, html::new_paste(&settings.public_url, settings.max_content_bytes))
+    page_response(StatusCode::OK, html::new_paste(&settings.public_url, settings.max_content_bytes, &settings.expiry))
 }
 
 /// `GET /{id}`, the share link: the page for a browser (an `Accept` that
@@ -197,6 +199,42 @@ async fn delete_from_form(
                 html::delete_form(&id, Some("That token does not match this paste. Nothing was deleted.")),
             ),
             &ApiError::WrongToken.to_string(),
+        ),
+        Err(error) => error_page(&error),
+    }
+}
+
+/// The report form, for a paste that exists (describing never burns).
+async fn report_form(State(pages): State<Pages>, PasteIdParam(id): PasteIdParam) -> Response {
+    match pages.gateway.describe(&id).await {
+        Ok(paste) => page_response(StatusCode::OK, html::report_form(&paste.id, None)),
+        Err(error) => error_page(&error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ReportFormFields {
+    reason: String,
+    note: Option<String>,
+}
+
+/// The report form's POST: the same report as `POST /api/v1/pastes/{id}/reports`,
+/// answered with a page, so reporting works with JavaScript off.
+async fn report_from_form(
+    State(pages): State<Pages>,
+    ClientAddress(client): ClientAddress,
+    PasteIdParam(id): PasteIdParam,
+    form: Result<Form<ReportFormFields>, FormRejection>,
+) -> Response {
+    let Ok(Form(fields)) = form else {
+        const NO_REASON: &str = "the form must send a reason";
+        return with_error_line(page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(NO_REASON))), NO_REASON);
+    };
+    match pages.gateway.report(client, &id, &fields.reason, fields.note.as_deref()).await {
+        Ok(_) => page_response(StatusCode::OK, html::report_received(&id)),
+        Err(ApiError::InvalidRequest(problem)) => with_error_line(
+            page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(&problem))),
+            &problem,
         ),
         Err(error) => error_page(&error),
     }

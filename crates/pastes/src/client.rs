@@ -9,7 +9,10 @@ use pastebin_runtime::{
 };
 use tokio::time::Instant;
 
-use crate::{convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
+use crate::{
+    convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, ReportOrder,
+    ReportedPaste, SlotRow, TakedownOutcome,
+};
 
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
@@ -56,11 +59,52 @@ impl PasteClient {
     }
 
     pub async fn get(&self, id: &PasteId) -> Result<Option<PasteRow>, CallError> {
+        Ok(match self.read(id).await? {
+            PasteRead::Live(row) => Some(row),
+            PasteRead::RemovedByOperator { .. } | PasteRead::Missing => None,
+        })
+    }
+
+    /// What a reader finds: the live paste, a takedown's reason, or nothing.
+    pub async fn read(&self, id: &PasteId) -> Result<PasteRead, CallError> {
         match self.inner.clone().get(self.deadline.request(pb::GetRequest { id: id.to_string() })).await {
-            Ok(reply) => Ok(Some(convert::paste_from_pb(reply.into_inner()).map_err(bad_reply)?)),
+            Ok(reply) => Ok(PasteRead::Live(convert::paste_from_pb(reply.into_inner()).map_err(bad_reply)?)),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(match convert::removed_reason(&status) {
+                Some(reason) => PasteRead::RemovedByOperator { reason },
+                None => PasteRead::Missing,
+            }),
+            Err(status) => Err(status.into()),
+        }
+    }
+
+    /// See [`crate::PasteStore::take_down`]; `operator` names who asked, for the audit log.
+    pub async fn take_down(&self, id: &PasteId, reason: &str, operator: &str) -> Result<TakedownOutcome, CallError> {
+        let request = pb::TakeDownRequest { id: id.to_string(), reason: reason.to_owned(), operator: operator.to_owned() };
+        let reply = self.inner.clone().take_down(self.deadline.request(request)).await?.into_inner();
+        convert::takedown_from_pb(reply.outcome).map_err(bad_reply)
+    }
+
+    /// A reader's report; `None` when there is no live paste to report.
+    pub async fn report(&self, id: &PasteId, reason: &str, note: Option<&str>) -> Result<Option<u64>, CallError> {
+        let request =
+            pb::ReportRequest { id: id.to_string(), reason: reason.to_owned(), note: note.unwrap_or("").to_owned() };
+        match self.inner.clone().report(self.deadline.request(request)).await {
+            Ok(reply) => Ok(Some(reply.into_inner().report_count)),
             Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
             Err(status) => Err(status.into()),
         }
+    }
+
+    /// Up to `limit` reported live pastes in `order`, and the shard's open reports.
+    pub async fn reports(&self, order: ReportOrder, limit: u32) -> Result<(Vec<ReportedPaste>, u64), CallError> {
+        let order = match order {
+            ReportOrder::Newest => pb::ReportOrder::Newest,
+            ReportOrder::Most => pb::ReportOrder::Most,
+        };
+        let request = pb::ListReportsRequest { order: order.into(), limit };
+        let reply = self.inner.clone().list_reports(self.deadline.request(request)).await?.into_inner();
+        let pastes = reply.pastes.into_iter().map(|raw| convert::reported_from_pb(raw).map_err(bad_reply));
+        Ok((pastes.collect::<Result<_, _>>()?, reply.open_reports))
     }
 
     /// Burn after reading: whether this caller won the one read (see

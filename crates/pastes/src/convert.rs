@@ -10,7 +10,7 @@ use pastebin_core::{
 use pastebin_proto::pastes::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
-use crate::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
+use crate::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, Report, ReportedPaste, SlotRow, TakedownOutcome};
 
 pub(crate) fn id(raw: &str) -> Result<PasteId, Malformed> {
     PasteId::parse(raw).map_err(|e| Malformed(format!("id: {e}")))
@@ -72,6 +72,79 @@ pub(crate) fn insert_request(paste: &NewPaste) -> pb::InsertRequest {
         key_sha256: paste.origin.map(|origin| origin.key_hash.0.to_vec()).unwrap_or_default(),
         request_sha256: paste.origin.map(|origin| origin.request_hash.0.to_vec()).unwrap_or_default(),
     }
+}
+
+/// The metadata key that carries a takedown's reason on Get's NOT_FOUND.
+const REMOVED: &str = "pastebin-removed-bin";
+
+/// Get's answer for an id the operator took down: NOT_FOUND, with the reason.
+pub(crate) fn removed_status(reason: &str) -> tonic::Status {
+    let mut status = tonic::Status::not_found("removed by the operator");
+    status.metadata_mut().insert_bin(REMOVED, tonic::metadata::MetadataValue::from_bytes(reason.as_bytes()));
+    status
+}
+
+/// The operator's reason, when a NOT_FOUND says the id was taken down.
+pub(crate) fn removed_reason(status: &tonic::Status) -> Option<String> {
+    let value = status.metadata().get_bin(REMOVED)?;
+    let bytes = value.to_bytes().ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+pub(crate) fn takedown_to_pb(outcome: TakedownOutcome) -> i32 {
+    match outcome {
+        TakedownOutcome::TakenDown => pb::TakedownOutcome::TakenDown,
+        TakedownOutcome::AlreadyTakenDown => pb::TakedownOutcome::AlreadyTakenDown,
+        TakedownOutcome::NotFound => pb::TakedownOutcome::NotFound,
+    }
+    .into()
+}
+
+pub(crate) fn takedown_from_pb(raw: i32) -> Result<TakedownOutcome, Malformed> {
+    match pb::TakedownOutcome::try_from(raw) {
+        Ok(pb::TakedownOutcome::TakenDown) => Ok(TakedownOutcome::TakenDown),
+        Ok(pb::TakedownOutcome::AlreadyTakenDown) => Ok(TakedownOutcome::AlreadyTakenDown),
+        Ok(pb::TakedownOutcome::NotFound) => Ok(TakedownOutcome::NotFound),
+        _ => Err(Malformed("takedown outcome".into())),
+    }
+}
+
+pub(crate) fn reported_to_pb(paste: ReportedPaste) -> pb::ReportedPaste {
+    pb::ReportedPaste {
+        id: paste.id.to_string(),
+        created_at_ms: to_millis(paste.created_at),
+        size: paste.size,
+        report_count: paste.report_count,
+        last_reported_at_ms: to_millis(paste.last_reported_at),
+        recent: paste
+            .recent
+            .into_iter()
+            .map(|report| pb::StoredReport {
+                reason: report.reason,
+                note: report.note.unwrap_or_default(),
+                at_ms: report.at,
+            })
+            .collect(),
+    }
+}
+
+pub(crate) fn reported_from_pb(raw: pb::ReportedPaste) -> Result<ReportedPaste, Malformed> {
+    Ok(ReportedPaste {
+        id: id(&raw.id)?,
+        created_at: from_millis(raw.created_at_ms),
+        size: raw.size,
+        report_count: raw.report_count,
+        last_reported_at: from_millis(raw.last_reported_at_ms),
+        recent: raw
+            .recent
+            .into_iter()
+            .map(|report| Report {
+                reason: report.reason,
+                note: Some(report.note).filter(|note| !note.is_empty()),
+                at: report.at_ms,
+            })
+            .collect(),
+    })
 }
 
 pub(crate) fn key_hash(raw: Vec<u8>) -> Result<KeyHash, Malformed> {

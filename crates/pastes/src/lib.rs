@@ -19,7 +19,10 @@ use pastebin_runtime::{
 };
 
 pub use client::PasteClient;
-pub use record::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
+pub use record::{
+    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, Report, ReportOrder,
+    ReportedPaste, SlotRow, TakedownOutcome,
+};
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
 
@@ -53,6 +56,10 @@ pub static MOVED_TABLE: MovedTable = MovedTable {
         ("key_sha256", ColumnType::Text),
         ("request_sha256", ColumnType::Text),
         ("sealed", ColumnType::Integer),
+        ("removed_because", ColumnType::Text),
+        ("report_count", ColumnType::Integer),
+        ("last_reported_at", ColumnType::Integer),
+        ("reports", ColumnType::Text),
     ],
     slot_column: "id",
     slot_of: |id| pastebin_core::PasteId::parse(id).ok().map(|id| id.slot()),

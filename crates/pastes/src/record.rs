@@ -82,3 +82,55 @@ pub enum BurnClaim {
     /// a burn paste: answer like a missing paste.
     Gone,
 }
+
+/// What a reader's read of an id finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasteRead {
+    Live(PasteRow),
+    /// Taken down by the operator, for this reason (readers get 410 with it).
+    RemovedByOperator { reason: String },
+    /// Never made, expired, deleted, burned or aborted: all alike to a reader.
+    Missing,
+}
+
+/// One reader's report, as stored on the paste's row.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Unix milliseconds.
+    pub at: i64,
+}
+
+/// A live paste with reports, as `ctl reports` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportedPaste {
+    pub id: PasteId,
+    pub created_at: DateTime<Utc>,
+    pub size: u64,
+    pub report_count: u64,
+    pub last_reported_at: DateTime<Utc>,
+    /// The last few, newest first.
+    pub recent: Vec<Report>,
+}
+
+/// The order of `ctl reports`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportOrder {
+    /// By the last report, newest first.
+    Newest,
+    /// By the number of reports, most first.
+    Most,
+}
+
+/// What a takedown found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakedownOutcome {
+    /// The live row is a tombstone now: delete its object.
+    TakenDown,
+    /// Taken down before (a repeat of the same takedown is success).
+    AlreadyTakenDown,
+    /// No live row: never made, or already gone another way.
+    NotFound,
+}

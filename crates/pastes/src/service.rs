@@ -1,4 +1,5 @@
-use pastebin_core::{to_millis, DeleteToken, DeleteTokenHash, PasteId};
+use pastebin_core::{to_millis, DeleteToken, DeleteTokenHash, PasteId, ReportReason, MAX_TAKEDOWN_REASON_CHARS};
+use pastebin_runtime::metrics as names;
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
@@ -7,7 +8,9 @@ use pastebin_runtime::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{convert, BurnClaim, DeleteOutcome, PasteStore, PasteStoreError};
+use crate::{
+    convert, BurnClaim, DeleteOutcome, PasteRead, PasteStore, PasteStoreError, Report, ReportOrder, TakedownOutcome,
+};
 
 /// The most rows one `FindByKey` returns: a key makes one paste per life,
 /// and a life ends only by a K loss or the 25 h retention.
@@ -63,7 +66,10 @@ impl StoreFailure for PasteStoreError {
 
 impl From<PasteStoreError> for Status {
     fn from(error: PasteStoreError) -> Self {
-        store_status(&error)
+        match error {
+            PasteStoreError::Busy(_) => Status::unavailable(error.to_string()),
+            error => store_status(&error),
+        }
     }
 }
 
@@ -93,8 +99,68 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Paste>, Status> {
         let id = self.owned(id_lookup(&request.into_inner().id)?).await?;
-        let row = self.store.get_live(&id).await?.ok_or_else(not_found)?;
-        Ok(Response::new(convert::paste_to_pb(row)))
+        match self.store.read(&id).await? {
+            PasteRead::Live(row) => Ok(Response::new(convert::paste_to_pb(row))),
+            PasteRead::RemovedByOperator { reason } => Err(convert::removed_status(&reason)),
+            PasteRead::Missing => Err(not_found()),
+        }
+    }
+
+    async fn take_down(&self, request: Request<pb::TakeDownRequest>) -> Result<Response<pb::TakeDownResponse>, Status> {
+        let request = request.into_inner();
+        let id = id_lookup(&request.id)?;
+        let reason = request.reason.trim();
+        if reason.is_empty() || reason.chars().count() > MAX_TAKEDOWN_REASON_CHARS {
+            return Err(Status::invalid_argument("reason must be 1 to 500 characters"));
+        }
+        let _writing = self.slots.writable([&id]).await?;
+        let outcome = self.store.take_down(&id, reason).await?;
+        if outcome == TakedownOutcome::TakenDown {
+            // The audit line: who took what down and why (never the content).
+            tracing::warn!(
+                target: "pastebin::audit",
+                paste_id = %id,
+                operator = %request.operator,
+                reason,
+                "paste taken down by the operator"
+            );
+            metrics::counter!(names::TAKEDOWNS).increment(1);
+        }
+        Ok(Response::new(pb::TakeDownResponse { outcome: convert::takedown_to_pb(outcome) }))
+    }
+
+    async fn report(&self, request: Request<pb::ReportRequest>) -> Result<Response<pb::ReportResponse>, Status> {
+        let request = request.into_inner();
+        let id = id_lookup(&request.id)?;
+        let invalid = |e: pastebin_core::ReportError| Status::invalid_argument(e.to_string());
+        let reason = ReportReason::parse(&request.reason).map_err(invalid)?;
+        let note = pastebin_core::report_note(Some(&request.note)).map_err(invalid)?;
+        let _writing = self.slots.writable([&id]).await?;
+        let report = Report { reason: reason.as_str().to_owned(), note, at: to_millis(self.store.clock().now()) };
+        let report_count = self.store.report(&id, report).await?.ok_or_else(not_found)?;
+        metrics::counter!(names::REPORTS, "reason" => reason.as_str()).increment(1);
+        Ok(Response::new(pb::ReportResponse { report_count }))
+    }
+
+    async fn list_reports(
+        &self,
+        request: Request<pb::ListReportsRequest>,
+    ) -> Result<Response<pb::ListReportsResponse>, Status> {
+        let request = request.into_inner();
+        if request.limit == 0 || request.limit > MAX_PAGE {
+            return Err(Status::invalid_argument("limit must be 1 to 10000"));
+        }
+        let order = match pb::ReportOrder::try_from(request.order) {
+            Ok(pb::ReportOrder::Most) => ReportOrder::Most,
+            Ok(pb::ReportOrder::Newest) => ReportOrder::Newest,
+            Err(_) => return Err(Status::invalid_argument("unknown order")),
+        };
+        let pastes = self.store.reported(order, request.limit).await?;
+        let open_reports = self.store.open_reports().await?;
+        Ok(Response::new(pb::ListReportsResponse {
+            pastes: pastes.into_iter().map(convert::reported_to_pb).collect(),
+            open_reports,
+        }))
     }
 
     async fn tombstone_unless_live(

@@ -7,7 +7,10 @@ use pastebin_core::{
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
-use crate::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, SlotRow};
+use crate::{
+    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, Report, ReportOrder,
+    ReportedPaste, SlotRow, TakedownOutcome,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasteStoreError {
@@ -15,6 +18,21 @@ pub enum PasteStoreError {
     Database(#[from] sqlx::Error),
     #[error("corrupt paste row: {0}")]
     Corrupt(String),
+    /// A write that lost every race it ran; nothing was written.
+    #[error("{0}")]
+    Busy(&'static str),
+}
+
+/// Reports kept word for word per paste; the count goes on past them.
+pub const KEPT_REPORTS: usize = 10;
+/// Tries of a report's guarded update before the reader is told to retry.
+const REPORT_ATTEMPTS: usize = 5;
+
+/// The stored JSON array of reports, newest first (none: an empty list).
+fn reports_from(raw: Option<String>) -> Result<Vec<Report>, PasteStoreError> {
+    raw.map_or(Ok(Vec::new()), |raw| {
+        serde_json::from_str(&raw).map_err(|e| PasteStoreError::Corrupt(format!("reports: {e}")))
+    })
 }
 
 /// Why an id became a tombstone; kept for operators.
@@ -24,6 +42,8 @@ enum TombstoneReason {
     Deleted,
     Expired,
     Burned,
+    /// Taken down by an operator; the row keeps the operator's reason.
+    Removed,
 }
 
 impl TombstoneReason {
@@ -33,6 +53,7 @@ impl TombstoneReason {
             Self::Deleted => "deleted",
             Self::Expired => "expired",
             Self::Burned => "burned",
+            Self::Removed => "removed",
         }
     }
 }
@@ -100,22 +121,167 @@ impl PasteStore {
     /// A readable paste: live and not yet expired. Expiry is checked here, so
     /// an expired paste is gone at once even before its row is purged.
     pub async fn get_live(&self, id: &PasteId) -> Result<Option<PasteRow>, PasteStoreError> {
+        Ok(match self.read(id).await? {
+            PasteRead::Live(row) => Some(row),
+            PasteRead::RemovedByOperator { .. } | PasteRead::Missing => None,
+        })
+    }
+
+    /// What a reader finds under `id`: the live paste, the operator's
+    /// reason for a takedown, or nothing (every other way of being gone
+    /// reads alike).
+    pub async fn read(&self, id: &PasteId) -> Result<PasteRead, PasteStoreError> {
         let now = to_millis(self.clock.now());
         let row = self
             .db
             .read(|pool| {
                 sqlx::query(
-                    "SELECT id, created_at, expires_at, size, content_sha256, media_type, file_name, language,
-                            burn_after_reading, sealed
+                    "SELECT id, state, created_at, expires_at, size, content_sha256, media_type, file_name, language,
+                            burn_after_reading, sealed, tombstone_reason, removed_because
                        FROM pastes
-                      WHERE id = $1 AND state = 'live' AND expires_at > $2",
+                      WHERE id = $1 AND ((state = 'live' AND expires_at > $2) OR tombstone_reason = $3)",
                 )
                 .bind(id.as_str())
                 .bind(now)
+                .bind(TombstoneReason::Removed.as_str())
                 .fetch_optional(pool)
             })
             .await?;
-        row.as_ref().map(paste_from_row).transpose()
+        let Some(row) = row else { return Ok(PasteRead::Missing) };
+        if row.try_get::<String, _>("state")? == "live" {
+            return Ok(PasteRead::Live(paste_from_row(&row)?));
+        }
+        let reason = row.try_get::<Option<String>, _>("removed_because")?.unwrap_or_default();
+        Ok(PasteRead::RemovedByOperator { reason })
+    }
+
+    /// An operator's takedown: the live row (expired or not) becomes a
+    /// tombstone that keeps `reason`, in one guarded update, so a takedown
+    /// and a delete, a burn or the expiry reaper cannot both act on it. The
+    /// caller deletes the object after this commit (the object reaper
+    /// finishes if it cannot: the id is a tombstone). Reports stay on the
+    /// row for the record.
+    pub async fn take_down(&self, id: &PasteId, reason: &str) -> Result<TakedownOutcome, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2,
+                                       removed_because = $3
+                      WHERE id = $4 AND state = 'live'",
+                )
+                .bind(now)
+                .bind(TombstoneReason::Removed.as_str())
+                .bind(reason.to_owned())
+                .bind(id.to_string()),
+            )
+            .await?;
+        if changed == 1 {
+            return Ok(TakedownOutcome::TakenDown);
+        }
+        Ok(match self.read(id).await? {
+            PasteRead::RemovedByOperator { .. } => TakedownOutcome::AlreadyTakenDown,
+            PasteRead::Live(_) | PasteRead::Missing => TakedownOutcome::NotFound,
+        })
+    }
+
+    /// Stores a reader's report on a live, unexpired paste's row: the count
+    /// and the last report's time, and the report among the last
+    /// [`KEPT_REPORTS`]. `None`: no such paste. A read, then an update
+    /// guarded by the count it read, retried when another report came in
+    /// between (the same SQL on both databases; no row lock needed).
+    pub async fn report(&self, id: &PasteId, report: Report) -> Result<Option<u64>, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        for _ in 0..REPORT_ATTEMPTS {
+            let row = self
+                .db
+                .read(|pool| {
+                    sqlx::query(
+                        "SELECT report_count, reports FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
+                    )
+                    .bind(id.as_str())
+                    .bind(now)
+                    .fetch_optional(pool)
+                })
+                .await?;
+            let Some(row) = row else { return Ok(None) };
+            let count: i64 = row.try_get("report_count")?;
+            let mut kept = reports_from(row.try_get("reports")?)?;
+            kept.insert(0, report.clone());
+            kept.truncate(KEPT_REPORTS);
+            let kept = serde_json::to_string(&kept).map_err(|e| PasteStoreError::Corrupt(e.to_string()))?;
+            let changed = self
+                .db
+                .execute(
+                    sqlx::query(
+                        "UPDATE pastes SET report_count = $1, last_reported_at = $2, reports = $3
+                          WHERE id = $4 AND state = 'live' AND report_count = $5",
+                    )
+                    .bind(count + 1)
+                    .bind(report.at)
+                    .bind(kept)
+                    .bind(id.to_string())
+                    .bind(count),
+                )
+                .await?;
+            if changed == 1 {
+                return Ok(Some(u64::try_from(count + 1).unwrap_or(0)));
+            }
+        }
+        Err(PasteStoreError::Busy("too many reports of this paste at once; retry"))
+    }
+
+    /// Up to `limit` live, reported pastes in `order` (expired ones are
+    /// left out: the reaper takes them anyway).
+    pub async fn reported(&self, order: ReportOrder, limit: u32) -> Result<Vec<ReportedPaste>, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let order_by = match order {
+            ReportOrder::Newest => "last_reported_at DESC, id",
+            ReportOrder::Most => "report_count DESC, last_reported_at DESC, id",
+        };
+        let sql = format!(
+            "SELECT id, created_at, size, report_count, last_reported_at, reports FROM pastes
+              WHERE report_count > 0 AND state = 'live' AND expires_at > $1 ORDER BY {order_by} LIMIT $2"
+        );
+        let rows = self
+            .db
+            .read(|pool| sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(pool))
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+                Ok(ReportedPaste {
+                    id: PasteId::parse(&row.try_get::<String, _>("id")?).map_err(|_| corrupt("id"))?,
+                    created_at: from_millis(row.try_get("created_at")?),
+                    size: u64::try_from(row.try_get::<i64, _>("size")?).map_err(|_| corrupt("size"))?,
+                    report_count: u64::try_from(row.try_get::<i64, _>("report_count")?)
+                        .map_err(|_| corrupt("report_count"))?,
+                    last_reported_at: from_millis(
+                        row.try_get::<Option<i64>, _>("last_reported_at")?.ok_or_else(|| corrupt("last_reported_at"))?,
+                    ),
+                    recent: reports_from(row.try_get("reports")?)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Open reports: those on live, unexpired pastes (a takedown, a delete
+    /// or the expiry closes a paste's reports).
+    pub async fn open_reports(&self) -> Result<u64, PasteStoreError> {
+        let now = to_millis(self.clock.now());
+        let open: Option<i64> = self
+            .db
+            .read(|pool| {
+                sqlx::query_scalar(
+                    "SELECT CAST(SUM(report_count) AS BIGINT) FROM pastes
+                      WHERE report_count > 0 AND state = 'live' AND expires_at > $1",
+                )
+                .bind(now)
+                .fetch_one(pool)
+            })
+            .await?;
+        Ok(u64::try_from(open.unwrap_or(0)).unwrap_or(0))
     }
 
     /// The fence. Inserting the tombstone and inserting the paste contend for

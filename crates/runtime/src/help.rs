@@ -16,6 +16,8 @@ pub const LISTENERS: &str = "Listeners";
 pub const LIMITS: &str = "Limits";
 /// Rate limits and create tokens of a public instance.
 pub const ABUSE: &str = "Abuse controls";
+/// How long pastes may live: the operator's expiry policy.
+pub const EXPIRY: &str = "Expiry policy";
 /// Highlighting and the read cache.
 pub const READING: &str = "Pages and read cache";
 /// The sweeper's rounds.

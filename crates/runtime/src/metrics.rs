@@ -46,6 +46,13 @@ pub const PURGED_TOMBSTONES: &str = "pastebin_purged_tombstones_total";
 /// Burn-after-reading pastes read (and so deleted) by their one reader.
 pub const PASTES_BURNED: &str = "pastebin_pastes_burned_total";
 
+/// Pastes taken down by an operator (`pastebin ctl takedown`), counted by
+/// the P shard that tombstoned them.
+pub const TAKEDOWNS: &str = "pastebin_takedowns_total";
+/// Readers' reports stored, by `reason` (spam, malware, illegal,
+/// personal-data, other), counted by the P shard that stored them.
+pub const REPORTS: &str = "pastebin_reports_total";
+
 /// Highlighted renders of paste pages, by how they ended: `highlighted`,
 /// `out_of_time` (plain text from then on) or `abandoned` (every view waiting
 /// for it went away). At most one per paste per gateway, reveals included.
@@ -84,6 +91,8 @@ pub const ALL: &[&str] = &[
     REAPED_OBJECTS,
     PURGED_TOMBSTONES,
     PASTES_BURNED,
+    TAKEDOWNS,
+    REPORTS,
     PAGE_RENDERS,
     PAGE_REVEALS,
     EDGE_REFUSALS,

@@ -3,6 +3,7 @@
 
 use pastebin_core::SlotRange;
 use pastebin_keys::PendingStats;
+use pastebin_pastes::ReportOrder;
 use pastebin_runtime::metrics as names;
 
 use crate::{RoundReport, Sweeper};
@@ -13,6 +14,8 @@ use crate::{RoundReport, Sweeper};
 pub struct Observation {
     pub key_shards: Vec<Option<PendingStats>>,
     pub paste_shards_reachable: Vec<bool>,
+    /// Open reports on each P shard's live pastes (None: it did not say).
+    pub open_reports: Vec<Option<u64>>,
     pub moving: Vec<MovingSlots>,
 }
 
@@ -71,6 +74,8 @@ impl Sweeper {
                 0.0
             });
             observation.paste_shards_reachable.push(reachable);
+            let reports = pastes.with_deadline(self.deadline()).reports(ReportOrder::Newest, 1).await;
+            observation.open_reports.push(reports.ok().map(|(_, open)| open));
             if let Ok(Some(frozen)) = pastes.with_deadline(self.deadline()).describe().await.map(|d| d.frozen) {
                 observation.moving.push(MovingSlots { kind: "paste", shard, frozen });
             }

@@ -2,9 +2,8 @@
 //! `scripts/test` builds it with `--cfg pastebin_failpoints`; otherwise it is
 //! `pastebin` exactly.
 
-fn main() -> anyhow::Result<()> {
-    refuse_unbuilt_failpoints()?;
-    pastebin::main_from_args()
+fn main() -> std::process::ExitCode {
+    pastebin::ended(refuse_unbuilt_failpoints().and_then(|()| pastebin::main_from_args()))
 }
 
 /// A testbed without failpoints would answer where a crash test expects it to

@@ -27,6 +27,7 @@ mod gateway_api;
 mod group_commit;
 mod grpc_services;
 mod harness;
+mod keeping;
 mod key_store;
 mod local_up;
 mod locks;

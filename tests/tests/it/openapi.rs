@@ -73,6 +73,7 @@ impl Contract {
                 "description",
                 "default",
                 "examples",
+                "items",
             ];
             assert!(known.contains(&keyword.as_str()), "the checker does not know `{keyword}` (at {at})");
         }
@@ -149,6 +150,11 @@ impl Contract {
                     }
                     None => {}
                 }
+            }
+        }
+        if let (Some(items), Some(elements)) = (schema.get("items"), value.as_array()) {
+            for (index, element) in elements.iter().enumerate() {
+                self.check(items, element, &format!("{at}[{index}]"), errors);
             }
         }
     }
@@ -393,6 +399,42 @@ async fn every_documented_status_is_what_the_server_answers() {
     let again = probe.request("POST", &form_path).form(&[("token", token2.as_str())]);
     probe.expect("POST", "/{id}/delete", again, 404).await;
 
+    // Limits, reports and a takedown (docs/operations.md#reports-and-takedowns).
+    let limits = probe.request("GET", "/api/v1/limits");
+    probe.expect("GET", "/api/v1/limits", limits, 200).await;
+    let reported = probe.create(&new_key(), "report me").await;
+    let rid = reported["id"].as_str().unwrap().to_owned();
+    let reports = format!("/api/v1/pastes/{rid}/reports");
+    let report = probe.request("POST", &reports).json(&json!({ "reason": "spam", "note": "ads" }));
+    probe.expect("POST", "/api/v1/pastes/{id}/reports", report, 201).await;
+    let unknown_reason = probe.request("POST", &reports).json(&json!({ "reason": "boring" }));
+    probe.expect("POST", "/api/v1/pastes/{id}/reports", unknown_reason, 400).await;
+    let nobody = probe.request("POST", &format!("/api/v1/pastes/{missing}/reports")).json(&json!({ "reason": "spam" }));
+    probe.expect("POST", "/api/v1/pastes/{id}/reports", nobody, 404).await;
+    let form = probe.request("GET", &format!("/{rid}/report"));
+    probe.expect("GET", "/{id}/report", form, 200).await;
+    let form_missing = probe.request("GET", &format!("/{missing}/report"));
+    probe.expect("GET", "/{id}/report", form_missing, 404).await;
+    let sent = probe.request("POST", &format!("/{rid}/report")).form(&[("reason", "malware"), ("note", "")]);
+    probe.expect("POST", "/{id}/report", sent, 200).await;
+    let no_reason = probe.request("POST", &format!("/{rid}/report")).form(&[("note", "x")]);
+    probe.expect("POST", "/{id}/report", no_reason, 400).await;
+    let sent_missing = probe.request("POST", &format!("/{missing}/report")).form(&[("reason", "spam")]);
+    probe.expect("POST", "/{id}/report", sent_missing, 404).await;
+    let taken = pastebin_core::PasteId::parse(&rid).unwrap();
+    cluster.paste_client(0).take_down(&taken, "spam", "openapi probe").await.expect("P takes it down");
+    for (template, concrete) in [
+        ("/api/v1/pastes/{id}", format!("/api/v1/pastes/{rid}")),
+        ("/raw/{id}", format!("/raw/{rid}")),
+        ("/{id}", format!("/{rid}")),
+        ("/{id}/report", format!("/{rid}/report")),
+    ] {
+        let gone = probe.request("GET", &concrete);
+        probe.expect("GET", template, gone, 410).await;
+    }
+    let report_gone = probe.request("POST", &reports).json(&json!({ "reason": "spam" }));
+    probe.expect("POST", "/api/v1/pastes/{id}/reports", report_gone, 410).await;
+
     // A public instance's refusals (docs/security.md): the same gateway
     // again, with create tokens, a rate limit and a short body timeout.
     let tokens = tempfile::tempdir().unwrap();
@@ -409,6 +451,7 @@ async fn every_documented_status_is_what_the_server_answers() {
         ("PASTEBIN_CREATE_RATE_LIMIT", "2/min"),
         ("PASTEBIN_BODY_READ_TIMEOUT_SECS", "1"),
         ("PASTEBIN_DELETE_RATE_LIMIT", "1/hour"),
+        ("PASTEBIN_REPORT_RATE_LIMIT", "1/hour"),
     ];
     cluster.gateway.restart(&public, &["gateway-http", "gateway-grpc", "admin"]).await;
     let anonymous =
@@ -446,8 +489,16 @@ async fn every_documented_status_is_what_the_server_answers() {
     );
     let limited_form = probe.request("POST", "/00000000000000/delete").form(&[("token", "t")]);
     probe.expect("POST", "/{id}/delete", limited_form, 429).await;
+    // The report rate: one an hour from this address.
+    let spent = probe.request("POST", "/api/v1/pastes/00000000000000/reports").json(&json!({ "reason": "spam" }));
+    probe.expect("POST", "/api/v1/pastes/{id}/reports", spent, 404).await;
+    let limited = probe.request("POST", "/api/v1/pastes/00000000000000/reports").json(&json!({ "reason": "spam" }));
+    probe.expect("POST", "/api/v1/pastes/{id}/reports", limited, 429).await;
+    let limited_form = probe.request("POST", "/00000000000000/report").form(&[("reason", "spam")]);
+    probe.expect("POST", "/{id}/report", limited_form, 429).await;
     let open = [
         ("PASTEBIN_DELETE_RATE_LIMIT", "1000000/s"),
+        ("PASTEBIN_REPORT_RATE_LIMIT", "1000000/s"),
         ("PASTEBIN_REQUIRE_CREATE_TOKEN", "false"),
         ("PASTEBIN_CREATE_RATE_LIMIT", "1000000/s"),
         ("PASTEBIN_BODY_READ_TIMEOUT_SECS", "10"),

@@ -112,6 +112,9 @@ function renderShards(status) {
     li.textContent = "P" + s.shard + (s.reachable ? " reachable" : " UNREACHABLE — its stale keys stay pending");
     return li;
   }));
+  byId("open-reports").textContent = status.open_reports === null
+    ? "Open reports: unknown (no paste shard answered)"
+    : "Open reports: " + status.open_reports + (status.open_reports > 0 ? " — list them with: pastebin ctl reports" : "");
 }
 
 function renderMoves(status) {

@@ -1,0 +1,216 @@
+//! Keeping a public instance (docs/operations.md#reports-and-takedowns):
+//! `pastebin ctl reports` lists what readers reported, across every P
+//! shard; `pastebin ctl takedown ID --reason TEXT` removes a paste without
+//! its delete token. Both call P as every other command does (mutual TLS
+//! in a deployment, the private sockets of `up`).
+
+use std::io::Write;
+
+use pastebin_core::{from_millis, PasteId, MAX_TAKEDOWN_REASON_CHARS};
+use pastebin_pastes::{ReportOrder, ReportedPaste, TakedownOutcome};
+use serde::Serialize;
+
+use crate::{
+    format::{age, seconds_between, table},
+    CtlError, Deployment, Exit,
+};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportsArgs {
+    /// `newest`: by the last report; `most`: by the number of reports.
+    #[arg(long, value_enum, default_value_t = Order::Newest)]
+    pub order: Order,
+    /// Reported pastes listed at most (per shard, then merged).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub limit: u32,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Order {
+    Newest,
+    Most,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TakedownArgs {
+    /// The paste's id (or its link).
+    pub id: String,
+    /// Why, shown to every reader (410) and kept on the tombstone (at most 500 characters).
+    #[arg(long)]
+    pub reason: String,
+    /// Who takes it down, for the audit log [default: $USER].
+    #[arg(long, env = "PASTEBIN_OPERATOR")]
+    pub operator: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReportedRow {
+    id: String,
+    reports: u64,
+    last_reported_at: String,
+    age_seconds: f64,
+    size: u64,
+    /// Whether the content is a client-side encrypted envelope; `null`: this
+    /// instance stores no such flag.
+    encrypted: Option<bool>,
+    recent: Vec<RecentReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct RecentReport {
+    reason: String,
+    note: Option<String>,
+    at: String,
+}
+
+pub async fn reports(
+    deployment: &Deployment,
+    args: &ReportsArgs,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Result<Exit, CtlError> {
+    let order = match args.order {
+        Order::Newest => ReportOrder::Newest,
+        Order::Most => ReportOrder::Most,
+    };
+    let (mut listed, mut open, mut exit) = (Vec::new(), 0u64, Exit::Ok);
+    for shard in 0..deployment.paste_addresses().len() {
+        match deployment.pastes(shard).reports(order, args.limit).await {
+            Ok((pastes, shard_open)) => {
+                listed.extend(pastes);
+                open += shard_open;
+            }
+            Err(error) => {
+                writeln!(err, "{}", crate::pending::unreachable(deployment, "P", shard, &error.to_string()))?;
+                exit = Exit::Unreachable;
+            }
+        }
+    }
+    sort(&mut listed, order);
+    listed.truncate(args.limit as usize);
+    let now = chrono::Utc::now();
+    let rows: Vec<ReportedRow> = listed.into_iter().map(|paste| row(paste, now)).collect();
+    if args.json {
+        let report = serde_json::json!({ "open_reports": open, "pastes": rows });
+        writeln!(out, "{report}")?;
+        return Ok(exit);
+    }
+    writeln!(out, "open reports: {open}")?;
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let last = row.recent.first();
+            vec![
+                row.id.clone(),
+                row.reports.to_string(),
+                row.last_reported_at.clone(),
+                age(row.age_seconds),
+                row.size.to_string(),
+                row.encrypted.map_or("unknown".into(), |e| if e { "yes" } else { "no" }.into()),
+                last.map_or(String::new(), |report| {
+                    let note = report.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default();
+                    format!("{}{note}", report.reason).replace(['\r', '\n'], " ")
+                }),
+            ]
+        })
+        .collect();
+    write!(out, "{}", table(&["ID", "REPORTS", "LAST REPORT", "AGE", "SIZE", "ENCRYPTED", "LATEST"], &cells))?;
+    Ok(exit)
+}
+
+/// Every shard's list as one, in the order asked for.
+fn sort(pastes: &mut [ReportedPaste], order: ReportOrder) {
+    match order {
+        ReportOrder::Newest => pastes.sort_by(|a, b| b.last_reported_at.cmp(&a.last_reported_at)),
+        ReportOrder::Most => pastes.sort_by(|a, b| {
+            b.report_count.cmp(&a.report_count).then(b.last_reported_at.cmp(&a.last_reported_at))
+        }),
+    }
+}
+
+fn row(paste: ReportedPaste, now: chrono::DateTime<chrono::Utc>) -> ReportedRow {
+    let at = |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    ReportedRow {
+        id: paste.id.to_string(),
+        reports: paste.report_count,
+        last_reported_at: at(paste.last_reported_at),
+        age_seconds: seconds_between(paste.created_at, now),
+        size: paste.size,
+        encrypted: None,
+        recent: paste
+            .recent
+            .into_iter()
+            .map(|report| RecentReport { reason: report.reason, note: report.note, at: at(from_millis(report.at)) })
+            .collect(),
+    }
+}
+
+pub async fn takedown(
+    deployment: &Deployment,
+    args: &TakedownArgs,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Result<Exit, CtlError> {
+    let id = paste_id(&args.id)?;
+    let reason = args.reason.trim();
+    if reason.is_empty() || reason.chars().count() > MAX_TAKEDOWN_REASON_CHARS {
+        return Err(CtlError::Usage("--reason must be 1 to 500 characters: readers are shown it".into()));
+    }
+    let operator = args.operator.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
+    let shard = deployment.slots.paste_owner(id.slot()).ok_or_else(|| {
+        CtlError::Unreachable(format!(
+            "P shard for slot {}: unknown — no paste shard that answered owns it; nothing changed. \
+             Retry when the paste shards answer",
+            id.slot()
+        ))
+    })?;
+    let outcome = deployment.pastes(shard).take_down(&id, reason, &operator).await.map_err(|error| {
+        CtlError::Unreachable(format!(
+            "{}; the paste may or may not be taken down: run the same command again",
+            crate::pending::unreachable(deployment, "P", shard, &error.to_string())
+        ))
+    })?;
+    match outcome {
+        TakedownOutcome::NotFound => {
+            return Err(CtlError::Failed(format!("no live paste {id}: nothing was taken down")));
+        }
+        TakedownOutcome::AlreadyTakenDown => writeln!(out, "{id} was already taken down")?,
+        TakedownOutcome::TakenDown => writeln!(out, "{id} taken down: readers now get 410 \"{reason}\"")?,
+    }
+    // The row is a tombstone now, so deleting the bytes is safe; if it
+    // fails, the object reaper deletes them (the id holds no live paste).
+    match deployment.object_store().await {
+        Ok(objects) => {
+            if let Err(error) = objects.delete(id.as_str()).await {
+                writeln!(err, "warning: the object of {id} was not deleted ({error}); the sweeper's reaper will")?;
+            }
+        }
+        Err(error) => writeln!(err, "warning: {error}; the sweeper's reaper deletes the object of {id}")?,
+    }
+    Ok(Exit::Ok)
+}
+
+/// An id, or the last path segment of a paste's link (`https://host/ID`,
+/// `…/raw/ID`, `…/api/v1/pastes/ID`), ignoring a query or a fragment.
+fn paste_id(raw: &str) -> Result<PasteId, CtlError> {
+    let path = raw.trim().split(['?', '#']).next().unwrap_or_default();
+    let last = path.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+    PasteId::parse(last).map_err(|_| CtlError::Usage(format!("`{raw}` is neither a paste id nor a paste's link")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_is_read_from_a_link_too() {
+        let id = PasteId::mint(pastebin_core::Slot(7)).to_string();
+        for raw in [id.clone(), format!("https://paste.example/{id}"), format!("http://h/raw/{id}?download#k")] {
+            assert_eq!(paste_id(&raw).unwrap().to_string(), id, "{raw}");
+        }
+        assert!(matches!(paste_id("https://paste.example/"), Err(CtlError::Usage(_))));
+    }
+}

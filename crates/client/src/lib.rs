@@ -11,7 +11,8 @@
 //! sending the same key again; the server replays what the lost call made.
 //!
 //! The [`command`] module is the CLI over that: clap arguments, output and
-//! exit codes.
+//! exit codes; `get` reads a paste back (opening a [`sealed`] one with its
+//! link's key).
 
 mod client;
 pub mod command;
@@ -23,7 +24,6 @@ mod server;
 mod trust;
 
 pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
-pub use get::GetArgs;
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
 pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey};
 pub use retry::RetryPolicy;

@@ -420,6 +420,7 @@ impl Gateway {
     /// after the client's report rate. Returns the paste's report count.
     pub async fn report(
         &self,
+        protocol: Protocol,
         client: Option<IpAddr>,
         raw_id: &str,
         reason: &str,
@@ -429,7 +430,7 @@ impl Gateway {
         let reason = ReportReason::parse(reason).map_err(invalid)?;
         let note = pastebin_core::report_note(note).map_err(invalid)?;
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
-        counted(self.inner.admission.check_report_rate(client))?;
+        counted(protocol, self.inner.admission.check_report_rate(client))?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
         let stored = self
             .on_paste_shard(&id, deadline, |pastes| {

@@ -131,9 +131,9 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::ReportPasteRequest>,
     ) -> Result<Response<pb::ReportPasteResponse>, Status> {
-        let client = request.remote_addr().map(|peer| peer.ip());
+        let client = admitted_client(&request);
         let request = request.into_inner();
-        self.gateway.report(client, &request.id, &request.reason, request.note.as_deref()).await?;
+        self.gateway.report(Protocol::Grpc, client, &request.id, &request.reason, request.note.as_deref()).await?;
         Ok(Response::new(pb::ReportPasteResponse {}))
     }
 }

@@ -77,6 +77,7 @@ pub enum CtlCommand {
     Tokens(tokens::TokensArgs),
     /// Move a slot range from one K (or P) shard to another while gateways
     /// and sweepers keep running; rerun it to finish a move that stopped.
+    #[command(after_help = reshard::MISTAKES)]
     Reshard(reshard::ReshardArgs),
     /// Make a development CA and a certificate and key for each part
     /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.

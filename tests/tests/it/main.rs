@@ -44,6 +44,7 @@ mod readme;
 mod recovery_invariants;
 mod reflection;
 mod reshard;
+mod reshard_mistakes;
 mod saga;
 mod shard_identity;
 mod shedding;

@@ -80,6 +80,7 @@ pub enum CtlCommand {
     Tokens(tokens::TokensArgs),
     /// Move a slot range from one K (or P) shard to another while gateways
     /// and sweepers keep running; rerun it to finish a move that stopped.
+    #[command(after_help = reshard::MISTAKES)]
     Reshard(reshard::ReshardArgs),
     /// Live pastes readers reported, newest (or most reported) first, with
     /// each one's age, size and latest reports, and the open count.

@@ -3,10 +3,16 @@
 //! (docs/design.md#moving-slots, docs/operations.md#moving-slots).
 //!
 //! The command keeps no state of its own: every step is recorded by the
-//! shards before they answer, and every call is idempotent, so the command
-//! reads where the move stands and runs the remaining steps. A rerun (or
-//! `--resume`) after a crash of ctl or of a shard finishes the move;
-//! `--abandon` undoes it if the source has not given the slots up yet.
+//! shards before they answer, and `pastebin_handover::next` reads from both
+//! shards' records which step comes next, so a rerun (or `--resume`) after a
+//! crash of ctl or of a shard goes on where the move stands; `--abandon`
+//! undoes it if the source has not given the slots up yet.
+//!
+//! Every call names the whole move (id, slots, source, target) and this
+//! run's epoch: a shard refuses a call naming another move, peer or slots
+//! (a typo in `--to` after a crash is refused, with what the shards have),
+//! and a call of an older run. Each run takes a new epoch, holds its lease
+//! by a heartbeat, and waits for (or is refused by) another live run's.
 //!
 //! 1. target: PrepareImport, source: PrepareExport (both record the move;
 //!    the source still serves the slots and records the rows it changes);
@@ -17,9 +23,10 @@
 //! 3. source: Freeze (writes for the slots refused as "not executed");
 //! 4. catch up (the rows changed since, or every row that differs when the
 //!    source's record is incomplete) and verify them, hash for hash;
-//! 5. source: Release (it no longer owns the slots);
-//! 6. target: Take (it owns them; creates for them go on);
-//! 7. source: DeleteMoved, page by page, last.
+//! 5. source: Release (it no longer owns the slots; its record is the
+//!    receipt);
+//! 6. target: Take, on that receipt (it owns them; creates go on there);
+//! 7. source: DeleteMoved, page by page, on the target's record of the take.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -28,10 +35,11 @@ use std::{
 };
 
 use pastebin_core::{OwnedSlots, SlotRange};
+use pastebin_handover::{refusal::check_asked, Identity, Next, Record, Role, Step};
 use pastebin_proto::shard::v1::{self as pb, slot_moves_client::SlotMovesClient};
 use pastebin_runtime::{
     failpoints,
-    shard_slots::{described, span, span_range},
+    shard_slots::{described, move_from_pb, move_to_pb, span},
 };
 use tonic::transport::Channel;
 
@@ -53,9 +61,28 @@ pub mod failpoint {
     pub const AFTER_TAKE: &str = "reshard_after_take";
     /// After the first page of the source's copies was deleted.
     pub const MID_CLEANUP: &str = "reshard_mid_cleanup";
+    /// A page was exported and is not imported yet (not in [`ALL`]: a wait
+    /// point, to stage a run that is taken over while it holds a page).
+    pub const BEFORE_IMPORT: &str = "reshard_before_import";
+    /// After the first call of an abandon (not in [`ALL`]).
+    pub const MID_ABANDON: &str = "reshard_mid_abandon";
     pub const ALL: [&str; 8] =
         [AFTER_PREPARE, MID_COPY, AFTER_COPY, AFTER_FREEZE, AFTER_CATCH_UP, AFTER_RELEASE, AFTER_TAKE, MID_CLEANUP];
 }
+
+/// `ctl reshard --help`'s list of the operator's mistakes it refuses
+/// (docs/operations.md, "The mistakes it refuses").
+pub const MISTAKES: &str = "\
+Mistakes it refuses (nothing changes):
+  a wrong --to, --from or --slots, or --from/--to swapped, while a move is in progress:
+      `slots 128-255 are being moved from A to B (move ...), not to C: rerun with --to B, or add --abandon`
+  a second run of a move while the first is alive (it waits one --lease-secs first):
+      `ctl run ... (pid ...) is still moving these slots ...: let it finish, or stop it ...` (exit 3)
+  a run that was taken over by a newer one: `... another `ctl reshard` run took this move over; this one stops`
+  --abandon after the source gave the slots up: `... can no longer be abandoned: rerun without --abandon`
+  an abandon that stopped half-way is finished by any rerun (--abandon, --resume or the move itself), never taken
+  a --to of the other kind: `the target ... is a paste shard, not a key shard` (exit 2)
+A rerun of a move that finished prints `... is already done on both shards: nothing to do` and exits 0.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
@@ -71,6 +98,15 @@ impl Kind {
             Kind::Key => pb::ShardKind::Key,
             Kind::Paste => pb::ShardKind::Paste,
         }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Key => "key",
+            Kind::Paste => "paste",
+        })
     }
 }
 
@@ -102,6 +138,11 @@ pub struct ReshardArgs {
     /// Rows per page of the copy.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub batch: u32,
+    /// How long this run's lease on the move lasts without a heartbeat: a
+    /// run that died holds the move this long, and a second run waits that
+    /// long for it before it is refused.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub lease_secs: u64,
 }
 
 /// The shortest deadline of one step's call, whatever `--timeout-secs`
@@ -123,8 +164,18 @@ struct Status {
     owned: OwnedSlots,
     generation: u64,
     frozen: Option<SlotRange>,
-    active: Option<pb::Move>,
+    /// The move in progress here.
+    active: Option<Record>,
+    /// The last move finished here.
+    last: Option<Record>,
     now_ms: i64,
+}
+
+impl Status {
+    /// What this shard recorded of move `id`, in progress or finished.
+    fn of(&self, id: &str) -> Option<&Record> {
+        self.active.iter().chain(&self.last).find(|record| record.identity.id == id)
+    }
 }
 
 impl End {
@@ -155,6 +206,8 @@ impl End {
             | tonic::Code::Unknown => {
                 CtlError::Unreachable(format!("{what}; nothing is lost: rerun the same command when the shard answers"))
             }
+            // Another run holds the move's lease.
+            tonic::Code::Aborted => CtlError::Unreachable(what),
             tonic::Code::Unimplemented => {
                 CtlError::Usage(format!("{what}: is it a shard of this version, serving slot moves?"))
             }
@@ -171,14 +224,31 @@ impl End {
             .map_err(|s| self.failed("MoveStatus", s))?
             .into_inner();
         let shard = reply.shard.unwrap_or_default();
+        let other = match kind {
+            Kind::Key => (pb::ShardKind::Paste, "a paste shard"),
+            Kind::Paste => (pb::ShardKind::Key, "a key shard"),
+        };
+        if shard.kind == i32::from(other.0) {
+            return Err(CtlError::Usage(format!(
+                "the {} {} is {}, not a {kind} shard: --kind {kind} moves slots between {kind} shards",
+                self.name, self.address, other.1
+            )));
+        }
         let checked = described(kind.shard_kind(), &shard).map_err(|error| {
-            CtlError::Usage(format!("the {} {} is not a {kind:?} shard: {error}", self.name, self.address))
+            CtlError::Usage(format!("the {} {} is not a {kind} shard: {error}", self.name, self.address))
         })?;
+        let record =
+            |found: Option<pb::Move>| {
+                found.as_ref().map(move_from_pb).transpose().map_err(|error| {
+                    CtlError::Failed(format!("MoveStatus on the {} {}: {error}", self.name, self.address))
+                })
+            };
         Ok(Status {
             owned: checked.owned,
             generation: checked.generation,
             frozen: checked.frozen,
-            active: reply.r#move,
+            active: record(reply.r#move)?,
+            last: record(reply.last)?,
             now_ms: shard.now_ms,
         })
     }
@@ -240,25 +310,143 @@ async fn run_between(
     if source.address == target.address {
         return Err(CtlError::Usage("--from and --to are the same shard".into()));
     }
-    let (from, to) = (source.status(args.kind).await?, target.status(args.kind).await?);
+    let (mut from, mut to) = (source.status(args.kind).await?, target.status(args.kind).await?);
     if args.status {
         print_status(out, &source, &from)?;
         print_status(out, &target, &to)?;
         return Ok(Exit::Ok);
     }
-    let (move_id, slots) = which_move(args, &source, &from, &target, &to)?;
-    if args.abandon {
-        return abandon(out, &source, &target, &move_id).await;
+    let identity = match which_move(args, &source, &from, &target, &to)? {
+        Chosen::Move(identity) => identity,
+        Chosen::Finished(record) => {
+            let what = if record.step == Step::Done { "done" } else { "abandoned" };
+            writeln!(out, "{} is already {what} on both shards: nothing to do", record.identity)?;
+            return Ok(Exit::Ok);
+        }
+    };
+    if wait_for_lease(out, &identity.id, (&source, &mut from), (&target, &mut to), args).await? {
+        (from, to) = (source.status(args.kind).await?, target.status(args.kind).await?);
     }
+    let epoch = [&from, &to].iter().filter_map(|s| s.of(&identity.id)).map(|r| r.lease.epoch).max().unwrap_or(0) + 1;
+    let holder = holder();
     writeln!(
         out,
-        "moving {kind:?} slots {slots} from {} to {} (move {move_id})",
+        "{} slots {} from {} to {} (move {}; run {holder}, epoch {epoch})",
+        if args.abandon {
+            format!("abandoning the move of {} slots", args.kind)
+        } else {
+            format!("moving {} slots", args.kind)
+        },
+        identity.slots,
         source.address,
         target.address,
-        kind = args.kind
+        identity.id,
     )?;
-    let (batch, kind) = (args.batch, args.kind);
-    Handover { out, err, progress, source: &source, target: &target, move_id: &move_id, slots, batch, kind }.run().await
+    let call = pb::MoveCall {
+        move_id: identity.id.clone(),
+        slots: Some(span(identity.slots)),
+        source: identity.source.clone(),
+        target: identity.target.clone(),
+        epoch,
+        holder,
+        lease_ms: u32::try_from(args.lease_secs * 1000).unwrap_or(u32::MAX),
+    };
+    let _heartbeat = Heartbeat::start(&source, &target, &call, Duration::from_secs(args.lease_secs));
+    let (batch, kind, abandon) = (args.batch, args.kind, args.abandon);
+    Handover {
+        out,
+        err,
+        progress,
+        source: &source,
+        target: &target,
+        call,
+        slots: identity.slots,
+        batch,
+        kind,
+        abandon,
+        since: None,
+        bulk: None,
+        recopied: None,
+        frozen_since: None,
+    }
+    .run()
+    .await
+}
+
+/// Who this run is, for the lease: shown to a second run that is refused.
+fn holder() -> String {
+    let run: String = pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(6).collect();
+    format!("ctl run {run} (pid {})", std::process::id())
+}
+
+/// Waits once for another run's lease on move `id` to run out (a run that
+/// died holds it that long); a lease renewed meanwhile belongs to a run
+/// still at work, and this one is refused, naming it. Returns whether it
+/// waited (then the statuses are read again).
+async fn wait_for_lease(
+    out: &mut (dyn Write + Send),
+    id: &str,
+    source: (&End, &mut Status),
+    target: (&End, &mut Status),
+    args: &ReshardArgs,
+) -> Result<bool, CtlError> {
+    let held = |status: &Status| {
+        status.active.as_ref().filter(|r| r.identity.id == id && r.lease.until_ms > status.now_ms).map(|r| {
+            (r.lease.clone(), Duration::from_millis(u64::try_from(r.lease.until_ms - status.now_ms).unwrap_or(0)))
+        })
+    };
+    let longest = [held(source.1), held(target.1)].into_iter().flatten().max_by_key(|(_, wait)| *wait);
+    let Some((lease, wait)) = longest else { return Ok(false) };
+    let wait = wait.min(Duration::from_secs(600));
+    writeln!(
+        out,
+        "{} holds the lease of move {id} for {:.1} s more: waiting for it",
+        lease.holder,
+        wait.as_secs_f64()
+    )?;
+    tokio::time::sleep(wait + Duration::from_millis(200)).await;
+    for (end, status) in [source, target] {
+        *status = end.status(args.kind).await?;
+        if let Some((renewed, _)) = held(status) {
+            return Err(CtlError::Unreachable(format!(
+                "{} is still moving these slots (move {id}, its lease renewed on the {} {}): let it finish, or stop \
+                 it and rerun once its lease ran out (`--status` shows it)",
+                renewed.holder, end.name, end.address
+            )));
+        }
+    }
+    Ok(true)
+}
+
+/// Renews this run's lease on both shards while it is alive, so a second
+/// run waits for it and is then refused; aborted when the run ends.
+struct Heartbeat(Vec<tokio::task::JoinHandle<()>>);
+
+impl Heartbeat {
+    fn start(source: &End, target: &End, call: &pb::MoveCall, lease: Duration) -> Self {
+        let tasks = [source, target]
+            .into_iter()
+            .map(|end| {
+                let (client, call, timeout) = (end.client.clone(), call.clone(), end.timeout.min(lease));
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(lease / 3).await;
+                        let mut request = tonic::Request::new(call.clone());
+                        request.set_timeout(timeout);
+                        // A refusal (no record yet, or taken over) is the main path's to report.
+                        let _ = client.clone().renew(request).await;
+                    }
+                })
+            })
+            .collect();
+        Self(tasks)
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.iter().for_each(tokio::task::JoinHandle::abort);
+    }
 }
 
 fn print_status(out: &mut (dyn Write + Send), end: &End, status: &Status) -> Result<(), CtlError> {
@@ -266,49 +454,60 @@ fn print_status(out: &mut (dyn Write + Send), end: &End, status: &Status) -> Res
     writeln!(out, "{} {}: owns {}{frozen} (generation {})", end.name, end.address, status.owned, status.generation)?;
     match &status.active {
         Some(active) => {
-            let slots = span_range(active.slots.as_ref()).map(|s| s.to_string()).unwrap_or_else(|e| e);
-            let step = pb::MoveStep::try_from(active.step).map(|s| s.as_str_name()).unwrap_or("?");
+            let step = pb::MoveStep::try_from(move_to_pb(active).step).map(|s| s.as_str_name()).unwrap_or("?");
             let age = (status.now_ms - active.updated_at_ms).max(0) / 1000;
-            writeln!(out, "  move {} of slots {slots} with {}: {step} (for {age} s)", active.move_id, active.peer)?;
+            let abandoning = if active.abandoning { ", abandoning" } else { "" };
+            writeln!(out, "  {} ({}): {step}{abandoning} (for {age} s)", active.identity, active.role.as_str())?;
+            let lease = (active.lease.until_ms - status.now_ms) as f64 / 1000.0;
+            let lease = if lease > 0.0 { format!("held for {lease:.1} s more") } else { "run out".to_owned() };
+            writeln!(out, "  lease: epoch {} of {}, {lease}", active.lease.epoch, active.lease.holder)?;
         }
         None => writeln!(out, "  no move in progress")?,
+    }
+    if let Some(last) = &status.last {
+        writeln!(out, "  last finished: {} ({}), {}", last.identity, last.role.as_str(), last.step.as_str())?;
     }
     Ok(())
 }
 
-/// The move to run: the one in progress between these two shards, or a new
-/// one of `--slots` that leaves every slot with exactly one owner.
-fn which_move(
-    args: &ReshardArgs,
-    source: &End,
-    from: &Status,
-    target: &End,
-    to: &Status,
-) -> Result<(String, SlotRange), CtlError> {
-    let in_progress = from.active.as_ref().or(to.active.as_ref());
-    if let Some(active) = in_progress {
-        let slots = span_range(active.slots.as_ref()).map_err(CtlError::Failed)?;
+/// What the command is about.
+enum Chosen {
+    Move(Identity),
+    /// The move asked for finished already (a rerun whose terminal dropped).
+    Finished(Record),
+}
+
+/// The move to run: the one in progress between these two shards, which
+/// `--from`, `--to` and `--slots` must name exactly; a finished one they
+/// name exactly; or a new one of `--slots` that leaves every slot with
+/// exactly one owner.
+fn which_move(args: &ReshardArgs, source: &End, from: &Status, target: &End, to: &Status) -> Result<Chosen, CtlError> {
+    let (from_address, to_address) = (&source.address, &target.address);
+    if let Some(active) = from.active.as_ref().or(to.active.as_ref()) {
         for (end, status) in [(source, from), (target, to)] {
-            if let Some(other) = status.active.as_ref().filter(|m| m.move_id != active.move_id) {
+            if let Some(other) = status.active.as_ref().filter(|m| m.identity.id != active.identity.id) {
                 return Err(CtlError::Failed(format!(
-                    "the {} {} is in another move ({}, with {}): finish that one first",
-                    end.name, end.address, other.move_id, other.peer
+                    "the {} {} is in another move ({}): finish that one first",
+                    end.name, end.address, other.identity
                 )));
             }
         }
-        if args.slots.is_some_and(|asked| asked != slots) {
-            return Err(CtlError::Failed(format!(
-                "move {} of slots {slots} is in progress between these shards: rerun with --slots {slots} (or \
-                 --resume) to finish it, or --abandon to undo it",
-                active.move_id
-            )));
-        }
-        return Ok((active.move_id.clone(), slots));
+        check_asked(&active.identity, from_address, to_address, args.slots)
+            .map_err(|refused| CtlError::Failed(refused.to_string()))?;
+        return Ok(Chosen::Move(active.identity.clone()));
+    }
+    let finished = from.last.as_ref().filter(|last| {
+        to.last.as_ref().is_some_and(|other| other.identity == last.identity && other.step == last.step)
+            && check_asked(&last.identity, from_address, to_address, args.slots).is_ok()
+    });
+    // The same move again: done, or abandoned and asked to abandon (a new
+    // move of the same slots after an abandon is a new move).
+    if let Some(last) = finished.filter(|last| (last.step == Step::Done) != args.abandon) {
+        return Ok(Chosen::Finished(last.clone()));
     }
     if args.resume || args.abandon {
         return Err(CtlError::Failed(format!(
-            "no move is in progress between {} and {}: nothing to resume or abandon",
-            source.address, target.address
+            "no move is in progress between {from_address} and {to_address}: nothing to resume or abandon"
         )));
     }
     let slots = args.slots.ok_or_else(|| CtlError::Usage("say which slots to move: --slots FIRST-LAST".into()))?;
@@ -321,29 +520,37 @@ fn which_move(
     from.owned.without(slots).map_err(|e| refused(source, e))?;
     to.owned.with(slots).map_err(|e| refused(target, e))?;
     let id: String = pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(12).collect();
-    Ok((format!("move-{id}"), slots))
+    Ok(Chosen::Move(Identity {
+        id: format!("move-{id}"),
+        slots,
+        source: from_address.clone(),
+        target: to_address.clone(),
+    }))
 }
 
-async fn abandon(out: &mut (dyn Write + Send), source: &End, target: &End, id: &str) -> Result<Exit, CtlError> {
-    let request = || pb::MoveRequest { move_id: id.to_owned() };
-    // The source first: once it serves writes again, the target's copies are stale.
-    source.client.clone().abandon(source.request(request())).await.map_err(|s| source.failed("Abandon", s))?;
-    target.client.clone().abandon(target.request(request())).await.map_err(|s| target.failed("Abandon", s))?;
-    writeln!(out, "move {id} abandoned: the source owns and serves its slots as before; the target's copies are gone")?;
-    Ok(Exit::Ok)
-}
-
-/// The steps of one move, each idempotent, run in order.
+/// The steps of one move, each idempotent, run in the order
+/// `pastebin_handover::next` reads from both shards' records.
 struct Handover<'a> {
     out: &'a mut (dyn Write + Send),
     err: &'a mut (dyn Write + Send),
     progress: ProgressTo,
     source: &'a End,
     target: &'a End,
-    move_id: &'a str,
+    /// Every call's move and run.
+    call: pb::MoveCall,
     slots: SlotRange,
     batch: u32,
     kind: Kind,
+    /// The operator asked to undo the move.
+    abandon: bool,
+    /// Where the source's record of changes is trusted from (this run's settle).
+    since: Option<u64>,
+    /// How long this run's bulk copy took.
+    bulk: Option<f64>,
+    /// What this run's catch-up copied again.
+    recopied: Option<Recopied>,
+    /// When the source froze the slots, on its clock.
+    frozen_since: Option<i64>,
 }
 
 /// Row hashes per page of the catch-up: small rows, so the shard's largest page.
@@ -409,95 +616,140 @@ fn summary(states: &[pb::StateDigest], recopied: Recopied, bulk_seconds: Option<
     format!("{} ({total} in all, {copy}; {} copied again while frozen)", per_state.join(", "), recopied.copied)
 }
 
-impl Handover<'_> {
-    fn start(&self, end: &End) -> pb::MoveStart {
-        let peer = if std::ptr::eq(end, self.source) { &self.target.address } else { &self.source.address };
-        pb::MoveStart { move_id: self.move_id.to_owned(), slots: Some(span(self.slots)), peer: peer.clone() }
-    }
-
-    fn id(&self) -> pb::MoveRequest {
-        pb::MoveRequest { move_id: self.move_id.to_owned() }
+impl<'a> Handover<'a> {
+    fn call(&self) -> pb::MoveCall {
+        self.call.clone()
     }
 
     async fn run(mut self) -> Result<Exit, CtlError> {
         let (source, target) = (self.source, self.target);
-        target
-            .client
-            .clone()
-            .prepare_import(target.request(self.start(target)))
-            .await
-            .map_err(|s| target.failed("PrepareImport", s))?;
-        let prepared = source
-            .client
-            .clone()
-            .prepare_export(source.request(self.start(source)))
-            .await
-            .map_err(|s| source.failed("PrepareExport", s))?
-            .into_inner();
-        writeln!(self.out, "[1/7] both shards recorded the move")?;
-        failpoints::hit(failpoint::AFTER_PREPARE).await;
-        // The bulk, while the slots are still served; the freeze then only
-        // waits for the rows that changed since, not for the whole range.
-        let (mut bulk, mut since) = (None, None);
-        if prepared.r#move.is_some_and(|m| m.step == pb::MoveStep::Exporting as i32) {
-            let total = self.digest(source).await?.iter().map(|d| d.rows).sum();
-            let copying = std::time::Instant::now();
-            self.copy(total).await?;
-            bulk = Some(copying.elapsed().as_secs_f64());
-            since = self.settle().await?;
-            failpoints::hit(failpoint::AFTER_COPY).await;
+        let id = self.call.move_id.clone();
+        loop {
+            let (from, to) = (source.status(self.kind).await?, target.status(self.kind).await?);
+            let next = pastebin_handover::next(from.of(&id), to.of(&id), self.abandon)
+                .map_err(|refused| CtlError::Failed(refused.to_string()))?;
+            match next {
+                Next::PrepareImport => {
+                    let call = target.request(self.call());
+                    target.client.clone().prepare_import(call).await.map_err(|s| target.failed("PrepareImport", s))?;
+                }
+                Next::PrepareExport => {
+                    let call = source.request(self.call());
+                    source.client.clone().prepare_export(call).await.map_err(|s| source.failed("PrepareExport", s))?;
+                    writeln!(self.out, "[1/7] both shards recorded the move")?;
+                    failpoints::hit(failpoint::AFTER_PREPARE).await;
+                }
+                Next::CopyThenFreeze => self.copy_then_freeze().await?,
+                Next::VerifyThenRelease => {
+                    let frozen_at = from.active.as_ref().map(|m| m.updated_at_ms);
+                    self.frozen_since = self.frozen_since.or(frozen_at);
+                    writeln!(self.out, "[3/7] slots {} frozen on the source: their writes wait", self.slots)?;
+                    let caught_up = self.catch_up(self.since).await?;
+                    failpoints::hit(failpoint::AFTER_CATCH_UP).await;
+                    self.verify(&caught_up).await?;
+                    let call = source.request(self.call());
+                    source.client.clone().release(call).await.map_err(|s| source.failed("Release", s))?;
+                    writeln!(self.out, "[5/7] the source gave slots {} up to {}", self.slots, target.address)?;
+                    failpoints::hit(failpoint::AFTER_RELEASE).await;
+                    self.recopied = Some(caught_up.recopied);
+                }
+                Next::Take => self.take(from.of(&id)).await?,
+                Next::DeleteCopies => return self.finish(to.of(&id)).await,
+                Next::Done => {
+                    writeln!(
+                        self.out,
+                        "done: slots {} moved from {} to {}",
+                        self.slots, source.address, target.address
+                    )?;
+                    return Ok(Exit::Ok);
+                }
+                Next::Abandon(role) => {
+                    let end = self.end(role);
+                    let call = end.request(self.call());
+                    end.client.clone().abandon(call).await.map_err(|s| end.failed("Abandon", s))?;
+                    writeln!(self.out, "abandoning: recorded on the {} {}", end.name, end.address)?;
+                    failpoints::hit(failpoint::MID_ABANDON).await;
+                }
+                Next::Undo(role) => {
+                    let end = self.end(role);
+                    let call = end.request(self.call());
+                    end.client.clone().undo(call).await.map_err(|s| end.failed("Undo", s))?;
+                    writeln!(self.out, "abandoning: undone on the {} {}", end.name, end.address)?;
+                }
+                Next::Abandoned => {
+                    writeln!(
+                        self.out,
+                        "move {id} abandoned: the source owns and serves its slots as before; the target's copies are gone"
+                    )?;
+                    return Ok(Exit::Ok);
+                }
+            }
         }
-        source
-            .client
-            .clone()
-            .freeze(source.request(self.start(source)))
-            .await
-            .map_err(|s| source.failed("Freeze", s))?;
+    }
+
+    fn end(&self, role: Role) -> &'a End {
+        match role {
+            Role::Source => self.source,
+            Role::Target => self.target,
+        }
+    }
+
+    /// Steps 2 and 3: the bulk while the slots are still served (the freeze
+    /// then only waits for the rows that changed since), then the freeze.
+    async fn copy_then_freeze(&mut self) -> Result<(), CtlError> {
+        let source = self.source;
+        let total = self.digest(source).await?.iter().map(|d| d.rows).sum();
+        let copying = std::time::Instant::now();
+        self.copy(total).await?;
+        self.bulk = Some(copying.elapsed().as_secs_f64());
+        self.since = self.settle().await?;
+        failpoints::hit(failpoint::AFTER_COPY).await;
+        source.client.clone().freeze(source.request(self.call())).await.map_err(|s| source.failed("Freeze", s))?;
         failpoints::hit(failpoint::AFTER_FREEZE).await;
-        let status = source.status(self.kind).await?;
-        // Past the release (a rerun) the copy was already verified.
-        let (mut recopied, mut frozen_since) = (None, None);
-        if status.frozen.is_some() {
-            frozen_since = status.active.as_ref().map(|m| m.updated_at_ms);
-            writeln!(self.out, "[3/7] slots {} frozen on the source: their writes wait", self.slots)?;
-            let caught_up = self.catch_up(since).await?;
-            failpoints::hit(failpoint::AFTER_CATCH_UP).await;
-            self.verify(&caught_up).await?;
-            source.client.clone().release(source.request(self.id())).await.map_err(|s| source.failed("Release", s))?;
-            writeln!(self.out, "[5/7] the source gave slots {} up", self.slots)?;
-            failpoints::hit(failpoint::AFTER_RELEASE).await;
-            recopied = Some(caught_up.recopied);
-        }
-        let taken =
-            target.client.clone().take(target.request(self.id())).await.map_err(|s| target.failed("Take", s))?;
+        Ok(())
+    }
+
+    /// Step 6: the target takes the slots on the source's record of their
+    /// release to it (the receipt).
+    async fn take(&mut self, receipt: Option<&Record>) -> Result<(), CtlError> {
+        let target = self.target;
+        let receipt = receipt.map(move_to_pb);
+        let request = target.request(pb::TakeRequest { call: Some(self.call()), receipt });
+        let taken = target.client.clone().take(request).await.map_err(|s| target.failed("Take", s))?;
         failpoints::hit(failpoint::AFTER_TAKE).await;
-        let frozen_for = match (frozen_since, source.status(self.kind).await) {
-            (Some(since), Ok(now)) => Some((now.now_ms - since).max(0) as f64 / 1000.0),
-            _ => None,
-        };
         let owned = taken.into_inner().shard.map(|s| described(self.kind.shard_kind(), &s));
         let owned = owned.and_then(Result::ok).map(|d| d.owned.to_string()).unwrap_or_default();
         writeln!(self.out, "[6/7] the target owns slots {owned}: writes for them go on there")?;
+        Ok(())
+    }
+
+    /// Step 7 and the summary.
+    async fn finish(&mut self, taken: Option<&Record>) -> Result<Exit, CtlError> {
+        let source = self.source;
+        let frozen_for = match (self.frozen_since, source.status(self.kind).await) {
+            (Some(since), Ok(now)) if self.recopied.is_some() => Some((now.now_ms - since).max(0) as f64 / 1000.0),
+            _ => None,
+        };
         // The rows moved, counted on the source: its copies stay, unchanged, until step 7.
-        let moved = match recopied {
-            Some(recopied) => summary(&self.digest(source).await?, recopied, bulk),
+        let moved = match self.recopied {
+            Some(recopied) => summary(&self.digest(source).await?, recopied, self.bulk),
             None => "copied by an earlier run".to_owned(),
         };
-        let deleted = self.delete_copies().await?;
+        let deleted = self.delete_copies(taken.map(move_to_pb)).await?;
         writeln!(
             self.out,
             "done: slots {} moved from {} to {}; rows moved: {moved}; copies deleted on the source: {deleted}; slots \
              frozen for {}",
             self.slots,
             source.address,
-            target.address,
+            self.target.address,
             frozen_for.map(|s| format!("{s:.1} s")).unwrap_or_else(|| "unknown (resumed)".into()),
         )?;
         Ok(Exit::Ok)
     }
 
     async fn digest(&self, end: &End) -> Result<Vec<pb::StateDigest>, CtlError> {
-        let reply = end.client.clone().digest(end.request(self.id())).await.map_err(|s| end.failed("Digest", s))?;
+        let reply = end.client.clone().digest(end.request(self.call())).await.map_err(|s| end.failed("Digest", s))?;
         Ok(reply.into_inner().states)
     }
 
@@ -508,7 +760,7 @@ impl Handover<'_> {
         let progress = RowProgress::new(self.progress, "[2/7] copying", total);
         loop {
             let request = pb::ExportRequest {
-                move_id: self.move_id.to_owned(),
+                call: Some(self.call()),
                 after_id: after.clone(),
                 limit: self.batch,
                 ids: Vec::new(),
@@ -579,7 +831,7 @@ impl Handover<'_> {
         let source = self.source;
         let mut ids = Vec::new();
         loop {
-            let request = pb::ChangedRowsRequest { move_id: self.move_id.to_owned(), since, limit: HASH_PAGE };
+            let request = pb::ChangedRowsRequest { call: Some(self.call()), since, limit: HASH_PAGE };
             let reply = source.client.clone().changed_rows(source.request(request)).await;
             let page = reply.map_err(|s| source.failed("ChangedRows", s))?.into_inner();
             if !page.complete {
@@ -599,8 +851,7 @@ impl Handover<'_> {
         let source = self.source;
         let mut recopied = Recopied::default();
         for chunk in ids.chunks(self.batch as usize) {
-            let request =
-                pb::ExportRequest { move_id: self.move_id.to_owned(), ids: chunk.to_vec(), ..Default::default() };
+            let request = pb::ExportRequest { call: Some(self.call()), ids: chunk.to_vec(), ..Default::default() };
             let reply = source.client.clone().export_rows(source.request(request)).await;
             let rows = reply.map_err(|s| source.failed("ExportRows", s))?.into_inner().rows;
             let found: std::collections::HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
@@ -614,7 +865,8 @@ impl Handover<'_> {
 
     async fn import(&self, rows: Vec<pb::MovedRow>, deleted_ids: Vec<String>) -> Result<(), CtlError> {
         let target = self.target;
-        let import = pb::ImportRequest { move_id: self.move_id.to_owned(), rows, deleted_ids };
+        failpoints::hit(failpoint::BEFORE_IMPORT).await;
+        let import = pb::ImportRequest { call: Some(self.call()), rows, deleted_ids };
         target.client.clone().import_rows(target.request(import)).await.map_err(|s| target.failed("ImportRows", s))?;
         Ok(())
     }
@@ -657,12 +909,8 @@ impl Handover<'_> {
     async fn all_row_hashes(&self, end: &End) -> Result<RowHashes, CtlError> {
         let (mut after, mut rows) = (String::new(), RowHashes::new());
         loop {
-            let request = pb::ExportRequest {
-                move_id: self.move_id.to_owned(),
-                after_id: after,
-                limit: HASH_PAGE,
-                ids: Vec::new(),
-            };
+            let request =
+                pb::ExportRequest { call: Some(self.call()), after_id: after, limit: HASH_PAGE, ids: Vec::new() };
             let page = self.row_hashes(end, request).await?;
             rows.extend(page.rows.into_iter().map(|row| (row.id, (row.state, row.hash))));
             if page.finished {
@@ -676,8 +924,7 @@ impl Handover<'_> {
     async fn row_hashes_of(&self, end: &End, ids: &[String]) -> Result<RowHashes, CtlError> {
         let mut rows = RowHashes::new();
         for chunk in ids.chunks(HASH_PAGE as usize) {
-            let request =
-                pb::ExportRequest { move_id: self.move_id.to_owned(), ids: chunk.to_vec(), ..Default::default() };
+            let request = pb::ExportRequest { call: Some(self.call()), ids: chunk.to_vec(), ..Default::default() };
             let page = self.row_hashes(end, request).await?;
             rows.extend(page.rows.into_iter().map(|row| (row.id, (row.state, row.hash))));
         }
@@ -708,11 +955,11 @@ impl Handover<'_> {
     }
 
     /// Step 7: the source's copies, last.
-    async fn delete_copies(&mut self) -> Result<u64, CtlError> {
+    async fn delete_copies(&mut self, taken: Option<pb::Move>) -> Result<u64, CtlError> {
         let source = self.source;
         let mut deleted = 0;
         loop {
-            let request = pb::DeleteMovedRequest { move_id: self.move_id.to_owned(), limit: self.batch };
+            let request = pb::DeleteMovedRequest { call: Some(self.call()), limit: self.batch, taken: taken.clone() };
             let reply = source
                 .client
                 .clone()

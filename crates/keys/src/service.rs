@@ -79,8 +79,8 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let new = convert::new_key(request)?;
-        let _writing = self.slots.writable([&new.key]).await?;
-        let (inserted, record) = match self.store.begin(&new).await? {
+        let (permit, store) = (self.slots.writable([&new.key]).await?, self.store.clone());
+        let (inserted, record) = match permit.complete(async move { store.begin(&new).await }).await?? {
             Begun::Inserted(record) => (true, record),
             Begun::Existing(record) => (false, record),
         };
@@ -98,16 +98,18 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
     async fn mark_done(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
         let key = key(&request.key)?;
-        let _writing = self.slots.writable([&key]).await?;
-        let changed = self.store.mark_done(&key, &convert::paste_id(&request.paste_id)?).await?;
+        let (paste_id, store) = (convert::paste_id(&request.paste_id)?, self.store.clone());
+        let permit = self.slots.writable([&key]).await?;
+        let changed = permit.complete(async move { store.mark_done(&key, &paste_id).await }).await??;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
     async fn abort(&self, request: Request<pb::GuardedUpdate>) -> Result<Response<pb::UpdateResult>, Status> {
         let request = request.into_inner();
         let key = key(&request.key)?;
-        let _writing = self.slots.writable([&key]).await?;
-        let changed = self.store.abort(&key, &convert::paste_id(&request.paste_id)?).await?;
+        let (paste_id, store) = (convert::paste_id(&request.paste_id)?, self.store.clone());
+        let permit = self.slots.writable([&key]).await?;
+        let changed = permit.complete(async move { store.abort(&key, &paste_id).await }).await??;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
@@ -134,8 +136,9 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         // batch for one of them would leave its own keys pending forever
         // (docs/design.md#sweeper). A frozen slot among the owned ones refuses
         // the batch as "not executed": the sweeper tries again next round.
-        let (_writing, owned, not_owned) = self.slots.writable_owned(verdicts, |(key, _)| key).await?;
-        let changed = self.store.apply_verdicts(to, &owned).await?;
+        let (permit, owned, not_owned) = self.slots.writable_owned(verdicts, |(key, _)| key).await?;
+        let store = self.store.clone();
+        let changed = permit.complete(async move { store.apply_verdicts(to, &owned).await }).await??;
         Ok(Response::new(pb::ApplyVerdictsResponse {
             changed: changed.iter().map(IdempotencyKey::canonical).collect(),
             not_owned: not_owned.iter().map(|(key, _)| key.canonical()).collect(),
@@ -146,16 +149,11 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let key = key(&request.key)?;
-        let _writing = self.slots.writable([&key]).await?;
-        let changed = self
-            .store
-            .restart(
-                &key,
-                &convert::paste_id(&request.aborted_paste_id)?,
-                &convert::paste_id(&request.paste_id)?,
-                &convert::response_body(request.response_body)?,
-            )
-            .await?;
+        let (aborted, paste_id) =
+            (convert::paste_id(&request.aborted_paste_id)?, convert::paste_id(&request.paste_id)?);
+        let (body, store) = (convert::response_body(request.response_body)?, self.store.clone());
+        let permit = self.slots.writable([&key]).await?;
+        let changed = permit.complete(async move { store.restart(&key, &aborted, &paste_id, &body).await }).await??;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
@@ -163,8 +161,8 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         let request = request.into_inner();
         check_body_size(&request.response_body)?;
         let adopted = convert::adopted(request)?;
-        let _writing = self.slots.writable([&adopted.key]).await?;
-        let changed = self.store.adopt(&adopted).await?;
+        let (permit, store) = (self.slots.writable([&adopted.key]).await?, self.store.clone());
+        let changed = permit.complete(async move { store.adopt(&adopted).await }).await??;
         Ok(Response::new(pb::UpdateResult { changed }))
     }
 
@@ -206,8 +204,8 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         request: Request<pb::PurgeRetiredRequest>,
     ) -> Result<Response<pb::PurgeRetiredResponse>, Status> {
         let limit = check_limit(request.into_inner().limit)?;
-        let _writing = self.slots.writable_everywhere().await?;
-        let deleted = self.store.purge_retired(limit).await?;
+        let (permit, store) = (self.slots.writable_everywhere().await?, self.store.clone());
+        let deleted = permit.complete(async move { store.purge_retired(limit).await }).await??;
         Ok(Response::new(pb::PurgeRetiredResponse { deleted }))
     }
 

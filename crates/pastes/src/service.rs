@@ -93,8 +93,9 @@ fn not_found() -> Status {
 impl pb::paste_service_server::PasteService for PasteServiceImpl {
     async fn insert(&self, request: Request<pb::InsertRequest>) -> Result<Response<pb::InsertResponse>, Status> {
         let paste = convert::new_paste(request.into_inner())?;
-        let _writing = self.slots.writable([&paste.id]).await?;
-        Ok(Response::new(convert::outcome_to_pb(self.store.insert(&paste).await?)))
+        let (permit, store) = (self.slots.writable([&paste.id]).await?, self.store.clone());
+        let outcome = permit.complete(async move { store.insert(&paste).await }).await??;
+        Ok(Response::new(convert::outcome_to_pb(outcome)))
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Paste>, Status> {
@@ -168,8 +169,8 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         request: Request<pb::TombstoneRequest>,
     ) -> Result<Response<pb::TombstoneResponse>, Status> {
         let id = convert::id(&request.into_inner().id)?;
-        let _writing = self.slots.writable([&id]).await?;
-        let fate = self.store.tombstone_unless_live(&id).await?;
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let fate = permit.complete(async move { store.tombstone_unless_live(&id).await }).await??;
         Ok(Response::new(pb::TombstoneResponse { fate: convert::fate_to_pb(fate) }))
     }
 
@@ -185,8 +186,8 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
         // Fencing writes: a frozen slot refuses the batch as "not executed".
         let ids = valid_batch(&request.into_inner().ids)?;
-        let _writing = self.slots.writable(&ids).await?;
-        let fates = self.store.resolve_batch(&ids).await?;
+        let (permit, store) = (self.slots.writable(&ids).await?, self.store.clone());
+        let fates = permit.complete(async move { store.resolve_batch(&ids).await }).await??;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
                 .into_iter()
@@ -214,16 +215,17 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
 
     async fn claim_burn(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::ClaimBurnResponse>, Status> {
         let id = id_lookup(&request.into_inner().id)?;
-        let _writing = self.slots.writable([&id]).await?;
-        let claimed = self.store.claim_burn(&id).await? == BurnClaim::Claimed;
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let claimed = permit.complete(async move { store.claim_burn(&id).await }).await?? == BurnClaim::Claimed;
         Ok(Response::new(pb::ClaimBurnResponse { claimed }))
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let request = request.into_inner();
         let id = id_lookup(&request.id)?;
-        let _writing = self.slots.writable([&id]).await?;
-        match self.store.delete(&id, &DeleteToken::presented(&request.delete_token)).await? {
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let token = DeleteToken::presented(&request.delete_token);
+        match permit.complete(async move { store.delete(&id, &token).await }).await?? {
             DeleteOutcome::Deleted => {
                 failpoints::hit(AFTER_P_DELETE).await;
                 Ok(Response::new(pb::DeleteResponse {}))
@@ -258,8 +260,8 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if limit == 0 || limit > MAX_PAGE {
             return Err(Status::invalid_argument("limit must be 1 to 10000"));
         }
-        let _writing = self.slots.writable_everywhere().await?;
-        let ids = self.store.purge_expired(limit).await?;
+        let (permit, store) = (self.slots.writable_everywhere().await?, self.store.clone());
+        let ids = permit.complete(async move { store.purge_expired(limit).await }).await??;
         Ok(Response::new(pb::PurgeExpiredResponse { ids: ids.iter().map(ToString::to_string).collect() }))
     }
 
@@ -275,8 +277,8 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if min_age < crate::MIN_TOMBSTONE_AGE {
             return Err(Status::invalid_argument("min_age_seconds must be at least 93600 (26 h)"));
         }
-        let _writing = self.slots.writable_everywhere().await?;
-        let deleted = self.store.purge_tombstones(min_age, request.limit).await?;
+        let (permit, store, limit) = (self.slots.writable_everywhere().await?, self.store.clone(), request.limit);
+        let deleted = permit.complete(async move { store.purge_tombstones(min_age, limit).await }).await??;
         Ok(Response::new(pb::PurgeTombstonesResponse { deleted }))
     }
 
@@ -308,8 +310,9 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
                 .try_into()
                 .map_err(|_| Status::invalid_argument("delete_token_sha256 must be 32 bytes"))?,
         );
-        let _writing = self.slots.writable([&id]).await?;
-        let rotated = self.store.rotate_delete_token(&id, &key_hash, &token_hash).await?;
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let rotated =
+            permit.complete(async move { store.rotate_delete_token(&id, &key_hash, &token_hash).await }).await??;
         Ok(Response::new(pb::RotateDeleteTokenResponse { rotated }))
     }
 

@@ -17,6 +17,10 @@
 
 /// A SQLite group has run every statement but has not committed yet.
 pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
+/// A SQLite group of writes is collected and has not begun its transaction:
+/// its writes are queued, and no lock is held (with `sleep:`, a write whose
+/// caller went away meanwhile still lands later).
+pub const BEFORE_GROUP_COMMIT: &str = "before_group_commit";
 
 /// P has tombstoned a paste and not yet answered the delete: the caller's
 /// answer is lost after the fact, the uncertain delete.

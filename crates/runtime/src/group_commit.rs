@@ -25,7 +25,7 @@ use sqlx::{AnyConnection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    failpoints::{self, MID_GROUP_COMMIT},
+    failpoints::{self, BEFORE_GROUP_COMMIT, MID_GROUP_COMMIT},
     metrics::GROUP_COMMIT_WRITES,
 };
 
@@ -160,6 +160,7 @@ async fn write_groups(mut conn: AnyConnection, mut waiting: mpsc::Receiver<Box<d
     let mut group = Vec::with_capacity(MAX_GROUP);
     while waiting.recv_many(&mut group, MAX_GROUP).await > 0 {
         group_sizes.record(group.len() as f64);
+        failpoints::hit(BEFORE_GROUP_COMMIT).await;
         let committed = commit_group(&mut conn, &mut group).await;
         if let Err(error) = &committed {
             tracing::error!(%error, writes = group.len(), "a SQLite group commit failed");

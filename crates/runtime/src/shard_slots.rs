@@ -10,10 +10,11 @@
 
 use std::sync::Arc;
 
-use pastebin_core::{OwnedSlots, Slot, SlotMoveError, SlotRange};
+use pastebin_core::{OwnedSlots, Slot, SlotRange};
+use pastebin_handover::{Effect, Identity, Lease, Record, Refusal, Request, Role, Shard, Step};
 use pastebin_proto::shard::v1 as pb;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
-use tokio::sync::{RwLock, RwLockReadGuard};
+use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::{
     grpc::CallError,
@@ -44,99 +45,71 @@ pub enum Resharding {
     Allow,
 }
 
-/// This shard's part in a move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MoveRole {
-    Source,
-    Target,
-}
-
-/// How far a move has come on this shard (docs/design.md#moving-slots).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MoveStep {
-    /// Target: copies are arriving; the slots are not served here yet.
-    Importing,
-    /// Source: the move is recorded and the bulk of its rows is copied
-    /// while the slots are still served (writes go on).
-    Exporting,
-    /// Source: the slots are frozen (writes refused, retryable) while they are copied.
-    Frozen,
-    /// Source: the slots are given up; the copies here are still to be deleted.
-    Released,
-    Done,
-    Abandoned,
-}
-
-impl MoveRole {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Source => "source",
-            Self::Target => "target",
+/// A move's record as `MoveStatus` shows it.
+pub fn move_to_pb(record: &Record) -> pb::Move {
+    pb::Move {
+        move_id: record.identity.id.clone(),
+        role: match record.role {
+            Role::Source => pb::MoveRole::Source,
+            Role::Target => pb::MoveRole::Target,
         }
+        .into(),
+        slots: Some(span(record.identity.slots)),
+        peer: record.peer().to_owned(),
+        step: step_to_pb(record.step).into(),
+        started_at_ms: record.started_at_ms,
+        updated_at_ms: record.updated_at_ms,
+        source: record.identity.source.clone(),
+        target: record.identity.target.clone(),
+        epoch: record.lease.epoch,
+        holder: record.lease.holder.clone(),
+        lease_until_ms: record.lease.until_ms,
+        abandoning: record.abandoning,
+        release_token: record.release_token.clone().unwrap_or_default(),
     }
 }
 
-impl MoveStep {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Importing => "importing",
-            Self::Exporting => "exporting",
-            Self::Frozen => "frozen",
-            Self::Released => "released",
-            Self::Done => "done",
-            Self::Abandoned => "abandoned",
-        }
-    }
-
-    fn parse(raw: &str) -> Option<Self> {
-        [Self::Importing, Self::Exporting, Self::Frozen, Self::Released, Self::Done, Self::Abandoned]
-            .into_iter()
-            .find(|step| step.as_str() == raw)
-    }
-
-    fn to_pb(self) -> pb::MoveStep {
-        match self {
-            Self::Importing => pb::MoveStep::Importing,
-            Self::Exporting => pb::MoveStep::Exporting,
-            Self::Frozen => pb::MoveStep::Frozen,
-            Self::Released => pb::MoveStep::Released,
-            Self::Done => pb::MoveStep::Done,
-            Self::Abandoned => pb::MoveStep::Abandoned,
-        }
-    }
-
-    fn finished(self) -> bool {
-        matches!(self, Self::Done | Self::Abandoned)
-    }
+/// A record in a reply or a request (a receipt), checked.
+pub fn move_from_pb(record: &pb::Move) -> Result<Record, String> {
+    let role = match pb::MoveRole::try_from(record.role) {
+        Ok(pb::MoveRole::Source) => Role::Source,
+        Ok(pb::MoveRole::Target) => Role::Target,
+        _ => return Err(format!("move {} has no role", record.move_id)),
+    };
+    let step = match pb::MoveStep::try_from(record.step) {
+        Ok(pb::MoveStep::Importing) => Step::Importing,
+        Ok(pb::MoveStep::Exporting) => Step::Exporting,
+        Ok(pb::MoveStep::Frozen) => Step::Frozen,
+        Ok(pb::MoveStep::Released) => Step::Released,
+        Ok(pb::MoveStep::Done) => Step::Done,
+        Ok(pb::MoveStep::Abandoned) => Step::Abandoned,
+        _ => return Err(format!("move {} has no step", record.move_id)),
+    };
+    Ok(Record {
+        identity: Identity {
+            id: record.move_id.clone(),
+            slots: span_range(record.slots.as_ref())?,
+            source: record.source.clone(),
+            target: record.target.clone(),
+        },
+        role,
+        step,
+        lease: Lease { epoch: record.epoch, holder: record.holder.clone(), until_ms: record.lease_until_ms },
+        abandoning: record.abandoning,
+        release_token: (!record.release_token.is_empty()).then(|| record.release_token.clone()),
+        started_at_ms: record.started_at_ms,
+        updated_at_ms: record.updated_at_ms,
+    })
 }
 
-/// One move as this shard recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotMove {
-    pub id: String,
-    pub role: MoveRole,
-    pub slots: SlotRange,
-    pub peer: String,
-    pub step: MoveStep,
-    pub started_at_ms: i64,
-    pub updated_at_ms: i64,
-}
-
-impl SlotMove {
-    pub fn to_pb(&self) -> pb::Move {
-        pb::Move {
-            move_id: self.id.clone(),
-            role: match self.role {
-                MoveRole::Source => pb::MoveRole::Source,
-                MoveRole::Target => pb::MoveRole::Target,
-            }
-            .into(),
-            slots: Some(span(self.slots)),
-            peer: self.peer.clone(),
-            step: self.step.to_pb().into(),
-            started_at_ms: self.started_at_ms,
-            updated_at_ms: self.updated_at_ms,
-        }
+fn step_to_pb(step: Step) -> pb::MoveStep {
+    match step {
+        Step::Importing => pb::MoveStep::Importing,
+        Step::Exporting => pb::MoveStep::Exporting,
+        Step::Frozen => pb::MoveStep::Frozen,
+        Step::Released => pb::MoveStep::Released,
+        Step::Done => pb::MoveStep::Done,
+        Step::Abandoned => pb::MoveStep::Abandoned,
     }
 }
 
@@ -145,7 +118,7 @@ impl SlotMove {
 pub struct Ownership {
     pub owned: OwnedSlots,
     pub generation: u64,
-    pub active: Option<SlotMove>,
+    pub active: Option<Record>,
 }
 
 impl Ownership {
@@ -157,7 +130,7 @@ impl Ownership {
 
     /// The slots this shard still owns but refuses writes for.
     pub fn frozen(&self) -> Option<SlotRange> {
-        self.active.as_ref().filter(|m| m.role == MoveRole::Source && m.step == MoveStep::Frozen).map(|m| m.slots)
+        self.active.as_ref().filter(|m| m.role == Role::Source && m.step == Step::Frozen).map(|m| m.identity.slots)
     }
 
     /// Refuses a call for `slot` unless this shard owns it (and, for a
@@ -173,38 +146,33 @@ impl Ownership {
     }
 }
 
-/// Why a move step was refused. Nothing changed.
+/// Why a move call was refused. Nothing changed.
 #[derive(Debug, thiserror::Error)]
 pub enum MoveError {
-    #[error(
-        "this shard is already in move {0}: finish it first (`pastebin ctl reshard --status`, then rerun that move)"
-    )]
-    Busy(String),
-    #[error("this shard has no move {0} in progress: check `pastebin ctl reshard --status`")]
-    Unknown(String),
-    #[error("move {id} is at step {step}; {what}")]
-    WrongStep { id: String, step: &'static str, what: &'static str },
     #[error(transparent)]
-    Slots(#[from] SlotMoveError),
+    Refused(#[from] Refusal),
+    /// An import of a run that was taken over while it waited to be written.
+    #[error("{0}")]
+    Fenced(String),
     #[error("cannot record the move: {0}")]
     Database(#[from] sqlx::Error),
 }
 
 impl From<MoveError> for tonic::Status {
     fn from(error: MoveError) -> Self {
-        match error {
-            MoveError::Busy(_) | MoveError::WrongStep { .. } | MoveError::Slots(_) => {
-                tonic::Status::failed_precondition(error.to_string())
-            }
-            MoveError::Unknown(_) => tonic::Status::not_found(error.to_string()),
+        match &error {
+            MoveError::Refused(Refusal::Held { .. }) => tonic::Status::aborted(error.to_string()),
+            MoveError::Refused(Refusal::NoMove(_)) => tonic::Status::not_found(error.to_string()),
+            MoveError::Refused(_) | MoveError::Fenced(_) => tonic::Status::failed_precondition(error.to_string()),
             MoveError::Database(_) => tonic::Status::unavailable(error.to_string()),
         }
     }
 }
 
 /// The live slots of a running shard, shared by its handlers. A write holds
-/// a [`WritePermit`] while it runs, so freezing (which takes the lock
-/// exclusively) waits for the writes in flight and none can land after it.
+/// a [`WritePermit`] until its commit is known, so a move step (which takes
+/// the lock exclusively: a freeze) waits for the writes in flight and none
+/// can land after it.
 #[derive(Clone)]
 pub struct ShardSlots {
     kind: pb::ShardKind,
@@ -213,19 +181,43 @@ pub struct ShardSlots {
     changes: Arc<ChangeLog>,
 }
 
-/// Held by a write while it runs: the slots it writes were checked under
-/// it. When it ends (the write committed, or failed) the rows it named are
-/// recorded as changed for a move copying their slots.
-pub struct WritePermit<'a> {
-    state: RwLockReadGuard<'a, Ownership>,
-    changes: &'a ChangeLog,
+/// Held by a write until its commit is known: the slots it writes were
+/// checked under it. When it ends the rows it named are recorded as changed
+/// for a move copying their slots. Run the write with [`Self::complete`]:
+/// a handler cancelled mid-write (its call timed out, its caller went away)
+/// then cannot drop the permit, and so let a freeze pass, while the write is
+/// still queued or on its way to the database (docs/design.md#moving-slots).
+pub struct WritePermit {
+    state: OwnedRwLockReadGuard<Ownership>,
+    changes: Arc<ChangeLog>,
     rows: Vec<(Slot, String)>,
 }
 
-impl Drop for WritePermit<'_> {
+impl Drop for WritePermit {
     fn drop(&mut self) {
         if self.state.active.is_some() {
             self.changes.record(std::mem::take(&mut self.rows));
+        }
+    }
+}
+
+impl WritePermit {
+    /// Runs `write` to its end in a task of its own that holds this permit,
+    /// whether or not the caller still waits for it; the rows are recorded
+    /// as changed after the write ended (committed, or failed).
+    pub async fn complete<T: Send + 'static>(
+        self,
+        write: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, tonic::Status> {
+        let task = tokio::spawn(async move {
+            let outcome = write.await;
+            drop(self);
+            outcome
+        });
+        match task.await {
+            Ok(outcome) => Ok(outcome),
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => Err(tonic::Status::unavailable("the shard is shutting down: retry")),
         }
     }
 }
@@ -278,12 +270,12 @@ impl ShardSlots {
         let generation = if owned == stored { generation } else { generation + 1 };
         let active = active_move(pool).await?;
         if let Some(active) = &active {
-            tracing::warn!(move_id = %active.id, slots = %active.slots, step = active.step.as_str(), "a slot move is in progress");
+            tracing::warn!(move_id = %active.identity.id, slots = %active.identity.slots, step = active.step.as_str(), "a slot move is in progress");
         }
         let changes = Arc::new(ChangeLog::default());
-        if let Some(source) = active.as_ref().filter(|m| m.role == MoveRole::Source) {
+        if let Some(source) = active.as_ref().filter(|m| m.role == Role::Source && m.step != Step::Released) {
             // What changed before this start is unknown.
-            changes.start(source.slots, false);
+            changes.start(source.identity.slots, false);
         }
         let ownership = Ownership { owned, generation, active };
         ownership.publish();
@@ -305,17 +297,17 @@ impl ShardSlots {
     }
 
     /// A write of `slots`: refused unless this shard owns all of them and
-    /// none is frozen. Hold the permit until the write has committed.
+    /// none is frozen. Run the write with [`WritePermit::complete`].
     pub async fn writable<'r, R: MovedRowKey + 'r>(
         &self,
         rows: impl IntoIterator<Item = &'r R>,
-    ) -> Result<WritePermit<'_>, tonic::Status> {
-        let state = self.state.read().await;
+    ) -> Result<WritePermit, tonic::Status> {
+        let state = self.state.clone().read_owned().await;
         let rows: Vec<(Slot, String)> = rows.into_iter().map(MovedRowKey::moved_row).collect();
         for (slot, _) in &rows {
             state.check(*slot, true)?;
         }
-        Ok(WritePermit { state, changes: &self.changes, rows })
+        Ok(WritePermit { state, changes: self.changes.clone(), rows })
     }
 
     /// A batch write that applies what this shard owns and reports the
@@ -325,46 +317,44 @@ impl ShardSlots {
         &self,
         items: Vec<T>,
         row_of: impl Fn(&T) -> &R,
-    ) -> Result<(WritePermit<'_>, Vec<T>, Vec<T>), tonic::Status> {
-        let state = self.state.read().await;
+    ) -> Result<(WritePermit, Vec<T>, Vec<T>), tonic::Status> {
+        let state = self.state.clone().read_owned().await;
         let (owned, not_owned): (Vec<T>, Vec<T>) =
             items.into_iter().partition(|item| state.owned.contains(row_of(item).moved_row().0));
         let rows: Vec<(Slot, String)> = owned.iter().map(|item| row_of(item).moved_row()).collect();
         for (slot, _) in &rows {
             state.check(*slot, true)?;
         }
-        Ok((WritePermit { state, changes: &self.changes, rows }, owned, not_owned))
+        Ok((WritePermit { state, changes: self.changes.clone(), rows }, owned, not_owned))
     }
 
     /// A write that is not about one slot (retention, expiry, purges): it
     /// would change rows that a move is copying, so it waits for the move.
-    pub async fn writable_everywhere(&self) -> Result<WritePermit<'_>, tonic::Status> {
-        let state = self.state.read().await;
+    pub async fn writable_everywhere(&self) -> Result<WritePermit, tonic::Status> {
+        let state = self.state.clone().read_owned().await;
         match &state.active {
             Some(active) => Err(refusal(
                 tonic::Status::unavailable(format!(
                     "this shard is moving slots {} (move {}): cleanup pauses until it is done; retry later",
-                    active.slots, active.id
+                    active.identity.slots, active.identity.id
                 )),
                 "frozen",
                 state.generation,
             )),
-            None => Ok(WritePermit { state, changes: &self.changes, rows: Vec::new() }),
+            None => Ok(WritePermit { state, changes: self.changes.clone(), rows: Vec::new() }),
         }
     }
 
-    /// Rows the source of move `id` changed after `since` (see [`ChangeLog`]).
+    /// Rows the source changed after `since` (see [`ChangeLog`]); `request`
+    /// is checked as a read of the source first.
     pub async fn changed_rows(
         &self,
-        id: &str,
+        request: Request,
         since: u64,
         limit: usize,
     ) -> Result<crate::move_changes::ChangedRows, MoveError> {
-        let state = self.state.read().await;
-        match &state.active {
-            Some(active) if active.id == id && active.role == MoveRole::Source => Ok(self.changes.since(since, limit)),
-            _ => Err(MoveError::Unknown(id.to_owned())),
-        }
+        self.apply(request).await?;
+        Ok(self.changes.since(since, limit))
     }
 
     /// `Describe`'s answer.
@@ -372,275 +362,171 @@ impl ShardSlots {
         description(self.kind, &*self.state.read().await, now_ms)
     }
 
-    /// Target, step 1: record the move; the slots are not served here
-    /// until [`Self::take`]. Returns whether the move is new (then the
-    /// caller clears rows an abandoned attempt left in those slots).
-    pub async fn prepare_import(&self, id: &str, slots: SlotRange, peer: &str, now_ms: i64) -> Result<bool, MoveError> {
-        self.begin_move(id, MoveRole::Target, MoveStep::Importing, slots, peer, now_ms, |owned| owned.with(slots)).await
-    }
-
-    /// Source, step 2: record the move; the slots are still served while
-    /// the bulk of their rows is copied.
-    pub async fn prepare_export(&self, id: &str, slots: SlotRange, peer: &str, now_ms: i64) -> Result<bool, MoveError> {
-        self.begin_move(id, MoveRole::Source, MoveStep::Exporting, slots, peer, now_ms, |owned| owned.without(slots))
-            .await
-    }
-
-    /// Source, step 4: freeze the slots (a move recorded by
-    /// [`Self::prepare_export`], or a new one). Taking the lock exclusively
-    /// waits for the writes in flight, so no write for them lands after this.
-    pub async fn freeze(&self, id: &str, slots: SlotRange, peer: &str, now_ms: i64) -> Result<bool, MoveError> {
+    /// One move call, through the handover's state machine
+    /// (`pastebin_handover::step`, every guard there): the new record and
+    /// range are stored in one transaction before they take effect here, and
+    /// the effects the caller must carry out are returned with the record.
+    /// Taking the lock exclusively waits for the writes in flight, so none
+    /// lands after a freeze or a release.
+    pub async fn apply(&self, request: Request) -> Result<Applied, MoveError> {
         let mut state = self.state.write().await;
-        let exporting = state.active.as_ref().filter(|m| m.id == id && m.role == MoveRole::Source);
-        if exporting.is_some_and(|m| m.step == MoveStep::Exporting) {
-            set_step(&self.pool, id, MoveStep::Frozen, now_ms).await?;
-            if let Some(active) = state.active.as_mut() {
-                (active.step, active.updated_at_ms) = (MoveStep::Frozen, now_ms);
-            }
-            tracing::warn!(move_id = id, %slots, "slots frozen: their writes are refused until the move switches");
-            state.publish();
-            return Ok(true);
-        }
-        drop(state);
-        self.begin_move(id, MoveRole::Source, MoveStep::Frozen, slots, peer, now_ms, |owned| owned.without(slots)).await
-    }
-
-    #[allow(clippy::too_many_arguments)] // One call shape for both ends of a move.
-    async fn begin_move(
-        &self,
-        id: &str,
-        role: MoveRole,
-        step: MoveStep,
-        slots: SlotRange,
-        peer: &str,
-        now_ms: i64,
-        check: impl FnOnce(OwnedSlots) -> Result<OwnedSlots, SlotMoveError>,
-    ) -> Result<bool, MoveError> {
-        let mut state = self.state.write().await;
-        if let Some(active) = &state.active {
-            return if active.id == id && active.role == role {
-                Ok(false)
-            } else {
-                Err(MoveError::Busy(active.id.clone()))
-            };
-        }
-        if let Some(old) = recorded_move(&self.pool, id).await? {
-            // Rerunning a finished move: nothing to begin again.
-            return if old.step.finished() { Ok(false) } else { Err(MoveError::Busy(old.id)) };
-        }
-        check(state.owned)?;
-        sqlx::query(
-            "INSERT INTO slot_moves (move_id, role, first_slot, last_slot, peer, step, started_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
-        )
-        .bind(id)
-        .bind(role.as_str())
-        .bind(i64::from(slots.first().0))
-        .bind(i64::from(slots.last().0))
-        .bind(peer)
-        .bind(step.as_str())
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await?;
-        tracing::warn!(move_id = id, %slots, %peer, step = step.as_str(), "slot move begun");
-        if role == MoveRole::Source {
-            self.changes.start(slots, true);
-        }
-        state.active = Some(SlotMove {
-            id: id.to_owned(),
-            role,
-            slots,
-            peer: peer.to_owned(),
-            step,
-            started_at_ms: now_ms,
-            updated_at_ms: now_ms,
-        });
-        state.publish();
-        Ok(true)
-    }
-
-    /// The active move `id` in `role`, or why not. `Ok(None)`: it is
-    /// already finished (a rerun of a finished step).
-    async fn active(&self, state: &Ownership, id: &str, role: MoveRole) -> Result<Option<SlotMove>, MoveError> {
-        match &state.active {
-            Some(active) if active.id == id && active.role == role => Ok(Some(active.clone())),
-            Some(active) => Err(MoveError::Busy(active.id.clone())),
-            None => match recorded_move(&self.pool, id).await? {
-                Some(old) if old.role == role && old.step.finished() => Ok(None),
-                _ => Err(MoveError::Unknown(id.to_owned())),
-            },
-        }
-    }
-
-    /// The slots of the active move `id` on this side, for export, import and digests.
-    pub async fn moving(&self, id: &str) -> Result<SlotMove, MoveError> {
-        let state = self.state.read().await;
-        match &state.active {
-            Some(active) if active.id == id => Ok(active.clone()),
-            _ => Err(MoveError::Unknown(id.to_owned())),
-        }
-    }
-
-    /// Source, after the copies are verified: give the slots up. From now
-    /// on every call for them is refused here as "not owned".
-    pub async fn release(&self, id: &str, now_ms: i64) -> Result<(), MoveError> {
-        let mut state = self.state.write().await;
-        let Some(active) = self.active(&state, id, MoveRole::Source).await? else { return Ok(()) };
-        match active.step {
-            MoveStep::Frozen => {}
-            MoveStep::Exporting => {
-                return Err(MoveError::WrongStep {
-                    id: id.into(),
-                    step: "exporting",
-                    what: "its slots are still served: freeze, copy and verify first",
-                })
-            }
-            _ => return Ok(()),
-        }
-        let owned = state.owned.without(active.slots)?;
-        self.change_owner(&mut state, owned, id, MoveStep::Released, now_ms).await?;
-        self.changes.stop();
-        Ok(())
-    }
-
-    /// Target, after the source released them: own the slots.
-    pub async fn take(&self, id: &str, now_ms: i64) -> Result<(), MoveError> {
-        let mut state = self.state.write().await;
-        let Some(active) = self.active(&state, id, MoveRole::Target).await? else { return Ok(()) };
-        let owned = state.owned.with(active.slots)?;
-        self.change_owner(&mut state, owned, id, MoveStep::Done, now_ms).await
-    }
-
-    /// Source, once its copies are deleted: the move is over here.
-    pub async fn finish(&self, id: &str, now_ms: i64) -> Result<(), MoveError> {
-        let mut state = self.state.write().await;
-        let Some(active) = self.active(&state, id, MoveRole::Source).await? else { return Ok(()) };
-        if active.step != MoveStep::Released {
-            return Err(MoveError::WrongStep { id: id.into(), step: "frozen", what: "release the slots first" });
-        }
-        set_step(&self.pool, id, MoveStep::Done, now_ms).await?;
-        state.active = None;
-        state.publish();
-        Ok(())
-    }
-
-    /// Either side, before the source released: the move never happened.
-    /// The source unfreezes; the target forgets (the caller drops its copies).
-    pub async fn abandon(&self, id: &str, now_ms: i64) -> Result<Option<SlotMove>, MoveError> {
-        let mut state = self.state.write().await;
-        let active = match &state.active {
-            Some(active) if active.id == id => active.clone(),
-            _ => return Ok(None),
+        let finished = match &state.active {
+            Some(_) => None,
+            None => recorded_move(&self.pool, &request.identity.id).await?.filter(|r| r.step.finished()),
         };
-        if active.step == MoveStep::Released {
-            return Err(MoveError::WrongStep {
-                id: id.into(),
-                step: "released",
-                what: "the source gave the slots up: rerun the move to finish it",
-            });
+        let before = Shard { owned: state.owned, active: state.active.clone(), finished };
+        let transition = pastebin_handover::step(&before, &request)?;
+        let after = transition.shard;
+        let record = after.active.clone().or(after.finished.clone());
+        let owner_changed = after.owned != before.owned;
+        if transition.durable {
+            let record = record.as_ref().expect("a durable change is a change of a record");
+            self.store(record, owner_changed.then_some(after.owned), request.now_ms).await?;
+            tracing::warn!(
+                move_id = %record.identity.id, slots = %record.identity.slots, role = record.role.as_str(),
+                step = record.step.as_str(), epoch = record.lease.epoch, abandoning = record.abandoning,
+                "slot move recorded"
+            );
         }
-        set_step(&self.pool, id, MoveStep::Abandoned, now_ms).await?;
-        tracing::warn!(move_id = id, slots = %active.slots, "slot move abandoned");
-        self.changes.stop();
-        state.active = None;
+        for effect in &transition.effects {
+            match (effect, &record) {
+                (Effect::StartRecording, Some(record)) => self.changes.start(record.identity.slots, true),
+                (Effect::StopRecording, _) => self.changes.stop(),
+                _ => {}
+            }
+        }
+        if owner_changed {
+            tracing::warn!(owned = %after.owned, "this shard's slot range changed");
+            state.generation += 1;
+        }
+        state.owned = after.owned;
+        state.active = after.active;
         state.publish();
-        Ok(Some(active))
+        Ok(Applied { effects: transition.effects, record })
     }
 
-    /// The new range, the next generation and the move's step, in one
-    /// transaction, then in memory.
-    async fn change_owner(
-        &self,
-        state: &mut Ownership,
-        owned: OwnedSlots,
-        id: &str,
-        step: MoveStep,
-        now_ms: i64,
-    ) -> Result<(), MoveError> {
-        let (first_slot, last_slot, nothing) = columns(owned);
+    /// The record, and the new range when it changed, in one transaction.
+    async fn store(&self, record: &Record, owned: Option<OwnedSlots>, now_ms: i64) -> Result<(), sqlx::Error> {
         let mut transaction = self.pool.begin().await?;
-        sqlx::query(
-            "UPDATE shard_slots SET first_slot = $1, last_slot = $2, owns_nothing = $3, claimed_at = $4,
-                    generation = generation + 1 WHERE singleton = 1",
-        )
-        .bind(first_slot)
-        .bind(last_slot)
-        .bind(nothing)
-        .bind(now_ms)
-        .execute(&mut *transaction)
-        .await?;
-        sqlx::query("UPDATE slot_moves SET step = $1, updated_at = $2 WHERE move_id = $3")
-            .bind(step.as_str())
+        if let Some(owned) = owned {
+            let (first_slot, last_slot, nothing) = columns(owned);
+            sqlx::query(
+                "UPDATE shard_slots SET first_slot = $1, last_slot = $2, owns_nothing = $3, claimed_at = $4,
+                        generation = generation + 1 WHERE singleton = 1",
+            )
+            .bind(first_slot)
+            .bind(last_slot)
+            .bind(nothing)
             .bind(now_ms)
-            .bind(id)
             .execute(&mut *transaction)
             .await?;
-        transaction.commit().await?;
-        tracing::warn!(move_id = id, %owned, step = step.as_str(), "this shard's slot range changed");
-        state.owned = owned;
-        state.generation += 1;
-        state.active = match state.active.take() {
-            Some(active) if !step.finished() => Some(SlotMove { step, updated_at_ms: now_ms, ..active }),
-            _ => None,
-        };
-        state.publish();
-        Ok(())
+        }
+        sqlx::query(
+            "INSERT INTO slot_moves (move_id, role, first_slot, last_slot, peer, step, started_at, updated_at, source,
+                                     target, epoch, holder, lease_until, abandoning, release_token)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT (move_id) DO UPDATE SET step = excluded.step, updated_at = excluded.updated_at,
+                 epoch = excluded.epoch, holder = excluded.holder, lease_until = excluded.lease_until,
+                 abandoning = excluded.abandoning, release_token = excluded.release_token",
+        )
+        .bind(&record.identity.id)
+        .bind(record.role.as_str())
+        .bind(i64::from(record.identity.slots.first().0))
+        .bind(i64::from(record.identity.slots.last().0))
+        .bind(record.peer())
+        .bind(record.step.as_str())
+        .bind(record.started_at_ms)
+        .bind(record.updated_at_ms)
+        .bind(&record.identity.source)
+        .bind(&record.identity.target)
+        .bind(i64::try_from(record.lease.epoch).unwrap_or(i64::MAX))
+        .bind(&record.lease.holder)
+        .bind(record.lease.until_ms)
+        .bind(i64::from(record.abandoning))
+        .bind(record.release_token.clone())
+        .execute(&mut *transaction)
+        .await?;
+        transaction.commit().await
     }
 
-    /// The most recent move this shard recorded, finished or not (`--status`).
-    pub async fn last_move(&self) -> Result<Option<SlotMove>, sqlx::Error> {
-        let row = sqlx::query(AssertSqlSafe(format!("{MOVE_COLUMNS} ORDER BY started_at DESC, move_id DESC LIMIT 1")))
-            .fetch_optional(&self.pool)
-            .await?;
+    /// The most recent move this shard finished (`--status`, and a rerun
+    /// of a finished move).
+    pub async fn last_finished(&self) -> Result<Option<Record>, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "{MOVE_COLUMNS} WHERE step IN ('done', 'abandoned') ORDER BY updated_at DESC, move_id DESC LIMIT 1"
+        )))
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(move_from_row).transpose()
     }
 }
 
-const MOVE_COLUMNS: &str =
-    "SELECT move_id, role, first_slot, last_slot, peer, step, started_at, updated_at FROM slot_moves";
+/// A move call's outcome: what the shard must still do, and the move's
+/// record after it.
+#[derive(Debug)]
+pub struct Applied {
+    pub effects: Vec<Effect>,
+    pub record: Option<Record>,
+}
 
-fn move_from_row(row: &sqlx::any::AnyRow) -> Result<SlotMove, sqlx::Error> {
+impl Applied {
+    pub fn has(&self, effect: &Effect) -> bool {
+        self.effects.contains(effect)
+    }
+}
+
+/// The statement an import runs first, in its own transaction: the write
+/// goes on only while its run's epoch is still the move's and the target
+/// still imports (a run taken over, or a take, in the meantime refuses it;
+/// the UPDATE takes the row's lock, so the check holds until the commit).
+pub const IMPORT_FENCE: &str = "UPDATE slot_moves SET lease_until = lease_until
+     WHERE move_id = $1 AND epoch = $2 AND holder = $3 AND step = 'importing' AND abandoning = 0";
+
+const MOVE_COLUMNS: &str = "SELECT move_id, role, first_slot, last_slot, peer, step, started_at, updated_at, source, \
+                            target, epoch, holder, lease_until, abandoning, release_token FROM slot_moves";
+
+fn move_from_row(row: &sqlx::any::AnyRow) -> Result<Record, sqlx::Error> {
     let corrupt = |what: String| sqlx::Error::Decode(what.into());
     let slots =
         stored_range(row.try_get("first_slot")?, row.try_get("last_slot")?).map_err(|e| corrupt(e.to_string()))?;
     let role = match row.try_get::<String, _>("role")?.as_str() {
-        "source" => MoveRole::Source,
-        "target" => MoveRole::Target,
+        "source" => Role::Source,
+        "target" => Role::Target,
         other => return Err(corrupt(format!("move role {other}"))),
     };
     let step = row.try_get::<String, _>("step")?;
-    Ok(SlotMove {
-        id: row.try_get("move_id")?,
+    Ok(Record {
+        identity: Identity {
+            id: row.try_get("move_id")?,
+            slots,
+            source: row.try_get("source")?,
+            target: row.try_get("target")?,
+        },
         role,
-        slots,
-        peer: row.try_get("peer")?,
-        step: MoveStep::parse(&step).ok_or_else(|| corrupt(format!("move step {step}")))?,
+        step: Step::parse(&step).ok_or_else(|| corrupt(format!("move step {step}")))?,
+        lease: Lease {
+            epoch: u64::try_from(row.try_get::<i64, _>("epoch")?).unwrap_or_default(),
+            holder: row.try_get("holder")?,
+            until_ms: row.try_get("lease_until")?,
+        },
+        abandoning: row.try_get::<i64, _>("abandoning")? != 0,
+        release_token: row.try_get("release_token")?,
         started_at_ms: row.try_get("started_at")?,
         updated_at_ms: row.try_get("updated_at")?,
     })
 }
 
-async fn recorded_move(pool: &AnyPool, id: &str) -> Result<Option<SlotMove>, sqlx::Error> {
+async fn recorded_move(pool: &AnyPool, id: &str) -> Result<Option<Record>, sqlx::Error> {
     let row =
         sqlx::query(AssertSqlSafe(format!("{MOVE_COLUMNS} WHERE move_id = $1"))).bind(id).fetch_optional(pool).await?;
     row.as_ref().map(move_from_row).transpose()
 }
 
-async fn active_move(pool: &AnyPool) -> Result<Option<SlotMove>, sqlx::Error> {
+async fn active_move(pool: &AnyPool) -> Result<Option<Record>, sqlx::Error> {
     let row = sqlx::query(AssertSqlSafe(format!("{MOVE_COLUMNS} WHERE step NOT IN ('done', 'abandoned') LIMIT 1")))
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(move_from_row).transpose()
-}
-
-async fn set_step(pool: &AnyPool, id: &str, step: MoveStep, now_ms: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE slot_moves SET step = $1, updated_at = $2 WHERE move_id = $3")
-        .bind(step.as_str())
-        .bind(now_ms)
-        .bind(id)
-        .execute(pool)
-        .await?;
-    Ok(())
 }
 
 /// The stored columns of `owned`: first slot, last slot, owns nothing.

@@ -12,9 +12,11 @@ use sha2::{Digest, Sha256};
 use sqlx::{any::AnyRow, AssertSqlSafe, Column, Row};
 use tonic::{Request, Response, Status};
 
+use pastebin_handover::{Call, Effect, Fence, Identity, Record, Request as MoveRequest, Role, Step};
+
 use crate::{
     db::{placeholders, Database},
-    shard_slots::{span_range, MoveRole, MoveStep, ShardSlots},
+    shard_slots::{move_from_pb, move_to_pb, span_range, Applied, ShardSlots, IMPORT_FENCE},
 };
 
 /// A column of a moved table, and how its values are read and written.
@@ -74,10 +76,41 @@ impl SlotMovesService {
 
     async fn status(&self) -> Result<pb::MoveStatusResponse, Status> {
         let ownership = self.slots.ownership().await;
+        let last = self.slots.last_finished().await.map_err(database)?;
         Ok(pb::MoveStatusResponse {
             shard: Some(self.slots.description(self.now_ms()).await),
-            r#move: ownership.active.as_ref().map(|m| m.to_pb()),
+            r#move: ownership.active.as_ref().map(move_to_pb),
+            last: last.as_ref().map(move_to_pb),
         })
+    }
+
+    /// `call` on this shard as the move call `sent` names it, checked and
+    /// applied (`ShardSlots::apply`: every guard of the handover).
+    async fn apply(&self, sent: Option<&pb::MoveCall>, call: Call) -> Result<Applied, Status> {
+        Ok(self.slots.apply(self.move_request(sent, call)?).await?)
+    }
+
+    fn move_request(&self, sent: Option<&pb::MoveCall>, call: Call) -> Result<MoveRequest, Status> {
+        let sent = sent.ok_or_else(|| bad("no move call"))?;
+        if [&sent.move_id, &sent.source, &sent.target, &sent.holder].iter().any(|field| field.trim().is_empty()) {
+            return Err(bad("a move call names its move id, source, target and holder"));
+        }
+        Ok(MoveRequest {
+            identity: Identity {
+                id: sent.move_id.clone(),
+                slots: span_range(sent.slots.as_ref()).map_err(bad)?,
+                source: sent.source.clone(),
+                target: sent.target.clone(),
+            },
+            fence: Fence { epoch: sent.epoch, holder: sent.holder.clone(), lease_ms: i64::from(sent.lease_ms) },
+            now_ms: self.now_ms(),
+            call,
+        })
+    }
+
+    /// The record of a move call that went through: the moving slots.
+    fn moving(applied: &Applied) -> Result<Record, Status> {
+        applied.record.clone().ok_or_else(|| Status::failed_precondition("no move is recorded here"))
     }
 
     /// Up to `limit` rows of `slots` after the row `after` ("" for the
@@ -188,15 +221,6 @@ impl SlotMovesService {
         Ok(pb::MovedRow { id, state, record })
     }
 
-    /// A request that begins a step of a move: its slots, once the table is
-    /// known to be one this build copies whole.
-    async fn move_start(&self, request: Request<pb::MoveStart>) -> Result<(pb::MoveStart, SlotRange), Status> {
-        let request = request.into_inner();
-        let slots = span_range(request.slots.as_ref()).map_err(bad)?;
-        self.check_columns().await?;
-        Ok((request, slots))
-    }
-
     /// Refuses a move of a table with columns this build does not copy.
     async fn check_columns(&self) -> Result<(), Status> {
         let sql = format!("SELECT * FROM {} LIMIT 1", self.table.table);
@@ -257,7 +281,12 @@ impl SlotMovesService {
     /// Stores `rows` (a row already here is replaced: it may have changed
     /// on the source since an earlier page copied it) and deletes `gone`,
     /// in one write.
-    async fn import(&self, rows: Vec<pb::MovedRow>, gone: Vec<String>) -> Result<(u64, u64), Status> {
+    async fn import(
+        &self,
+        fence: &MoveRequest,
+        rows: Vec<pb::MovedRow>,
+        gone: Vec<String>,
+    ) -> Result<(u64, u64), Status> {
         let t = self.table;
         let mut decoded = Vec::with_capacity(rows.len());
         for row in rows {
@@ -277,9 +306,17 @@ impl SlotMovesService {
             .collect::<Vec<_>>()
             .join(", ");
         let width = t.columns.len();
-        self.db
+        let (id, epoch, holder) = (fence.identity.id.clone(), fence.fence.epoch, fence.fence.holder.clone());
+        let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
+        let written = self
+            .db
             .write(move |conn| {
                 Box::pin(async move {
+                    let fenced =
+                        sqlx::query(IMPORT_FENCE).bind(&id).bind(epoch).bind(&holder).execute(&mut *conn).await?;
+                    if fenced.rows_affected() != 1 {
+                        return Ok(None);
+                    }
                     let mut deleted = 0;
                     for chunk in gone.chunks(INSERT_CHUNK) {
                         let sql = format!(
@@ -314,11 +351,17 @@ impl SlotMovesService {
                         }
                         inserted += insert.execute(&mut *conn).await?.rows_affected();
                     }
-                    Ok((inserted, deleted))
+                    Ok(Some((inserted, deleted)))
                 })
             })
             .await
-            .map_err(database)
+            .map_err(database)?;
+        written.ok_or_else(|| {
+            Status::failed_precondition(
+                "this import's ctl run was taken over (or the move went on) while it waited to be written: nothing \
+                 was written; the newer run finishes the move",
+            )
+        })
     }
 }
 
@@ -387,42 +430,34 @@ impl SlotMoves for SlotMovesService {
         Ok(Response::new(self.status().await?))
     }
 
-    async fn prepare_import(
-        &self,
-        request: Request<pb::MoveStart>,
-    ) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let (request, slots) = self.move_start(request).await?;
-        if self.slots.prepare_import(&request.move_id, slots, &request.peer, self.now_ms()).await? {
+    async fn prepare_import(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.check_columns().await?;
+        let applied = self.apply(Some(request.get_ref()), Call::PrepareImport).await?;
+        if applied.has(&Effect::ClearCopies) {
+            let slots = Self::moving(&applied)?.identity.slots;
             let stale = self.delete_all(slots).await?;
             if stale > 0 {
-                tracing::warn!(move_id = %request.move_id, %slots, stale, "deleted rows an abandoned move left here");
+                tracing::warn!(move_id = %request.get_ref().move_id, %slots, stale, "deleted rows an abandoned move left here");
             }
         }
         Ok(Response::new(self.status().await?))
     }
 
-    async fn prepare_export(
-        &self,
-        request: Request<pb::MoveStart>,
-    ) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let (request, slots) = self.move_start(request).await?;
-        self.slots.prepare_export(&request.move_id, slots, &request.peer, self.now_ms()).await?;
+    async fn prepare_export(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.check_columns().await?;
+        self.apply(Some(request.get_ref()), Call::PrepareExport).await?;
         Ok(Response::new(self.status().await?))
     }
 
-    async fn freeze(&self, request: Request<pb::MoveStart>) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let (request, slots) = self.move_start(request).await?;
-        self.slots.freeze(&request.move_id, slots, &request.peer, self.now_ms()).await?;
+    async fn freeze(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.apply(Some(request.get_ref()), Call::Freeze).await?;
         Ok(Response::new(self.status().await?))
     }
 
     async fn export_rows(&self, request: Request<pb::ExportRequest>) -> Result<Response<pb::ExportResponse>, Status> {
         let request = request.into_inner();
-        let moving = self.slots.moving(&request.move_id).await?;
-        if moving.role != MoveRole::Source {
-            return Err(Status::failed_precondition("rows are exported by the source of a move"));
-        }
-        let (rows, last) = self.page(moving.slots, &request).await?;
+        let moving = Self::moving(&self.apply(request.call.as_ref(), Call::Read(Some(Role::Source))).await?)?;
+        let (rows, last) = self.page(moving.identity.slots, &request).await?;
         count_rows("exported", rows.len() as u64);
         Ok(Response::new(pb::ExportResponse {
             rows,
@@ -433,20 +468,18 @@ impl SlotMoves for SlotMovesService {
 
     async fn import_rows(&self, request: Request<pb::ImportRequest>) -> Result<Response<pb::ImportResponse>, Status> {
         let request = request.into_inner();
-        let moving = self.slots.moving(&request.move_id).await?;
-        if moving.role != MoveRole::Target {
-            return Err(Status::failed_precondition("rows are imported by the target of a move"));
-        }
-        self.check_in(moving.slots, request.rows.iter().map(|row| &row.id).chain(&request.deleted_ids))?;
-        let (imported, deleted) = self.import(request.rows, request.deleted_ids).await?;
+        let fence = self.move_request(request.call.as_ref(), Call::Import)?;
+        let moving = Self::moving(&self.slots.apply(fence.clone()).await?)?;
+        self.check_in(moving.identity.slots, request.rows.iter().map(|row| &row.id).chain(&request.deleted_ids))?;
+        let (imported, deleted) = self.import(&fence, request.rows, request.deleted_ids).await?;
         count_rows("imported", imported);
         Ok(Response::new(pb::ImportResponse { imported, deleted }))
     }
 
     async fn row_hashes(&self, request: Request<pb::ExportRequest>) -> Result<Response<pb::RowHashesResponse>, Status> {
         let request = request.into_inner();
-        let moving = self.slots.moving(&request.move_id).await?;
-        let (rows, last) = self.page(moving.slots, &request).await?;
+        let moving = Self::moving(&self.apply(request.call.as_ref(), Call::Read(None)).await?)?;
+        let (rows, last) = self.page(moving.identity.slots, &request).await?;
         let rows = rows
             .iter()
             .map(|row| pb::RowHash { id: row.id.clone(), state: row.state.clone(), hash: row_hash(row).to_vec() })
@@ -458,11 +491,11 @@ impl SlotMoves for SlotMovesService {
         }))
     }
 
-    async fn digest(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::DigestResponse>, Status> {
-        let moving = self.slots.moving(&request.into_inner().move_id).await?;
+    async fn digest(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::DigestResponse>, Status> {
+        let moving = Self::moving(&self.apply(Some(request.get_ref()), Call::Read(None)).await?)?;
         let (mut after, mut digests) = (String::new(), Digests::default());
         loop {
-            let (rows, last) = self.moving_rows(moving.slots, &after, MAX_PAGE).await?;
+            let (rows, last) = self.moving_rows(moving.identity.slots, &after, MAX_PAGE).await?;
             rows.iter().for_each(|row| digests.add(row));
             match last {
                 Some(last) => after = last,
@@ -478,7 +511,8 @@ impl SlotMoves for SlotMovesService {
     ) -> Result<Response<pb::ChangedRowsResponse>, Status> {
         let request = request.into_inner();
         let limit = request.limit.clamp(1, MAX_PAGE) as usize;
-        let changed = self.slots.changed_rows(&request.move_id, request.since, limit).await?;
+        let read = self.move_request(request.call.as_ref(), Call::Read(Some(Role::Source)))?;
+        let changed = self.slots.changed_rows(read, request.since, limit).await?;
         Ok(Response::new(pb::ChangedRowsResponse {
             ids: changed.ids,
             up_to: changed.up_to,
@@ -487,13 +521,17 @@ impl SlotMoves for SlotMovesService {
         }))
     }
 
-    async fn release(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        self.slots.release(&request.into_inner().move_id, self.now_ms()).await?;
+    async fn release(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let token: String =
+            pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+        self.apply(Some(request.get_ref()), Call::Release { token }).await?;
         Ok(Response::new(self.status().await?))
     }
 
-    async fn take(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        self.slots.take(&request.into_inner().move_id, self.now_ms()).await?;
+    async fn take(&self, request: Request<pb::TakeRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let request = request.into_inner();
+        let receipt = move_from_pb(request.receipt.as_ref().ok_or_else(|| bad("no release receipt"))?).map_err(bad)?;
+        self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
         Ok(Response::new(self.status().await?))
     }
 
@@ -502,39 +540,40 @@ impl SlotMoves for SlotMovesService {
         request: Request<pb::DeleteMovedRequest>,
     ) -> Result<Response<pb::DeleteMovedResponse>, Status> {
         let request = request.into_inner();
-        let moving = match self.slots.moving(&request.move_id).await {
-            Ok(moving) => moving,
-            // Rerun after the last page: already finished.
-            Err(_) if self.slots.ownership().await.active.is_none() => {
-                return Ok(Response::new(pb::DeleteMovedResponse { deleted: 0, finished: true }))
-            }
-            Err(error) => return Err(error.into()),
-        };
-        if moving.role != MoveRole::Source {
-            return Err(Status::failed_precondition("moved rows are deleted on the source of a move"));
-        }
-        if moving.step != MoveStep::Released {
-            return Err(Status::failed_precondition(
-                "the source still owns these slots: its rows are deleted only after it released them",
-            ));
+        let taken = move_from_pb(request.taken.as_ref().ok_or_else(|| bad("no record of the take"))?).map_err(bad)?;
+        let applied = self.apply(request.call.as_ref(), Call::DeleteCopies { taken: taken.clone() }).await?;
+        let moving = Self::moving(&applied)?;
+        // A rerun after the last page: already finished.
+        if applied.has(&Effect::AlreadyDone) || moving.step == Step::Done {
+            return Ok(Response::new(pb::DeleteMovedResponse { deleted: 0, finished: true }));
         }
         // From the first slot each time: the rows the last call deleted are gone.
-        let (batch, rest) = self.moving_rows(moving.slots, "", request.limit.clamp(1, MAX_PAGE)).await?;
+        let (batch, rest) = self.moving_rows(moving.identity.slots, "", request.limit.clamp(1, MAX_PAGE)).await?;
         let finished = rest.is_none();
         let deleted = self.delete_rows(&batch).await?;
         count_rows("deleted", deleted);
-        if !finished {
-            return Ok(Response::new(pb::DeleteMovedResponse { deleted, finished }));
+        if finished {
+            self.apply(request.call.as_ref(), Call::Finish { taken }).await?;
         }
-        self.slots.finish(&request.move_id, self.now_ms()).await?;
-        Ok(Response::new(pb::DeleteMovedResponse { deleted, finished: true }))
+        Ok(Response::new(pb::DeleteMovedResponse { deleted, finished }))
     }
 
-    async fn abandon(&self, request: Request<pb::MoveRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        let abandoned = self.slots.abandon(&request.into_inner().move_id, self.now_ms()).await?;
-        if let Some(abandoned) = abandoned.filter(|m| m.role == MoveRole::Target) {
-            self.delete_all(abandoned.slots).await?;
+    async fn abandon(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.apply(Some(request.get_ref()), Call::Abandon).await?;
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn undo(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        let applied = self.apply(Some(request.get_ref()), Call::Undo).await?;
+        if applied.has(&Effect::ClearCopies) {
+            self.delete_all(Self::moving(&applied)?.identity.slots).await?;
         }
+        tracing::warn!(move_id = %request.get_ref().move_id, "slot move undone here");
+        Ok(Response::new(self.status().await?))
+    }
+
+    async fn renew(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.apply(Some(request.get_ref()), Call::Read(None)).await?;
         Ok(Response::new(self.status().await?))
     }
 }

@@ -7,9 +7,10 @@
 use std::sync::{Arc, Mutex};
 
 use pastebin_core::{OwnedSlots, Slot, SlotRange};
+use pastebin_handover::Role;
 use pastebin_runtime::{
     db::Database,
-    shard_slots::{MoveRole, Ownership, ShardSlots},
+    shard_slots::{Ownership, ShardSlots},
 };
 use sqlx::Row;
 
@@ -57,7 +58,7 @@ impl Owners {
         owner.or_else(|| {
             shards.iter().position(|o| {
                 let importing = o.as_ref().and_then(|o| o.active.as_ref());
-                importing.is_some_and(|m| m.role == MoveRole::Target && m.slots.contains(slot))
+                importing.is_some_and(|m| m.role == Role::Target && m.identity.slots.contains(slot))
             })
         })
     }

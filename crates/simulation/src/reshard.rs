@@ -140,6 +140,7 @@ pub async fn run_operator(operator: Operator, time: SimTime) -> anyhow::Result<(
             status: false,
             abandon: false,
             batch: to_move.batch,
+            lease_secs: 10,
         };
         let channels = (net::channel(to_move.from)?, net::channel(to_move.to)?);
         let (mut out, mut err) = (std::io::sink(), std::io::sink());

@@ -46,6 +46,7 @@ mod readme;
 mod recovery_invariants;
 mod reflection;
 mod reshard;
+mod reshard_mistakes;
 mod saga;
 mod sealed;
 mod shard_identity;

@@ -20,9 +20,9 @@ use pastebin_tests::{
 };
 use reqwest::StatusCode;
 
-const HIGH: &str = "128-255";
+pub(crate) const HIGH: &str = "128-255";
 
-fn range(text: &str) -> SlotRange {
+pub(crate) fn range(text: &str) -> SlotRange {
     text.parse().unwrap()
 }
 
@@ -32,7 +32,7 @@ pub(crate) async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &s
     finished(ctl_reshard_command(cluster, args, failpoints).spawn().expect("run ctl reshard")).await
 }
 
-fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> tokio::process::Command {
+pub(crate) fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(testbed_binary());
     command.arg("ctl").arg("reshard").args(args).env("PASTEBIN_FAILPOINTS", failpoints).kill_on_drop(true);
     command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
@@ -43,7 +43,7 @@ fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> to
 }
 
 /// A ctl run's exit status and everything it printed.
-async fn finished(ctl: tokio::process::Child) -> (bool, String) {
+pub(crate) async fn finished(ctl: tokio::process::Child) -> (bool, String) {
     let output = tokio::time::timeout(Duration::from_secs(120), ctl.wait_with_output())
         .await
         .expect("ctl reshard ends by itself")
@@ -56,7 +56,7 @@ pub(crate) fn move_args<'a>(kind: &'a str, from: &'a str, to: &'a str, slots: &'
     vec!["--kind", kind, "--from", from, "--to", to, "--slots", slots]
 }
 
-async fn described(cluster: &Cluster, kind: &str, shard: usize) -> OwnedSlots {
+pub(crate) async fn described(cluster: &Cluster, kind: &str, shard: usize) -> OwnedSlots {
     match kind {
         "key" => cluster.key_client(shard).describe().await.unwrap().owned,
         _ => cluster.paste_client(shard).describe().await.unwrap().owned,
@@ -65,7 +65,7 @@ async fn described(cluster: &Cluster, kind: &str, shard: usize) -> OwnedSlots {
 
 /// A create that the client retries with the same key until it is 201
 /// (bounded): the body, and every other status it saw on the way.
-async fn create_until_created(http: &str, key: &str, content: &str) -> (String, Vec<StatusCode>) {
+pub(crate) async fn create_until_created(http: &str, key: &str, content: &str) -> (String, Vec<StatusCode>) {
     let mut seen = Vec::new();
     for _ in 0..100 {
         match create(http, Some(key), content).await {
@@ -84,17 +84,17 @@ async fn create_until_created(http: &str, key: &str, content: &str) -> (String, 
 
 /// One finished create, as its client saw it.
 #[derive(Debug, Clone)]
-struct Created {
-    key: String,
-    content: String,
-    body: String,
-    errors: Vec<StatusCode>,
+pub(crate) struct Created {
+    pub(crate) key: String,
+    pub(crate) content: String,
+    pub(crate) body: String,
+    pub(crate) errors: Vec<StatusCode>,
     /// From the first try to the 201, retries included.
-    took: Duration,
+    pub(crate) took: Duration,
 }
 
 /// Every create answers its 201 again byte for byte, and reads back.
-async fn check_replays_and_reads(cluster: &Cluster, created: &[Created]) {
+pub(crate) async fn check_replays_and_reads(cluster: &Cluster, created: &[Created]) {
     let http = &cluster.http;
     for done in created {
         let replay = create(http, Some(&done.key), &done.content).await.unwrap();
@@ -114,7 +114,10 @@ async fn check_replays_and_reads(cluster: &Cluster, created: &[Created]) {
 /// Every key is on exactly one K shard and every paste on exactly one P
 /// shard; one done key and one live paste per create: nothing lost, nothing
 /// twice. Returns the number of key rows in each state and of tombstones.
-async fn check_each_create_stored_once(cluster: &Cluster, created: &[Created]) -> (usize, usize, usize, i64) {
+pub(crate) async fn check_each_create_stored_once(
+    cluster: &Cluster,
+    created: &[Created],
+) -> (usize, usize, usize, i64) {
     let mut keys = Vec::new();
     for url in &cluster.key_database_urls {
         keys.extend(key_table(url).await);
@@ -430,7 +433,7 @@ async fn a_stopped_move_is_shown_by_status_and_undone_by_abandon() {
 }
 
 /// A key in the moving slots, as a client would send it.
-fn moving_key(slots: SlotRange) -> pastebin_keys::NewKey {
+pub(crate) fn moving_key(slots: SlotRange) -> pastebin_keys::NewKey {
     loop {
         let new = pastebin_tests::shards::new_key("{\"id\":\"x\"}");
         if slots.contains(new.key.slot()) {

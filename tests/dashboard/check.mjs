@@ -4,15 +4,16 @@
 // both plots, the shard list, the edge refusals; no console error and no CSP violation; the
 // dark mode toggle, remembered across a reload.
 //
-//   node check.mjs <dashboard-url> <expected-level> <screenshot.png>
+//   node check.mjs <dashboard-url> <expected-level> <screenshot.png> [<expected-move-text>...]
 //
-// Exit 0 when every check passed; 1 with one line per failed check.
+// With expected move texts, each must be in one line of "Slot moves in
+// progress". Exit 0 when every check passed; 1 with one line per failed check.
 import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { chromium } from "playwright-core";
 
-const [url, expectedLevel, screenshot] = process.argv.slice(2);
+const [url, expectedLevel, screenshot, ...expectedMove] = process.argv.slice(2);
 if (!url || !expectedLevel || !screenshot) {
   console.error("usage: node check.mjs <dashboard-url> <expected-level> <screenshot.png>");
   process.exit(2);
@@ -61,6 +62,15 @@ try {
   await page
     .waitForFunction((level) => document.body.dataset.level === level, expectedLevel, { timeout: 20000 })
     .catch(() => {});
+  if (expectedMove.length > 0) {
+    await page
+      .waitForFunction(
+        (texts) => [...document.querySelectorAll("#moving li")].some((li) => texts.every((t) => li.textContent.includes(t))),
+        expectedMove,
+        { timeout: 20000 },
+      )
+      .catch(() => {});
+  }
   const seen = await page.evaluate(() => ({
     level: document.body.dataset.level,
     banner: document.getElementById("level-name").textContent,
@@ -73,6 +83,7 @@ try {
     pasteShards: [...document.querySelectorAll("#paste-shards li")].map((li) => li.dataset.reachable),
     keyShards: document.querySelectorAll("#key-shards tbody tr").length,
     refusals: [...document.querySelectorAll("#edge-refusals tbody tr")].map((tr) => tr.innerText),
+    moves: [...document.querySelectorAll("#moving li")].map((li) => li.textContent),
     text: document.body.innerText,
   }));
   check(seen.level === expectedLevel, `level is ${expectedLevel} (page shows ${seen.level})`);
@@ -89,6 +100,10 @@ try {
   check(/never mass-abort/i.test(seen.text), "the page says never mass-abort");
   check(seen.refusals.some((row) => /grpc/.test(row) && /client_streams/.test(row) && /\d/.test(row)),
     `the edge refusals are listed by protocol and reason (${JSON.stringify(seen.refusals)})`);
+  if (expectedMove.length > 0) {
+    check(seen.moves.some((line) => expectedMove.every((t) => line.includes(t))),
+      `a slot move shows with ${JSON.stringify(expectedMove)} (moves shown: ${JSON.stringify(seen.moves)})`);
+  }
   for (const problem of problems) failures.push(problem);
 
   mkdirSync(dirname(screenshot), { recursive: true });

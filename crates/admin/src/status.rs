@@ -3,10 +3,12 @@
 //! sweeper rounds. No key, paste id or token is ever part of it.
 
 use chrono::{DateTime, Utc};
-use pastebin_sweeper::{Observation, RoundReport};
+use pastebin_sweeper::{Observation, RoundReport, ShardMove};
 use serde::Serialize;
 
-use pastebin_core::alert::{alert_level, CardRow, Level, CARD, CLIMBING_PER_MINUTE};
+use pastebin_core::alert::{
+    alert_level, move_stalled, CardRow, Level, CARD, CLIMBING_PER_MINUTE, MOVE_STALLED_AFTER, MOVE_UNSERVED_AFTER,
+};
 
 /// The window over which "the count is climbing" is judged.
 const CLIMB_WINDOW_SECONDS: f64 = 60.0;
@@ -55,7 +57,11 @@ pub fn climb_per_minute(samples: &[Sample]) -> Option<f64> {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct KeyShardStatus {
+    /// Its position in the sweeper's list (not a name: lists may differ).
     pub shard: usize,
+    pub address: String,
+    /// The slots it is known to own: `0-127`, or `none`.
+    pub slots: String,
     pub reachable: bool,
     pub pending: Option<u64>,
     pub older_than_2s: Option<u64>,
@@ -67,16 +73,83 @@ pub struct KeyShardStatus {
 #[derive(Debug, Clone, Serialize)]
 pub struct PasteShardStatus {
     pub shard: usize,
+    pub address: String,
+    pub slots: String,
     pub reachable: bool,
 }
 
+/// A slot move in any step, as its two shards recorded it.
 #[derive(Debug, Clone, Serialize)]
 pub struct MovingStatus {
+    pub move_id: String,
     /// `key` or `paste`.
     pub kind: &'static str,
-    pub shard: usize,
     /// `FIRST-LAST`.
-    pub frozen: String,
+    pub slots: String,
+    /// The source's and the target's addresses.
+    pub source: String,
+    pub target: String,
+    /// Each shard's step, as `source exporting`, `target importing`.
+    pub steps: Vec<String>,
+    /// The slots the source has frozen for it, if any (their writes wait).
+    pub frozen: Option<String>,
+    /// Since the move began.
+    pub age_seconds: f64,
+    /// Since either shard last changed step.
+    pub step_age_seconds: f64,
+    /// Its slots are frozen, or released and not taken yet: their creates wait.
+    pub unserved: bool,
+    /// No step for longer than the threshold (docs/alerts.md#slot-move-stalled).
+    pub stalled: bool,
+    /// How long without a step counts as stalled, for these slots.
+    pub stalled_after_seconds: f64,
+}
+
+impl MovingStatus {
+    /// One row per move id, from what each shard recorded.
+    fn of(moves: &[ShardMove]) -> Vec<Self> {
+        let mut rows: Vec<MovingStatus> = Vec::new();
+        for recorded in moves {
+            let (source, target) = match recorded.role {
+                "source" => (&recorded.address, &recorded.peer),
+                _ => (&recorded.peer, &recorded.address),
+            };
+            let unserved = recorded.role == "source" && ["frozen", "released"].contains(&recorded.step.as_str());
+            let step = format!("{} {}", recorded.role, recorded.step);
+            match rows.iter_mut().find(|row| row.move_id == recorded.move_id) {
+                Some(row) => {
+                    row.steps.push(step);
+                    row.frozen = row.frozen.take().or(recorded.frozen.map(|f| f.to_string()));
+                    row.age_seconds = row.age_seconds.max(recorded.age_seconds);
+                    row.step_age_seconds = row.step_age_seconds.min(recorded.step_age_seconds);
+                    row.unserved |= unserved;
+                    if recorded.role == "source" {
+                        (row.source, row.target) = (source.clone(), target.clone());
+                    }
+                }
+                None => rows.push(MovingStatus {
+                    move_id: recorded.move_id.clone(),
+                    kind: recorded.kind,
+                    slots: recorded.slots.to_string(),
+                    source: source.clone(),
+                    target: target.clone(),
+                    steps: vec![step],
+                    frozen: recorded.frozen.map(|f| f.to_string()),
+                    age_seconds: recorded.age_seconds,
+                    step_age_seconds: recorded.step_age_seconds,
+                    unserved,
+                    stalled: false,
+                    stalled_after_seconds: 0.0,
+                }),
+            }
+        }
+        for row in &mut rows {
+            row.stalled = move_stalled(row.unserved, row.step_age_seconds);
+            let limit = if row.unserved { MOVE_UNSERVED_AFTER } else { MOVE_STALLED_AFTER };
+            row.stalled_after_seconds = limit.as_secs_f64();
+        }
+        rows
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -149,11 +222,16 @@ pub struct Status {
     pub climbing_threshold_per_minute: f64,
     pub key_shards: Vec<KeyShardStatus>,
     pub paste_shards: Vec<PasteShardStatus>,
-    /// Slot moves in progress: slots a shard has frozen (their creates wait).
+    /// Slot moves in progress, in any step, with their age.
     pub moving: Vec<MovingStatus>,
     /// Readers' reports on live pastes (`pastebin ctl reports`), summed over
     /// the P shards that said; `None` when none did.
     pub open_reports: Option<u64>,
+    /// Some move has made no progress for longer than its threshold.
+    pub moves_stalled: bool,
+    /// The thresholds (docs/alerts.md#slot-move-stalled).
+    pub move_stalled_after_seconds: f64,
+    pub move_unserved_after_seconds: f64,
     pub card: [CardRow; 4],
     pub history: Vec<Sample>,
     pub decisions: DecisionTotals,
@@ -179,6 +257,7 @@ impl Status {
         };
         let sum = |f: fn(&KeyShardStatus) -> Option<u64>| key_shards.iter().filter_map(f).sum::<u64>();
         let oldest = latest.map(|(_, o)| o.oldest_pending_age_seconds()).unwrap_or(0.0);
+        let moving = latest.map(|(_, o)| MovingStatus::of(&o.moves)).unwrap_or_default();
         let mut decisions = DecisionTotals { rounds: rounds.len(), ..DecisionTotals::default() };
         for (_, report) in rounds {
             decisions.marked_done += report.recovery.marked_done;
@@ -200,17 +279,15 @@ impl Status {
             climbing_threshold_per_minute: CLIMBING_PER_MINUTE,
             key_shards,
             paste_shards,
-            moving: latest
-                .map(|(_, o)| o.moving.iter())
-                .into_iter()
-                .flatten()
-                .map(|m| MovingStatus { kind: m.kind, shard: m.shard, frozen: m.frozen.to_string() })
-                .collect(),
             edge_refusals: pastebin_edge::refusals::counted()
                 .into_iter()
                 .map(|r| EdgeRefusals { protocol: r.protocol.as_str(), reason: r.reason, count: r.count })
                 .collect(),
             open_reports: latest.and_then(|(_, o)| o.open_reports.iter().flatten().copied().reduce(|a, b| a + b)),
+            moves_stalled: moving.iter().any(|m| m.stalled),
+            move_stalled_after_seconds: MOVE_STALLED_AFTER.as_secs_f64(),
+            move_unserved_after_seconds: MOVE_UNSERVED_AFTER.as_secs_f64(),
+            moving,
             card: CARD,
             history: samples.to_vec(),
             decisions,
@@ -237,8 +314,11 @@ fn shards(observation: &Observation) -> (Vec<KeyShardStatus>, Vec<PasteShardStat
             let age = stats.as_ref().map(|s| {
                 s.oldest_created_at.map(|at| (s.now - at).num_milliseconds().max(0) as f64 / 1000.0).unwrap_or(0.0)
             });
+            let name = observation.key_names.get(shard);
             KeyShardStatus {
                 shard,
+                address: name.map(|n| n.address.clone()).unwrap_or_default(),
+                slots: name.map(|n| n.slots.clone()).unwrap_or_default(),
                 reachable: stats.is_some(),
                 pending: stats.map(|s| s.pending),
                 older_than_2s: stats.map(|s| s.older_than_2s),
@@ -252,7 +332,15 @@ fn shards(observation: &Observation) -> (Vec<KeyShardStatus>, Vec<PasteShardStat
         .paste_shards_reachable
         .iter()
         .enumerate()
-        .map(|(shard, &reachable)| PasteShardStatus { shard, reachable })
+        .map(|(shard, &reachable)| {
+            let name = observation.paste_names.get(shard);
+            PasteShardStatus {
+                shard,
+                address: name.map(|n| n.address.clone()).unwrap_or_default(),
+                slots: name.map(|n| n.slots.clone()).unwrap_or_default(),
+                reachable,
+            }
+        })
         .collect();
     (keys, pastes)
 }
@@ -304,19 +392,58 @@ mod tests {
             ],
             paste_shards_reachable: vec![true, false],
             open_reports: vec![Some(3), None],
-            moving: Vec::new(),
+            ..Observation::default()
+        }
+    }
+
+    fn recorded(role: &'static str, step: &str, step_age_seconds: f64) -> ShardMove {
+        let (address, peer) = if role == "source" { ("a:1", "b:2") } else { ("b:2", "a:1") };
+        ShardMove {
+            kind: "key",
+            address: address.into(),
+            move_id: "move-1".into(),
+            role,
+            slots: "128-255".parse().unwrap(),
+            peer: peer.into(),
+            step: step.into(),
+            age_seconds: 1000.0,
+            step_age_seconds,
+            frozen: (step == "frozen").then(|| "128-255".parse().unwrap()),
         }
     }
 
     #[test]
-    fn status_shows_the_slots_a_shard_froze_for_a_move() {
+    fn a_move_in_any_step_shows_once_with_both_shards_steps_and_its_age() {
         let now = Utc::now();
-        let mut moving = observation(now, 0, 0);
-        moving.moving.push(pastebin_sweeper::MovingSlots { kind: "key", shard: 0, frozen: "128-255".parse().unwrap() });
-        let status = Status::build(now, Some(&(now, moving)), &[], &[]);
+        let mut copying = observation(now, 0, 0);
+        copying.moves = vec![recorded("source", "exporting", 30.0), recorded("target", "importing", 20.0)];
+        let status = Status::build(now, Some(&(now, copying)), &[], &[]);
         let json = serde_json::to_value(&status).unwrap();
-        assert_eq!(json["moving"], serde_json::json!([{ "kind": "key", "shard": 0, "frozen": "128-255" }]));
+        let moving = &json["moving"][0];
+        assert_eq!(json["moving"].as_array().unwrap().len(), 1, "{json}");
+        assert_eq!((moving["source"].as_str(), moving["target"].as_str()), (Some("a:1"), Some("b:2")));
+        assert_eq!(moving["steps"], serde_json::json!(["source exporting", "target importing"]));
+        assert_eq!((moving["age_seconds"].as_f64(), moving["step_age_seconds"].as_f64()), (Some(1000.0), Some(20.0)));
+        assert_eq!((moving["unserved"].as_bool(), moving["stalled"].as_bool()), (Some(false), Some(false)));
+        assert!(!status.moves_stalled);
         assert_eq!(Status::build(now, None, &[], &[]).moving.len(), 0);
+    }
+
+    #[test]
+    fn a_move_stalls_after_fifteen_minutes_on_a_step_or_two_with_its_slots_frozen() {
+        let now = Utc::now();
+        let status = |moves: Vec<ShardMove>| {
+            let mut seen = observation(now, 0, 0);
+            seen.moves = moves;
+            Status::build(now, Some(&(now, seen)), &[], &[])
+        };
+        assert!(!status(vec![recorded("source", "exporting", 600.0)]).moves_stalled);
+        let stopped = status(vec![recorded("source", "exporting", 901.0), recorded("target", "importing", 901.0)]);
+        assert!(stopped.moves_stalled && stopped.moving[0].stalled);
+        assert_eq!(stopped.moving[0].stalled_after_seconds, 900.0);
+        let frozen = status(vec![recorded("source", "frozen", 150.0)]);
+        assert!(frozen.moving[0].unserved && frozen.moves_stalled, "frozen for over two minutes");
+        assert_eq!(frozen.moving[0].frozen.as_deref(), Some("128-255"));
     }
 
     #[test]

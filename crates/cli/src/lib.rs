@@ -62,7 +62,7 @@ pub enum Command {
     Up(Box<up::UpArgs>),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
-    /// Operator tools: stale pendings, recover one key, reconcile, stats.
+    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, certs.
     Ctl(pastebin_ctl::CtlArgs),
     /// Ask an admin listener whether its process is alive (`/healthz`) or ready (`/readyz`): exit 0 if so.
     Healthcheck(healthcheck::HealthcheckArgs),
@@ -442,6 +442,17 @@ mod tests {
         let shown = Cli::try_parse_from(argv).expect_err("--help ends the parse");
         assert_eq!(shown.kind(), clap::error::ErrorKind::DisplayHelp, "{shown}");
         shown.render().to_string()
+    }
+
+    #[test]
+    fn the_top_level_help_names_every_ctl_command() {
+        let help = help_of(&[]);
+        let line = help.lines().find(|line| line.trim_start().starts_with("ctl ")).expect("ctl is listed");
+        let cli = built();
+        let commands = cli.find_subcommand("ctl").unwrap().get_subcommands().map(|c| c.get_name().to_owned());
+        for command in commands.filter(|name| name != "help") {
+            assert!(line.contains(&command), "`pastebin --help` does not name `ctl {command}`: {line}");
+        }
     }
 
     /// One terminal screen: what a part cannot run without is on it.

@@ -21,6 +21,24 @@ pub const RECOVERY_AFTER: Duration = RECOVERY_THRESHOLD;
 /// Prometheus rule `PastebinPendingCountClimbing` uses the same figure.
 pub const CLIMBING_PER_MINUTE: f64 = 300.0;
 
+/// A slot move whose step has not changed for this long has stopped (its
+/// `ctl reshard` was killed, or waits for a shard): rerun it or abandon it.
+/// A bulk copy that takes longer trips it too; ctl's progress lines tell
+/// the two apart. The rule `PastebinSlotMoveStalled` uses the same figure.
+pub const MOVE_STALLED_AFTER: Duration = Duration::from_secs(15 * 60);
+/// Slots frozen (or released and not yet taken) for this long: their
+/// creates have been answering 503 since. A move's freeze normally lasts
+/// under a second. The rule `PastebinSlotsUnserved` uses the same figure.
+pub const MOVE_UNSERVED_AFTER: Duration = Duration::from_secs(2 * 60);
+
+/// Whether a slot move that last changed step `step_age_seconds` ago has
+/// stopped: sooner when its slots are `unserved` (frozen, or released and
+/// not taken yet).
+pub fn move_stalled(unserved: bool, step_age_seconds: f64) -> bool {
+    let limit = if unserved { MOVE_UNSERVED_AFTER } else { MOVE_STALLED_AFTER };
+    step_age_seconds > limit.as_secs_f64()
+}
+
 /// A row of the alert card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -125,6 +143,14 @@ mod tests {
         for age in [0.0, 5.0, 600.0] {
             assert_eq!(alert_level(age, true), Level::Stuck);
         }
+    }
+
+    #[test]
+    fn a_move_has_stalled_after_fifteen_minutes_on_one_step_or_two_with_its_slots_unserved() {
+        assert!(!move_stalled(false, 900.0));
+        assert!(move_stalled(false, 900.5));
+        assert!(!move_stalled(true, 120.0));
+        assert!(move_stalled(true, 121.0));
     }
 
     #[test]

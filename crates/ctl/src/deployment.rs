@@ -63,6 +63,14 @@ impl Chosen {
     }
 }
 
+/// The shard lists the command was given, read as every command reads them
+/// (flags, `PASTEBIN_*` variables set by hand or by `PASTEBIN_CONFIG`, or the
+/// data directory's `endpoints.json`), before any shard is asked: the lists
+/// the gateways and sweepers are given.
+pub(crate) fn listed_shards(args: &EndpointArgs) -> Result<ShardAddresses, CtlError> {
+    Chosen::from_args(args).map(|chosen| chosen.shards)
+}
+
 /// `./pastebin-data`, where `pastebin up` writes by default, when no shard
 /// address is given and it exists: `ctl` beside a running `up` needs no flags.
 fn default_data_dir(shards: &ShardAddresses) -> Option<PathBuf> {
@@ -98,6 +106,17 @@ impl Deployment {
 
     pub fn paste_addresses(&self) -> &[String] {
         self.slots.paste_addresses()
+    }
+
+    /// How K shard `shard` is named to people: `ADDRESS (slots 0-127)`. Its
+    /// position in a list is no name: tools may list shards in other orders.
+    pub fn key_name(&self, shard: usize) -> String {
+        format!("{} (slots {})", self.key_addresses()[shard], self.slots.key_shard_slots(shard))
+    }
+
+    /// How P shard `shard` is named to people; see [`Self::key_name`].
+    pub fn paste_name(&self, shard: usize) -> String {
+        format!("{} (slots {})", self.paste_addresses()[shard], self.slots.paste_shard_slots(shard))
     }
 
     /// The deadline for a call started now.

@@ -9,7 +9,8 @@
 //! - `stats`: pending counts, oldest age and the alert-card level per shard;
 //! - `certs`: a development CA and a certificate for each part (mutual TLS).
 //! - `tokens`: the create tokens file of `--require-create-token`;
-//! - `reshard`: move a slot range from one K or P shard to another, online;
+//! - `reshard`: move a slot range from one K or P shard to another, online,
+//!   between shards the callers' lists name (`move_preflight` checks that first).
 //! - `reports`: what readers reported, newest or most reported first;
 //! - `takedown ID --reason TEXT`: remove a paste without its token (readers get 410).
 //!
@@ -31,11 +32,12 @@ mod certs;
 mod deployment;
 mod format;
 mod keeping;
+mod move_preflight;
 mod pending;
 mod progress;
 mod reconcile;
 mod recover;
-mod repair;
+pub mod repair;
 pub mod reshard;
 mod stats;
 mod tokens;
@@ -80,6 +82,9 @@ pub enum CtlCommand {
     Tokens(tokens::TokensArgs),
     /// Move a slot range from one K (or P) shard to another while gateways
     /// and sweepers keep running; rerun it to finish a move that stopped.
+    /// --from and --to are HOST:PORT entries of --key-shards or --paste-shards
+    /// (the lists the callers are given); the object-store flags do not
+    /// affect it.
     #[command(after_help = reshard::MISTAKES)]
     Reshard(reshard::ReshardArgs),
     /// Live pastes readers reported, newest (or most reported) first, with
@@ -260,10 +265,10 @@ mod tests {
         let nowhere = ["--key-shards", "127.0.0.1:9", "--paste-shards", "127.0.0.1:9"];
         let (exit, out, err) = run_args(&[&["pastebin ctl", "stats"][..], &nowhere].concat()).await;
         assert_eq!(exit, Exit::Unreachable);
-        assert!(out.contains("K0") && out.contains("NO"), "{out}");
+        assert!(out.contains("127.0.0.1:9") && out.contains("unknown") && out.contains("NO"), "{out}");
         assert!(out.contains("level: unknown (2 shard(s) did not answer; no key shard answered)"), "{out}");
         assert!(!out.contains("healthy"), "nothing unreachable is called healthy: {out}");
-        assert!(err.contains("K shard 0 (127.0.0.1:9) unreachable"), "{err}");
+        assert!(err.contains("K shard 127.0.0.1:9 (slots unknown) unreachable"), "{err}");
         assert!(!err.contains("panicked") && !err.contains("backtrace"));
 
         let (exit, _, err) = run_args(&[&["pastebin ctl", "pending"][..], &nowhere].concat()).await;

@@ -60,9 +60,9 @@ pub(crate) async fn list_shard(
     Ok((page, now))
 }
 
-/// `P1`, or `unknown` when no shard that answered owns the slot.
-pub(crate) fn shard_name(kind: &str, shard: Option<usize>) -> String {
-    shard.map_or_else(|| "unknown".to_owned(), |shard| format!("{kind}{shard}"))
+/// The P shard's address, or `unknown` when no shard that answered owns the slot.
+fn paste_shard_address(deployment: &Deployment, shard: Option<usize>) -> String {
+    shard.map_or_else(|| "unknown".to_owned(), |shard| deployment.paste_addresses()[shard].clone())
 }
 
 /// What an operator reads for a slot whose P owner is unknown.
@@ -71,8 +71,8 @@ pub(crate) fn unknown_paste_owner(slot: pastebin_core::Slot) -> String {
 }
 
 pub(crate) fn unreachable(deployment: &Deployment, kind: &str, shard: usize, error: &str) -> String {
-    let address = if kind == "K" { &deployment.key_addresses()[shard] } else { &deployment.paste_addresses()[shard] };
-    format!("{kind} shard {shard} ({address}) unreachable: {error}")
+    let name = if kind == "K" { deployment.key_name(shard) } else { deployment.paste_name(shard) };
+    format!("{kind} shard {name} unreachable: {error}")
 }
 
 pub async fn run(
@@ -123,8 +123,8 @@ pub async fn run(
                     age(r.age_seconds),
                     r.key.clone(),
                     r.paste_id.clone(),
-                    format!("K{}", r.key_shard),
-                    shard_name("P", r.paste_shard),
+                    deployment.key_addresses()[r.key_shard].clone(),
+                    paste_shard_address(deployment, r.paste_shard),
                     r.state.to_owned(),
                     r.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 ]

@@ -54,6 +54,8 @@ pub struct LostPaste {
     pub key: String,
     pub key_shard: usize,
     pub paste_shard: usize,
+    pub key_shard_address: String,
+    pub paste_shard_address: String,
     /// False: the bytes are gone too, and `ctl repair` cannot rebuild it.
     pub object_present: bool,
 }
@@ -62,6 +64,7 @@ pub struct LostPaste {
 pub struct Orphan {
     pub paste_id: String,
     pub paste_shard: usize,
+    pub paste_shard_address: String,
     pub age_seconds: f64,
     pub content_sha256: String,
     /// Other live pastes of the slot with the same bytes: likely duplicates.
@@ -72,6 +75,7 @@ pub struct Orphan {
 pub struct MissingObject {
     pub paste_id: String,
     pub paste_shard: usize,
+    pub paste_shard_address: String,
     /// A done key names it (the product answered 201 for it).
     pub key_done: bool,
 }
@@ -81,6 +85,7 @@ pub struct PendingWithPaste {
     pub key: String,
     pub paste_id: String,
     pub paste_shard: usize,
+    pub paste_shard_address: String,
     pub age_seconds: f64,
     pub object_present: bool,
 }
@@ -239,6 +244,8 @@ fn add(
     let n = args.samples;
     let key_shard = deployment.slots.key_shard_index(slot);
     let paste_shard = deployment.slots.paste_shard_index(slot);
+    let key_shard_address = &deployment.key_addresses()[key_shard];
+    let paste_shard_address = &deployment.paste_addresses()[paste_shard];
     report.slots_read += 1;
     report.keys_read += found.keys_read;
     report.rows_read += found.rows_read;
@@ -249,12 +256,19 @@ fn add(
             key: lost.key.canonical(),
             key_shard,
             paste_shard,
+            key_shard_address: key_shard_address.clone(),
+            paste_shard_address: paste_shard_address.clone(),
             object_present: lost.object_present,
         };
         report.lost_pastes.push(finding, n);
     }
     for missing in &found.missing_objects {
-        let finding = MissingObject { paste_id: missing.paste_id.to_string(), paste_shard, key_done: missing.key_done };
+        let finding = MissingObject {
+            paste_id: missing.paste_id.to_string(),
+            paste_shard,
+            paste_shard_address: paste_shard_address.clone(),
+            key_done: missing.key_done,
+        };
         report.missing_objects.push(finding, n);
     }
     for orphan in found.orphans {
@@ -264,6 +278,7 @@ fn add(
         let finding = Orphan {
             paste_id: orphan.paste_id.to_string(),
             paste_shard,
+            paste_shard_address: paste_shard_address.clone(),
             age_seconds: seconds_between(orphan.created_at, now),
             content_sha256: hex::encode(orphan.content_sha256),
             same_content: orphan.same_content.iter().map(ToString::to_string).collect(),
@@ -280,6 +295,7 @@ fn add(
             key: key.key.canonical(),
             paste_id: key.paste_id.to_string(),
             paste_shard,
+            paste_shard_address: paste_shard_address.clone(),
             age_seconds,
             object_present: !found.missing_objects.iter().any(|missing| missing.paste_id == key.paste_id),
         };
@@ -320,8 +336,8 @@ fn print_text(report: &Report, out: &mut (dyn Write + Send)) -> std::io::Result<
             vec![
                 l.paste_id.clone(),
                 l.key.clone(),
-                format!("K{}", l.key_shard),
-                format!("P{}", l.paste_shard),
+                l.key_shard_address.clone(),
+                l.paste_shard_address.clone(),
                 yes_no(l.object_present),
             ]
         },
@@ -332,7 +348,7 @@ fn print_text(report: &Report, out: &mut (dyn Write + Send)) -> std::io::Result<
         &report.missing_objects,
         "the bytes are gone: restore them from a backup of the bucket; nothing rebuilds them",
         &["PASTE ID", "P SHARD", "DONE KEY"],
-        |m| vec![m.paste_id.clone(), format!("P{}", m.paste_shard), yes_no(m.key_done)],
+        |m| vec![m.paste_id.clone(), m.paste_shard_address.clone(), yes_no(m.key_done)],
     )?;
     write_finding(
         out,
@@ -347,7 +363,7 @@ fn print_text(report: &Report, out: &mut (dyn Write + Send)) -> std::io::Result<
             vec![
                 age(o.age_seconds),
                 o.paste_id.clone(),
-                format!("P{}", o.paste_shard),
+                o.paste_shard_address.clone(),
                 o.content_sha256[..12].to_owned(),
                 if o.same_content.is_empty() { "-".into() } else { o.same_content.join(",") },
             ]
@@ -364,7 +380,7 @@ fn print_text(report: &Report, out: &mut (dyn Write + Send)) -> std::io::Result<
                 age(f.age_seconds),
                 f.key.clone(),
                 f.paste_id.clone(),
-                format!("P{}", f.paste_shard),
+                f.paste_shard_address.clone(),
                 yes_no(f.object_present),
             ]
         },

@@ -115,12 +115,14 @@ pub struct ReshardArgs {
     /// Which kind of shard the slots move between.
     #[arg(long, value_enum, help_heading = "Required")]
     pub kind: Kind,
-    /// The shard that owns the slots now.
-    #[arg(long, help_heading = "Required")]
+    /// HOST:PORT of the shard that owns the slots now, as the gateways and
+    /// sweepers list it (--key-shards or --paste-shards, which ctl reads too).
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Required")]
     pub from: String,
-    /// The shard that will own them: one that owns nothing (`--slots none`)
-    /// or the run next to them.
-    #[arg(long, help_heading = "Required")]
+    /// HOST:PORT of the shard that will own them, as the callers list it: one
+    /// that owns nothing (`--slots none`) or the run next to them. A shard
+    /// the lists do not name is refused.
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Required")]
     pub to: String,
     /// FIRST-LAST: the slots to move, at one end of the source's range.
     /// Not needed to resume a move.
@@ -278,6 +280,7 @@ pub async fn run(
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
+    crate::move_preflight::check(args, endpoints).await?;
     let source = End::connect("source", &args.from, endpoints)?;
     let target = End::connect("target", &args.to, endpoints)?;
     run_between(args, source, target, progress, out, err).await

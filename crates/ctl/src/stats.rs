@@ -25,6 +25,8 @@ pub struct StatsArgs {
 struct KeyShardStats {
     shard: usize,
     address: String,
+    /// The slots it said it owns (`unknown` when it did not answer).
+    slots: String,
     reachable: bool,
     pending: Option<u64>,
     older_than_2s: Option<u64>,
@@ -37,6 +39,7 @@ struct KeyShardStats {
 struct PasteShardStats {
     shard: usize,
     address: String,
+    slots: String,
     reachable: bool,
 }
 
@@ -132,7 +135,7 @@ async fn search_first(deployment: &Deployment, key_shards: &[KeyShardStats]) -> 
     for shard in key_shards.iter().filter(|s| s.reachable).map(|s| s.shard) {
         if let Ok(Some(lost)) = deployment.keys(shard).lost_commits().await {
             found.push(SearchFirst {
-                shard: format!("K{shard}"),
+                shard: deployment.key_addresses()[shard].clone(),
                 may_have_lost_commits_since: lost.since,
                 until: lost.search_first_until(),
                 active: lost.search_first(chrono::Utc::now()),
@@ -157,12 +160,12 @@ async fn durability(
     let mut found = Vec::new();
     for shard in key_shards.iter().filter(|s| s.reachable).map(|s| s.shard) {
         if let Ok(Some(reported)) = deployment.keys(shard).durability().await {
-            found.push(row(format!("K{shard}"), reported));
+            found.push(row(deployment.key_addresses()[shard].clone(), reported));
         }
     }
     for shard in paste_shards.iter().filter(|s| s.reachable).map(|s| s.shard) {
         if let Ok(Some(reported)) = deployment.pastes(shard).durability().await {
-            found.push(row(format!("P{shard}"), reported));
+            found.push(row(deployment.paste_addresses()[shard].clone(), reported));
         }
     }
     found
@@ -180,6 +183,7 @@ pub async fn run(
         let mut row = KeyShardStats {
             shard,
             address: address.clone(),
+            slots: deployment.slots.key_shard_slots(shard),
             reachable: false,
             pending: None,
             older_than_2s: None,
@@ -215,7 +219,8 @@ pub async fn run(
                 false
             }
         };
-        paste_shards.push(PasteShardStats { shard, address: address.clone(), reachable });
+        let slots = deployment.slots.paste_shard_slots(shard);
+        paste_shards.push(PasteShardStats { shard, address: address.clone(), slots, reachable });
     }
     let oldest = key_shards.iter().filter_map(|s| s.oldest_pending_age_seconds).fold(0.0, f64::max);
     let every_shard_answered = key_shards.iter().all(|s| s.reachable) && paste_shards.iter().all(|s| s.reachable);
@@ -247,7 +252,8 @@ pub async fn run(
         .iter()
         .map(|s| {
             vec![
-                format!("K{}", s.shard),
+                s.address.clone(),
+                s.slots.clone(),
                 if s.reachable { "yes".into() } else { "NO".into() },
                 number(s.pending),
                 number(s.older_than_2s),
@@ -260,6 +266,7 @@ pub async fn run(
     let t = &report.total;
     rows.push(vec![
         "total".into(),
+        "0-255".into(),
         format!("{}/{}", report.key_shards.len() - t.key_shards_unreachable, report.key_shards.len()),
         t.pending.to_string(),
         t.older_than_2s.to_string(),
@@ -267,11 +274,11 @@ pub async fn run(
         age(t.oldest_pending_age_seconds),
         t.level.to_string(),
     ]);
-    out.write_all(table(&["SHARD", "REACHABLE", "PENDING", ">2s", ">60s", "OLDEST", "LEVEL"], &rows).as_bytes())?;
+    out.write_all(table(&["KEY SHARD", "SLOTS", "REACHABLE", "PENDING", ">2s", ">60s", "OLDEST", "LEVEL"], &rows).as_bytes())?;
     let pastes: Vec<String> = report
         .paste_shards
         .iter()
-        .map(|s| format!("P{} {}", s.shard, if s.reachable { "reachable" } else { "UNREACHABLE" }))
+        .map(|s| format!("{} (slots {}) {}", s.address, s.slots, if s.reachable { "reachable" } else { "UNREACHABLE" }))
         .collect();
     writeln!(out, "paste shards: {}", pastes.join(", "))?;
     if !report.durability.is_empty() {

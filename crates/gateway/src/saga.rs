@@ -86,9 +86,21 @@ impl Gateway {
                 keys: slots.key_shard(slot).with_deadline(deadline),
                 pastes: slots.paste_shard(slot).with_deadline(deadline),
             };
+            // A step's refusal is logged at DEBUG where it happens; the
+            // create's own outcome once here: a refusal the saga follows is
+            // no error, and only a failure the client sees as 5xx is one.
             match saga.run().instrument(span.clone()).await {
-                Err(ApiError::SlotMoving) if moves.again(&self.inner.slots, deadline).await => {}
-                answer => return answer,
+                Err(ApiError::SlotMoving) if moves.again(&self.inner.slots, deadline).await => {
+                    tracing::info!(parent: &span, "the key's slot moved or is moving: following it");
+                }
+                answer => {
+                    if let Err(error) = &answer {
+                        if error.http_status().is_server_error() {
+                            tracing::error!(parent: &span, %error, "create failed");
+                        }
+                    }
+                    return answer;
+                }
             }
         }
     }
@@ -141,7 +153,7 @@ impl Saga<'_> {
 
     /// Step 2, K commit: begin. A lost race returns the winner's record,
     /// which the caller then follows like any existing key.
-    #[tracing::instrument(skip_all, err(Display))]
+    #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn begin(&self, paste_id: PasteId, response_body: ResponseBody) -> Result<KeyRecord, ApiError> {
         let new = NewKey { key: *self.key(), request_hash: self.request.request_hash, paste_id, response_body };
         match timed("k_begin", within(self.deadline, self.keys.begin(&new))).await.map_err(key_unavailable)? {
@@ -174,7 +186,7 @@ impl Saga<'_> {
     /// the slot now, the one this create inserts into. If it does not
     /// answer, the create is 503: a search that did not complete must never
     /// lead to a second paste.
-    #[tracing::instrument(skip_all, err(Display))]
+    #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn search_for_earlier_life(&self, record: &KeyRecord) -> Result<Option<KeyedPaste>, ApiError> {
         let key_hash = self.key().hash();
         let found = match timed("p_search", within(self.deadline, self.pastes.find_by_key(&key_hash))).await {
@@ -196,7 +208,7 @@ impl Saga<'_> {
     /// with the paste and the request hash its create carried. Every
     /// attempt on this record carries the same token, so attempts racing
     /// here rotate to the same hash, and K's guard lets exactly one adopt.
-    #[tracing::instrument(skip_all, fields(adopted = %found.id), err(Display))]
+    #[tracing::instrument(skip_all, fields(adopted = %found.id), err(level = "debug", Display))]
     async fn adopt(&self, record: &KeyRecord, found: KeyedPaste) -> Result<CreateAnswer, ApiError> {
         let pending = Created::from_stored(&record.response_body)
             .ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
@@ -287,7 +299,7 @@ impl Saga<'_> {
 
     /// Step 3: PUT the content, create-only. "Already there" is success: the
     /// request hash matched, so it is the same bytes.
-    #[tracing::instrument(skip_all, err(Display))]
+    #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn put(&self, paste_id: &PasteId) -> Result<(), StepError> {
         let put = self.gateway.inner.objects.put(paste_id.as_str(), self.request.content.clone());
         timed("put", within(self.deadline, put)).await.map(drop)
@@ -295,7 +307,7 @@ impl Saga<'_> {
 
     /// Step 4, P commit: insert the paste row. Returns whether the paste
     /// exists afterwards (false: this attempt is aborted).
-    #[tracing::instrument(skip_all, err(Display))]
+    #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn insert(&self, paste_id: &PasteId, created: &Created) -> Result<bool, ApiError> {
         let expires_at =
             created.expires_at().ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
@@ -341,7 +353,7 @@ impl Saga<'_> {
     /// id unless a paste holds it; if a paste holds it, the right action is
     /// done, not abort (returns true). Only behind the tombstone is the key
     /// aborted. If P cannot be read the key stays pending: never abort blind.
-    #[tracing::instrument(skip_all, err(Display))]
+    #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn abort(&self, paste_id: &PasteId) -> Result<bool, ApiError> {
         let fenced =
             tokio::time::timeout_at(self.deadline, fence(&self.keys, &self.pastes, self.key(), paste_id)).await;
@@ -360,7 +372,7 @@ impl Saga<'_> {
     /// Step 5, K commit: done, guarded by state and paste id. Losing the
     /// guard means another executor moved the key: re-read and accept only a
     /// done key for this same paste. Failing here never touches the paste.
-    #[tracing::instrument(skip_all, err(Display))]
+    #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn mark_done(&self, record: &KeyRecord) -> Result<(), ApiError> {
         let changed = timed("k_done", within(self.deadline, self.keys.mark_done(self.key(), &record.paste_id)))
             .await

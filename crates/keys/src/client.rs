@@ -175,6 +175,13 @@ impl KeyClient {
         reply.keys.into_iter().map(|raw| convert::slot_key_from_pb(raw).map_err(bad_reply)).collect()
     }
 
+    /// The slot move this shard is part of (none when it is in no move),
+    /// with its description and its clock, as `ctl reshard --status` reads it.
+    pub async fn move_status(&self) -> Result<shard_pb::MoveStatusResponse, CallError> {
+        let mut moves = shard_pb::slot_moves_client::SlotMovesClient::new(self.channel.clone());
+        Ok(moves.move_status(self.deadline.request(shard_pb::MoveStatusRequest {})).await?.into_inner())
+    }
+
     /// What the shard says it owns (and its generation, and what it froze).
     pub async fn describe(&self) -> Result<shard_slots::Described, CallError> {
         let answer = self.inner.clone().describe(self.deadline.request(shard_pb::DescribeRequest {})).await?;

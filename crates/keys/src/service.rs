@@ -134,8 +134,9 @@ impl pb::key_service_server::KeyService for KeyServiceImpl {
         // A foreign key is reported, not refused: in a resharding window this
         // shard still lists stale copies of moved slots, and refusing the whole
         // batch for one of them would leave its own keys pending forever
-        // (docs/design.md#sweeper). A frozen slot among the owned ones refuses
-        // the batch as "not executed": the sweeper tries again next round.
+        // (docs/design.md#sweeper). So is a key of a slot a move has frozen:
+        // it waits for the move, the rest of the batch does not; the sweeper
+        // tries it again next round.
         let (permit, owned, not_owned) = self.slots.writable_owned(verdicts, |(key, _)| key).await?;
         let store = self.store.clone();
         let changed = permit.complete(async move { store.apply_verdicts(to, &owned).await }).await??;

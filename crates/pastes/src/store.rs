@@ -481,9 +481,42 @@ impl PasteStore {
 
     /// Deleting turns the row into a tombstone, so the id can never be
     /// inserted again by a late saga step. The token is compared in constant
-    /// time; the update is guarded so two deletes cannot both succeed.
+    /// time; the update is guarded by the token hash that was checked, so a
+    /// token an adoption rotated away in between deletes nothing, and two
+    /// deletes cannot both succeed.
     pub async fn delete(&self, id: &PasteId, token: &DeleteToken) -> Result<DeleteOutcome, PasteStoreError> {
-        let now = to_millis(self.clock.now());
+        loop {
+            let now = to_millis(self.clock.now());
+            let Some(stored) = self.live_token_hash(id, now).await? else {
+                return Ok(DeleteOutcome::NotFound);
+            };
+            if !stored.verify(token) {
+                return Ok(DeleteOutcome::WrongToken);
+            }
+            pastebin_runtime::failpoints::hit(pastebin_runtime::failpoints::DELETE_TOKEN_CHECKED).await;
+            let changed = self
+                .db
+                .execute(
+                    sqlx::query(
+                        "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
+                          WHERE id = $3 AND state = 'live' AND delete_token_sha256 = $4",
+                    )
+                    .bind(now)
+                    .bind(TombstoneReason::Deleted.as_str())
+                    .bind(id.to_string())
+                    .bind(stored.to_hex()),
+                )
+                .await?;
+            if changed == 1 {
+                return Ok(DeleteOutcome::Deleted);
+            }
+            // The row changed since it was read (gone, or its token
+            // rotated): judge the token again against the row as it is now.
+        }
+    }
+
+    /// The delete token hash of a live, unexpired paste.
+    async fn live_token_hash(&self, id: &PasteId, now: i64) -> Result<Option<DeleteTokenHash>, PasteStoreError> {
         let stored: Option<String> = self
             .db
             .read(|pool| {
@@ -495,27 +528,12 @@ impl PasteStore {
                 .fetch_optional(pool)
             })
             .await?;
-        let Some(stored) = stored else {
-            return Ok(DeleteOutcome::NotFound);
-        };
-        let stored = DeleteTokenHash::from_hex(&stored)
-            .ok_or_else(|| PasteStoreError::Corrupt("delete_token_sha256 is not 32 hex bytes".into()))?;
-        if !stored.verify(token) {
-            return Ok(DeleteOutcome::WrongToken);
-        }
-        let changed = self
-            .db
-            .execute(
-                sqlx::query(
-                    "UPDATE pastes SET state = 'tombstoned', tombstoned_at = $1, tombstone_reason = $2
-                      WHERE id = $3 AND state = 'live'",
-                )
-                .bind(now)
-                .bind(TombstoneReason::Deleted.as_str())
-                .bind(id.to_string()),
-            )
-            .await?;
-        Ok(if changed == 1 { DeleteOutcome::Deleted } else { DeleteOutcome::NotFound })
+        stored
+            .map(|stored| {
+                DeleteTokenHash::from_hex(&stored)
+                    .ok_or_else(|| PasteStoreError::Corrupt("delete_token_sha256 is not 32 hex bytes".into()))
+            })
+            .transpose()
     }
 
     /// Burn after reading: the one guarded update that decides which reader

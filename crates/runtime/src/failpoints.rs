@@ -1,6 +1,7 @@
 //! Named crash points for crash tests: the saga's step boundaries (named in
 //! the gateway), the middle of a database group commit ([`MID_GROUP_COMMIT`]),
-//! P's answer to a delete that took effect ([`AFTER_P_DELETE`]) and the middle
+//! P's answer to a delete that took effect ([`AFTER_P_DELETE`]), a delete's
+//! token check ([`DELETE_TOKEN_CHECKED`]) and the middle
 //! of a sweeper's recovery ([`MID_RECOVERY`]).
 //!
 //! Compiled in only with `--cfg pastebin_failpoints` (set by `scripts/test`
@@ -28,6 +29,10 @@ pub const AFTER_P_DELETE: &str = "after_p_delete";
 
 /// A sweeper holds a page of stale pending keys and has not read P yet.
 pub const MID_RECOVERY: &str = "mid_recovery";
+
+/// P has checked a delete's token and not yet tombstoned the paste: an
+/// adoption may rotate the token in between.
+pub const DELETE_TOKEN_CHECKED: &str = "delete_token_checked";
 
 #[cfg(pastebin_failpoints)]
 mod armed {

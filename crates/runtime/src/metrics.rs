@@ -73,6 +73,11 @@ pub const FROZEN_SLOTS: &str = "pastebin_shard_frozen_slots";
 /// Rows of a slot move handled by this shard, by `direction`: `exported`
 /// and `deleted` on the source, `imported` on the target.
 pub const SLOT_MOVE_ROWS: &str = "pastebin_slot_move_rows_total";
+/// Seconds since a shard's slot move last changed step, as the sweeper
+/// reads the shard (`ctl reshard --status`), by `kind` and the shard's
+/// `address`; 0 when it is in no move. A move whose ctl stopped climbs
+/// (docs/alerts.md#slot-move-stalled).
+pub const SLOT_MOVE_STEP_AGE_SECONDS: &str = "pastebin_slot_move_step_age_seconds";
 
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
@@ -99,6 +104,7 @@ pub const ALL: &[&str] = &[
     GROUP_COMMIT_WRITES,
     FROZEN_SLOTS,
     SLOT_MOVE_ROWS,
+    SLOT_MOVE_STEP_AGE_SECONDS,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

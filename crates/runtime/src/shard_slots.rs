@@ -310,22 +310,20 @@ impl ShardSlots {
         Ok(WritePermit { state, changes: self.changes.clone(), rows })
     }
 
-    /// A batch write that applies what this shard owns and reports the
-    /// rest (the items of slots it does not own, untouched). A frozen slot
-    /// among the owned ones refuses the whole batch as "not executed".
+    /// A batch write that applies what this shard may write now and
+    /// reports the rest, untouched: the items of slots it does not own, and
+    /// those of a slot a move has frozen (they wait for the move; the
+    /// others of the batch do not: docs/design.md#sweeper).
     pub async fn writable_owned<T, R: MovedRowKey>(
         &self,
         items: Vec<T>,
         row_of: impl Fn(&T) -> &R,
     ) -> Result<(WritePermit, Vec<T>, Vec<T>), tonic::Status> {
         let state = self.state.clone().read_owned().await;
-        let (owned, not_owned): (Vec<T>, Vec<T>) =
-            items.into_iter().partition(|item| state.owned.contains(row_of(item).moved_row().0));
-        let rows: Vec<(Slot, String)> = owned.iter().map(|item| row_of(item).moved_row()).collect();
-        for (slot, _) in &rows {
-            state.check(*slot, true)?;
-        }
-        Ok((WritePermit { state, changes: self.changes.clone(), rows }, owned, not_owned))
+        let (writable, waiting): (Vec<T>, Vec<T>) =
+            items.into_iter().partition(|item| state.check(row_of(item).moved_row().0, true).is_ok());
+        let rows: Vec<(Slot, String)> = writable.iter().map(|item| row_of(item).moved_row()).collect();
+        Ok((WritePermit { state, changes: self.changes.clone(), rows }, writable, waiting))
     }
 
     /// A write that is not about one slot (retention, expiry, purges): it

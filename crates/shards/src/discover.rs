@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use pastebin_core::OwnedSlots;
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
 use pastebin_runtime::{grpc::CallError, shard_slots::Described, tls::MutualTls};
@@ -52,25 +53,20 @@ pub async fn discover(
         describe_all::<PasteClient>(&pastes, tls, patience, call_timeout),
     )
     .await;
-    let (keys, pastes) = (keys?, pastes?);
-    let generation = keys.iter().map(|(_, generation)| generation).chain(pastes.iter().map(|(_, g)| g)).sum();
-    Ok(SlotMap::new(without_generations(keys), without_generations(pastes))?.at_generation(generation))
-}
-
-fn without_generations<C>(described: Vec<(Shard<C>, u64)>) -> Vec<Shard<C>> {
-    described.into_iter().map(|(shard, _)| shard).collect()
+    Ok(SlotMap::described(keys?, pastes?)?)
 }
 
 /// How a running gateway or sweeper discovers its slot map again: every
-/// shard must answer within `timeout` (else the current map stays).
+/// shard is asked once, within `timeout`; the answers are followed and a
+/// silent shard keeps its slots ([`crate::SlotMapCell::refresh`]).
 pub fn rediscovery(addresses: ShardAddresses, tls: Option<MutualTls>, timeout: Duration) -> crate::Rediscover {
     std::sync::Arc::new(move || {
         let (addresses, tls) = (addresses.clone(), tls.clone());
         Box::pin(async move {
-            let discovery = discover(&addresses, tls.as_ref(), Patience::WaitForEveryShard, timeout);
+            let discovery = discover(&addresses, tls.as_ref(), Patience::AskOnce, timeout);
             match tokio::time::timeout(timeout, discovery).await {
                 Ok(map) => Ok(map?),
-                Err(_) => anyhow::bail!("not every shard answered within {timeout:?}"),
+                Err(_) => anyhow::bail!("no answer within {timeout:?}"),
             }
         })
     })
@@ -123,6 +119,29 @@ async fn describe_all<C: DescribedShard>(
 pub async fn tls_mismatch(kind: &str, address: &str, tls: Option<&MutualTls>) -> Option<String> {
     let url = pastebin_runtime::grpc::shard_url(address, tls.is_some()).ok()?;
     crate::tls_probe::mismatch(kind, address, &url, tls.is_some()).await
+}
+
+/// The slots one shard of `kind` owns, asked once as an operator tool asks
+/// (`None` when it did not answer); a TLS mismatch is an error that names
+/// the flags to add, the same sentence every command gives.
+pub async fn describe_once(
+    kind: ShardKind,
+    address: &str,
+    tls: Option<&MutualTls>,
+    call_timeout: Duration,
+) -> Result<Option<OwnedSlots>, DiscoveryError> {
+    let patience = Patience::AskOnce;
+    Ok(match kind {
+        ShardKind::Key => describe_one::<KeyClient>(address, tls, patience, call_timeout).await?.0.slots,
+        ShardKind::Paste => describe_one::<PasteClient>(address, tls, patience, call_timeout).await?.0.slots,
+    })
+}
+
+/// Which kind of shard [`describe_once`] asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardKind {
+    Key,
+    Paste,
 }
 
 async fn describe_one<C: DescribedShard>(

@@ -42,7 +42,7 @@ pub use address_book::{
     channel, endpoint, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
     DEFAULT_DATA_DIR,
 };
-pub use discover::{discover, rediscovery, tls_mismatch, DiscoveryError, Patience};
+pub use discover::{describe_once, discover, rediscovery, tls_mismatch, DiscoveryError, Patience, ShardKind};
 pub use table::{Claim, CoverageError, SlotTable};
 
 /// One shard: where it is, what it said it owns (`None` when it did not
@@ -54,20 +54,63 @@ pub struct Shard<C> {
     pub client: C,
 }
 
-/// Shards of one kind, in the order they were listed, and who owns each slot.
+/// Shards of one kind, in the order they were listed, who owns each slot,
+/// and the highest generation each shard has said (0 before it answered).
 #[derive(Clone)]
 struct ShardSet<C> {
     clients: Vec<C>,
     addresses: Vec<String>,
     table: SlotTable,
+    generations: Vec<u64>,
+    /// Whether each shard said what it owns (an operator tool goes on without the others).
+    answered: Vec<bool>,
 }
 
 impl<C> ShardSet<C> {
-    fn new(kind: &'static str, shards: Vec<Shard<C>>) -> Result<Self, CoverageError> {
-        let claims: Vec<Claim> = shards.iter().map(|s| Claim { address: s.address.clone(), slots: s.slots }).collect();
+    fn new(kind: &'static str, shards: Vec<(Shard<C>, u64)>) -> Result<Self, CoverageError> {
+        let claims: Vec<Claim> =
+            shards.iter().map(|(s, _)| Claim { address: s.address.clone(), slots: s.slots }).collect();
         let table = SlotTable::build(kind, &claims)?;
-        let (addresses, clients) = shards.into_iter().map(|s| (s.address, s.client)).unzip();
-        Ok(Self { clients, addresses, table })
+        let (mut addresses, mut clients, mut generations, mut answered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (shard, generation) in shards {
+            answered.push(shard.slots.is_some());
+            addresses.push(shard.address);
+            clients.push(shard.client);
+            generations.push(generation);
+        }
+        Ok(Self { clients, addresses, table, generations, answered })
+    }
+
+    /// See [`SlotMap::following`]; a set of other addresses is not followed.
+    fn following(self, known: &Self) -> Self {
+        if self.addresses != known.addresses {
+            return self;
+        }
+        let table = self.table.following(&known.table);
+        let generations = self.generations.iter().zip(&known.generations).map(|(now, known)| *now.max(known)).collect();
+        Self { table, generations, ..self }
+    }
+
+    fn generation(&self) -> u64 {
+        self.generations.iter().sum()
+    }
+
+    /// The slots `shard` is known to own (`0-127`, `none`), or `unknown`
+    /// when it did not answer and was never seen to own any.
+    fn slots_of(&self, shard: usize) -> String {
+        let slots = self.table.slots_of(shard);
+        if !self.answered[shard] && slots == "none" {
+            "unknown".to_owned()
+        } else {
+            slots
+        }
+    }
+
+    /// `A 0-127, B 128-255, C none`: each shard by address, with the slots
+    /// it is known to own.
+    fn describe(&self) -> String {
+        let shards = self.addresses.iter().enumerate();
+        shards.map(|(index, address)| format!("{address} {}", self.slots_of(index))).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -78,23 +121,56 @@ impl<C> ShardSet<C> {
 pub struct SlotMap {
     keys: ShardSet<KeyClient>,
     pastes: ShardSet<PasteClient>,
-    generation: u64,
 }
 
 impl SlotMap {
     /// Every slot must be owned by exactly one shard of each kind.
     pub fn new(keys: Vec<Shard<KeyClient>>, pastes: Vec<Shard<PasteClient>>) -> Result<Self, CoverageError> {
-        Ok(Self { keys: ShardSet::new("key", keys)?, pastes: ShardSet::new("paste", pastes)?, generation: 0 })
+        Self::described(unversioned(keys), unversioned(pastes))
     }
 
-    /// The same map, built from answers whose generations add up to
-    /// `generation`: every move raises it, so a larger one is newer.
-    pub fn at_generation(self, generation: u64) -> Self {
-        Self { generation, ..self }
+    /// The map the shards' answers describe, each with the generation it
+    /// said (0 for a shard that did not answer).
+    pub fn described(
+        keys: Vec<(Shard<KeyClient>, u64)>,
+        pastes: Vec<(Shard<PasteClient>, u64)>,
+    ) -> Result<Self, CoverageError> {
+        Ok(Self { keys: ShardSet::new("key", keys)?, pastes: ShardSet::new("paste", pastes)? })
     }
 
+    /// This map, discovered again, where the shards that did not answer
+    /// keep the slots they had in `known` (the map of the same lists in
+    /// use): each shard is the authority for its own slots, so a caller
+    /// follows a move between the shards that answer while an unrelated
+    /// one is down. Each shard's generation is the highest it has said, so
+    /// the map's never goes down, even when a shard's database lost its
+    /// last increment (docs/design.md#moving-slots).
+    pub fn following(self, known: &SlotMap) -> Self {
+        Self { keys: self.keys.following(&known.keys), pastes: self.pastes.following(&known.pastes) }
+    }
+
+    /// The sum of the highest generation each shard has said: every move
+    /// raises it, so a larger one is newer. Not a shard's own generation
+    /// (`ctl reshard --status` prints those).
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.keys.generation() + self.pastes.generation()
+    }
+
+    fn same_as(&self, other: &SlotMap) -> bool {
+        self.generation() == other.generation()
+            && self.keys.table == other.keys.table
+            && self.pastes.table == other.pastes.table
+    }
+
+    /// The slots K shard `shard` is known to own (`0-127`, `none`), or
+    /// `unknown` for a shard that did not answer.
+    pub fn key_shard_slots(&self, shard: usize) -> String {
+        self.keys.slots_of(shard)
+    }
+
+    /// The slots P shard `shard` is known to own; see [`Self::key_shard_slots`].
+    pub fn paste_shard_slots(&self, shard: usize) -> String {
+        self.pastes.slots_of(shard)
     }
 
     pub fn key_shard(&self, slot: Slot) -> &KeyClient {
@@ -147,6 +223,19 @@ impl SlotMap {
     }
 }
 
+/// Shards that said no generation (0).
+fn unversioned<C>(shards: Vec<Shard<C>>) -> Vec<(Shard<C>, u64)> {
+    shards.into_iter().map(|shard| (shard, 0)).collect()
+}
+
+/// `key shards A 0-127, B 128-255; paste shards C 0-255 (map generation 7)`.
+impl std::fmt::Display for SlotMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (keys, pastes, generation) = (self.keys.describe(), self.pastes.describe(), self.generation());
+        write!(f, "key shards {keys}; paste shards {pastes} (map generation {generation})")
+    }
+}
+
 /// How a process finds its slot map again (discovery of the same shards).
 pub type Rediscover = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = anyhow::Result<SlotMap>> + Send>> + Send + Sync>;
 
@@ -183,12 +272,27 @@ impl SlotMapCell {
         self.0.map.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    /// Sets the map, unless one at least as new is already there.
+    /// Sets the map, unless a newer one is already there.
     pub fn fill(&self, map: SlotMap) {
         let mut current = self.0.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if current.as_ref().is_none_or(|known| known.generation() <= map.generation()) {
             *current = Some(Arc::new(map));
         }
+    }
+
+    /// Sets `answered`, followed from the map in use (see
+    /// [`SlotMap::following`]); whether the owners or the generation changed.
+    fn follow(&self, answered: SlotMap) -> bool {
+        let mut current = self.0.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map = match current.as_deref() {
+            Some(known) => answered.following(known),
+            None => answered,
+        };
+        let changed = current.as_deref().is_none_or(|known| !known.same_as(&map));
+        if current.as_ref().is_none_or(|known| known.generation() <= map.generation()) {
+            *current = Some(Arc::new(map));
+        }
+        changed
     }
 
     /// How [`Self::refresh`] finds a newer map; without it, refreshing does nothing.
@@ -197,9 +301,11 @@ impl SlotMapCell {
     }
 
     /// Discovers the map again (one refresh at a time; callers arriving
-    /// while one runs wait for it). A map that cannot be built now (a shard
-    /// silent, or a move between its two owners) leaves the current one:
-    /// the calls it routes are refused as "not executed" and retried.
+    /// while one runs wait for it). The shards that answer are followed; a
+    /// silent one keeps its slots. A map that cannot be built now (a move
+    /// between its release and its take, or two shards claiming a slot)
+    /// leaves the current one: the calls it routes are refused as "not
+    /// executed" and retried. Logged at INFO only when the map changed.
     pub async fn refresh(&self) {
         let Some(rediscover) = self.0.rediscover.get() else { return };
         let mut last = self.0.refreshing.lock().await;
@@ -208,8 +314,10 @@ impl SlotMapCell {
         }
         match rediscover().await {
             Ok(map) => {
-                tracing::info!(generation = map.generation(), "slot map discovered again");
-                self.fill(map);
+                if self.follow(map) {
+                    let now = self.get().map(|map| map.to_string()).unwrap_or_default();
+                    tracing::info!(map = %now, "slot map changed");
+                }
             }
             Err(error) => {
                 tracing::info!(error = %format!("{error:#}"), "the slot map cannot be discovered again yet; keeping the current one")

@@ -108,9 +108,9 @@ pub struct SlotReport {
 /// (a partial one would call a healthy paste lost).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("K shard {0} ({1}) unreachable: {2}")]
+    #[error("K shard {1} unreachable: {2}")]
     KeyShard(usize, String, CallError),
-    #[error("P shard {0} ({1}) unreachable: {2}")]
+    #[error("P shard {1} unreachable: {2}")]
     PasteShard(usize, String, CallError),
     #[error("object store: {0}")]
     Objects(ObjectError),

@@ -189,7 +189,8 @@ pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[Pend
 
 /// One verdict kind applied to K as one guarded statement: `decided` for
 /// each key it changed, "left pending" for a key the shard says it does not
-/// own (its owner's sweep decides it), "already resolved" for the others.
+/// own (its owner's sweep decides it) or has frozen for a move (next
+/// round), "already resolved" for the others.
 async fn apply_verdicts(
     keys: &KeyClient,
     to: KeyState,
@@ -203,7 +204,7 @@ async fn apply_verdicts(
         Ok(applied) => {
             let mut decisions = vec![decided; applied.changed.len()];
             decisions.extend(std::iter::repeat_n(
-                Decision::LeftPending("the key shard does not own this key's slot".into()),
+                Decision::LeftPending("the key shard does not own this key's slot, or a move froze it".into()),
                 applied.not_owned.len(),
             ));
             decisions.resize(verdicts.len(), Decision::AlreadyResolved);

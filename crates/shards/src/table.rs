@@ -62,9 +62,29 @@ impl SlotTable {
         }
     }
 
+    /// This table, where a slot no shard that answered claims keeps its
+    /// owner in `known`, a table of the same list built earlier: each shard
+    /// is the authority for its own slots, so the answers win, and a silent
+    /// shard's slots stay where they were (docs/design.md#moving-slots).
+    pub fn following(&self, known: &SlotTable) -> SlotTable {
+        let owner = self.owner.iter().zip(&known.owner).map(|(answered, known)| answered.or(*known)).collect();
+        SlotTable { owner, silent: self.silent }
+    }
+
     /// The shard that said it owns `slot`; `None` when none that answered did.
     pub fn owner(&self, slot: Slot) -> Option<usize> {
         self.owner[slot.index()]
+    }
+
+    /// The slots `shard` is known to own, as `0-127` (runs joined by
+    /// commas), or `none`.
+    pub fn slots_of(&self, shard: usize) -> String {
+        let runs = runs(self.owner.iter().map(|owner| *owner == Some(shard)));
+        if runs.is_empty() {
+            "none".to_owned()
+        } else {
+            Runs(&runs).to_string()
+        }
     }
 
     /// Where a call for `slot` goes: its owner, or for an unknown owner the
@@ -174,6 +194,18 @@ mod tests {
         assert!((0..=255).map(Slot).all(|slot| table.owner(slot) == Some(1)));
         let gap = SlotTable::build("key", &[empty("new"), claim("old", "0-127")]).unwrap_err();
         assert_eq!(gap.to_string(), "no key shard claims slots 128-255", "owning nothing is not silence");
+    }
+
+    #[test]
+    fn answers_win_and_a_silent_shard_keeps_the_slots_it_had() {
+        let known = SlotTable::build("key", &[claim("a", "0-127"), claim("b", "128-255"), empty("c")]).unwrap();
+        // `a` gave 0-63 to `c`; `b` is silent.
+        let now = SlotTable::build("key", &[claim("a", "64-127"), silent("b"), claim("c", "0-63")]).unwrap();
+        let followed = now.following(&known);
+        let owners: Vec<Option<usize>> = [0, 63, 64, 127, 128, 255].map(|s| followed.owner(Slot(s))).to_vec();
+        assert_eq!(owners, [Some(2), Some(2), Some(0), Some(0), Some(1), Some(1)]);
+        assert_eq!((followed.slots_of(0), followed.slots_of(2)), ("64-127".into(), "0-63".into()));
+        assert_eq!(now.slots_of(1), "none", "a silent shard is known to own nothing");
     }
 
     #[test]

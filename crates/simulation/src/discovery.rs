@@ -22,25 +22,26 @@ use crate::{
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The slot map as the shards describe themselves now, through the
-/// simulated network, at the generation their answers add up to (as
-/// `pastebin_shards::discover` builds it over TCP). Fails when a shard does
-/// not answer in time, or when no map can be built (between a move's
-/// release and take no shard owns the slots): the caller keeps its map.
-async fn described_map() -> anyhow::Result<SlotMap> {
+/// simulated network, with each shard's generation (as
+/// `pastebin_shards::discover` builds it over TCP). With `every_shard`, fails
+/// when a shard does not answer in time; without, a silent shard is left
+/// out of the answers (a refresh keeps its slots where they were). Fails
+/// when no map can be built (between a move's release and take no shard
+/// owns the slots): the caller keeps its map.
+async fn described_map(every_shard: bool) -> anyhow::Result<SlotMap> {
     let deadline = tokio::time::Instant::now() + DESCRIBE_TIMEOUT;
     let (keys, pastes) = futures::future::join(
-        futures::future::join_all(KEY_SHARDS.iter().map(|(name, ..)| describe(name, KeyClient::new, deadline))),
-        futures::future::join_all(PASTE_SHARDS.iter().map(|(name, ..)| describe(name, PasteClient::new, deadline))),
+        futures::future::join_all(
+            KEY_SHARDS.iter().map(|(name, ..)| describe(name, KeyClient::new, deadline, every_shard)),
+        ),
+        futures::future::join_all(
+            PASTE_SHARDS.iter().map(|(name, ..)| describe(name, PasteClient::new, deadline, every_shard)),
+        ),
     )
     .await;
     let (keys, pastes): (Vec<_>, Vec<_>) =
         (keys.into_iter().collect::<anyhow::Result<_>>()?, pastes.into_iter().collect::<anyhow::Result<_>>()?);
-    let generation = keys.iter().map(|(_, g)| g).chain(pastes.iter().map(|(_, g)| g)).sum();
-    Ok(SlotMap::new(without_generations(keys), without_generations(pastes))?.at_generation(generation))
-}
-
-fn without_generations<C>(described: Vec<(Shard<C>, u64)>) -> Vec<Shard<C>> {
-    described.into_iter().map(|(shard, _)| shard).collect()
+    Ok(SlotMap::described(keys, pastes)?)
 }
 
 /// A shard's client, for [`described_map`].
@@ -64,26 +65,30 @@ async fn describe<C: Describes>(
     name: &str,
     client: fn(Channel) -> C,
     deadline: tokio::time::Instant,
+    every_shard: bool,
 ) -> anyhow::Result<(Shard<C>, u64)> {
     let client = client(net::channel(name)?);
-    let described = tokio::time::timeout_at(deadline, client.describe_by(deadline))
-        .await
-        .map_err(|_| anyhow::anyhow!("{name} did not describe itself in time"))?
-        .map_err(|error| anyhow::anyhow!("{name} did not describe itself: {error}"))?;
     let address = format!("{name}:{}", net::PORT);
-    Ok((Shard { address, slots: Some(described.owned), client }, described.generation))
+    let answer = tokio::time::timeout_at(deadline, client.describe_by(deadline)).await;
+    match answer {
+        Ok(Ok(described)) => Ok((Shard { address, slots: Some(described.owned), client }, described.generation)),
+        _ if !every_shard => Ok((Shard { address, slots: None, client }, 0)),
+        Ok(Err(error)) => anyhow::bail!("{name} did not describe itself: {error}"),
+        Err(_) => anyhow::bail!("{name} did not describe itself in time"),
+    }
 }
 
-/// How gateways and sweepers discover their slot map again.
+/// How gateways and sweepers discover their slot map again: the shards
+/// that answer are followed, as over TCP.
 pub fn rediscovery() -> Rediscover {
-    Arc::new(|| Box::pin(described_map()))
+    Arc::new(|| Box::pin(described_map(false)))
 }
 
 /// The slot map once every shard has described itself, asking again until
 /// then (a real gateway or sweeper waits for every shard the same way).
 pub async fn first_slot_map() -> SlotMap {
     loop {
-        if let Ok(map) = described_map().await {
+        if let Ok(map) = described_map(true).await {
             return map;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

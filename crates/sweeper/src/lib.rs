@@ -25,7 +25,7 @@ use pastebin_objects::ObjectStore;
 use pastebin_shards::{Rediscover, SlotMap, SlotMapCell};
 
 pub use audit::Divergence;
-pub use observe::{MovingSlots, Observation};
+pub use observe::{Observation, ShardMove, ShardName};
 pub use pastebin_shards::Decision;
 pub use reapers::ReapReport;
 pub use recovery::RecoveryReport;

@@ -4,30 +4,95 @@
 use pastebin_core::SlotRange;
 use pastebin_keys::PendingStats;
 use pastebin_pastes::ReportOrder;
-use pastebin_runtime::metrics as names;
+use pastebin_proto::shard::v1 as shard_pb;
+use pastebin_runtime::{metrics as names, shard_slots};
 
 use crate::{RoundReport, Sweeper};
 
 /// Pending statistics of every K shard (None: unreachable), whether each
-/// P shard answered, and the slots any shard has frozen for a move.
+/// P shard answered, every shard by address and range, and the slot moves
+/// the shards have recorded.
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
     pub key_shards: Vec<Option<PendingStats>>,
     pub paste_shards_reachable: Vec<bool>,
     /// Open reports on each P shard's live pastes (None: it did not say).
     pub open_reports: Vec<Option<u64>>,
-    pub moving: Vec<MovingSlots>,
+    /// The K shards, in the order of `key_shards`.
+    pub key_names: Vec<ShardName>,
+    /// The P shards, in the order of `paste_shards_reachable`.
+    pub paste_names: Vec<ShardName>,
+    pub moves: Vec<ShardMove>,
 }
 
-/// Slots a shard has frozen while they move to another shard
-/// (docs/design.md#moving-slots): their writes wait until the move switches.
+/// How a shard is shown: its address and the slots it is known to own (the
+/// position in a list is no name: lists may be ordered differently).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MovingSlots {
+pub struct ShardName {
+    pub address: String,
+    /// `0-127`, or `none`.
+    pub slots: String,
+}
+
+/// A slot move as one shard recorded it (docs/design.md#moving-slots),
+/// read as `ctl reshard --status` reads it, in any step: a move whose ctl
+/// stopped shows here with its age.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardMove {
     /// `key` or `paste`.
     pub kind: &'static str,
-    /// The shard's index in the sweeper's list of that kind.
-    pub shard: usize,
-    pub frozen: SlotRange,
+    /// The shard that recorded it.
+    pub address: String,
+    pub move_id: String,
+    /// `source` or `target`.
+    pub role: &'static str,
+    pub slots: SlotRange,
+    /// The other shard, as ctl named it.
+    pub peer: String,
+    /// `exporting`, `importing`, `frozen`, `released`...
+    pub step: String,
+    /// Since the move began, on the shard's clock.
+    pub age_seconds: f64,
+    /// Since its last step, on the shard's clock.
+    pub step_age_seconds: f64,
+    /// The slots the shard has frozen for it (their writes wait).
+    pub frozen: Option<SlotRange>,
+}
+
+impl ShardMove {
+    /// The move in a shard's `MoveStatus` answer, if it is in one.
+    fn of(kind: &'static str, address: &str, answer: shard_pb::MoveStatusResponse) -> Option<Self> {
+        let active = answer.r#move?;
+        let shard = answer.shard.unwrap_or_default();
+        let shard_kind = if kind == "key" { shard_pb::ShardKind::Key } else { shard_pb::ShardKind::Paste };
+        let seconds_since = |at_ms: i64| (shard.now_ms - at_ms).max(0) as f64 / 1000.0;
+        let step = shard_pb::MoveStep::try_from(active.step).map_or("unknown", |step| step.as_str_name());
+        Some(Self {
+            kind,
+            address: address.to_owned(),
+            role: if active.role == shard_pb::MoveRole::Source as i32 { "source" } else { "target" },
+            slots: shard_slots::span_range(active.slots.as_ref()).ok()?,
+            peer: active.peer,
+            step: step.trim_start_matches("MOVE_STEP_").to_lowercase(),
+            age_seconds: seconds_since(active.started_at_ms),
+            step_age_seconds: seconds_since(active.updated_at_ms),
+            frozen: shard_slots::described(shard_kind, &shard).ok().and_then(|described| described.frozen),
+            move_id: active.move_id,
+        })
+    }
+}
+
+/// Reads the move `address` is in (a shard that does not answer shows
+/// none) and sets its step-age gauge (0: no move).
+fn observed_move(
+    kind: &'static str,
+    address: &str,
+    answer: Result<shard_pb::MoveStatusResponse, pastebin_runtime::grpc::CallError>,
+) -> Option<ShardMove> {
+    let found = answer.ok().and_then(|answer| ShardMove::of(kind, address, answer));
+    let step_age = found.as_ref().map_or(0.0, |found| found.step_age_seconds);
+    metrics::gauge!(names::SLOT_MOVE_STEP_AGE_SECONDS, "kind" => kind, "address" => address.to_owned()).set(step_age);
+    found
 }
 
 impl Observation {
@@ -50,7 +115,8 @@ impl Sweeper {
     /// (an empty `ResolveBatch`), and sets the gauges.
     pub async fn observe(&self) -> Observation {
         let mut observation = Observation::default();
-        for (shard, keys) in self.slot_map().key_shards().iter().enumerate() {
+        let slots = self.slot_map();
+        for (shard, keys) in slots.key_shards().iter().enumerate() {
             let stats = keys.with_deadline(self.deadline()).pending_stats().await.ok();
             if let Some(stats) = &stats {
                 let shard = shard.to_string();
@@ -62,11 +128,12 @@ impl Sweeper {
                     .set(stats.older_than_60s as f64);
             }
             observation.key_shards.push(stats);
-            if let Ok(Some(frozen)) = keys.with_deadline(self.deadline()).describe().await.map(|d| d.frozen) {
-                observation.moving.push(MovingSlots { kind: "key", shard, frozen });
-            }
+            let address = &slots.key_addresses()[shard];
+            observation.key_names.push(ShardName { address: address.clone(), slots: slots.key_shard_slots(shard) });
+            let answer = keys.with_deadline(self.deadline()).move_status().await;
+            observation.moves.extend(observed_move("key", address, answer));
         }
-        for (shard, pastes) in self.slot_map().paste_shards().iter().enumerate() {
+        for (shard, pastes) in slots.paste_shards().iter().enumerate() {
             let reachable = pastes.with_deadline(self.deadline()).resolve_batch(&[]).await.is_ok();
             metrics::gauge!(names::PASTE_SHARD_REACHABLE, "shard" => shard.to_string()).set(if reachable {
                 1.0
@@ -76,9 +143,10 @@ impl Sweeper {
             observation.paste_shards_reachable.push(reachable);
             let reports = pastes.with_deadline(self.deadline()).reports(ReportOrder::Newest, 1).await;
             observation.open_reports.push(reports.ok().map(|(_, open)| open));
-            if let Ok(Some(frozen)) = pastes.with_deadline(self.deadline()).describe().await.map(|d| d.frozen) {
-                observation.moving.push(MovingSlots { kind: "paste", shard, frozen });
-            }
+            let address = &slots.paste_addresses()[shard];
+            observation.paste_names.push(ShardName { address: address.clone(), slots: slots.paste_shard_slots(shard) });
+            let answer = pastes.with_deadline(self.deadline()).move_status().await;
+            observation.moves.extend(observed_move("paste", address, answer));
         }
         observation
     }

@@ -137,12 +137,20 @@ async fn refused(args: &[String]) -> String {
 async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_every_client_of_k_and_p() {
     let certs = tempfile::tempdir().unwrap();
     let tls = ctl_certs(&certs.path().join("certs"));
-    let cluster = Cluster::start(ClusterOptions { tls: Some(tls.clone()), ..Default::default() }).await;
+    let options = ClusterOptions { tls: Some(tls.clone()), empty_key_shards: 1, ..Default::default() };
+    let cluster = Cluster::start(options).await;
     // host:port without TLS files means plaintext: to a TLS shard.
     let plain: Vec<String> = shard_flags(&cluster).iter().map(|flag| flag.replace("https://", "")).collect();
     let (exit, _, err) = ctl(&with(&["stats"], &plain)).await;
     assert_eq!(exit, Exit::Usage, "{err}");
     assert!(err.contains("serves TLS, but this part has no TLS files: add --tls-ca"), "{err}");
+    // `reshard` calls the two shards of the move itself: the same sentence.
+    let (from, to) = (cluster.key_addresses[0].replace("https://", ""), cluster.key_addresses[1].replace("https://", ""));
+    let reshard = ["reshard", "--kind", "key", "--from", &from, "--to", &to, "--slots", "128-255"];
+    let (exit, out, err) = ctl(&with(&reshard, &plain)).await;
+    assert_eq!(exit, Exit::Usage, "{out}{err}");
+    assert!(err.contains(&format!("key shard {from} serves TLS, but this part has no TLS files: add --tls-ca")), "{err}");
+    assert_eq!(cluster.key_client(1).describe().await.unwrap().owned, pastebin_core::OwnedSlots::Nothing, "nothing moved");
 
     let objects = tempfile::tempdir().unwrap();
     let (keys, pastes) = (&plain[1..2], &plain[3..4]);

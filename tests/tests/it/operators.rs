@@ -261,7 +261,8 @@ async fn reconcile_finds_orphan_objects_pending_keys_with_pastes_and_missing_obj
     cluster.pastes[0].kill().await;
     let (exit, _, err) = ctl(&cluster, &["reconcile", "--older-than", "0s"]).await;
     assert_eq!(exit, Exit::Unreachable, "{err}");
-    assert!(err.contains("P shard 0") && err.contains("unreachable"), "{err}");
+    let shard = format!("P shard {} unreachable", cluster.paste_addresses[0]);
+    assert!(err.contains(&shard), "shards are named by address: {err}");
 }
 
 #[tokio::test]
@@ -418,6 +419,12 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
 
 /// Runs tests/dashboard/check.mjs against `url`; panics with its output unless it passed.
 fn check_in_chromium(url: &str, level: &str) -> PathBuf {
+    check_in_chromium_with(url, level, &[])
+}
+
+/// [`check_in_chromium`], and one line of "Slot moves in progress" holds
+/// every text of `moving`.
+fn check_in_chromium_with(url: &str, level: &str, moving: &[&str]) -> PathBuf {
     let dir = workspace().join("tests/dashboard");
     let node = Command::new("node").arg("--version").output();
     assert!(
@@ -432,13 +439,15 @@ fn check_in_chromium(url: &str, level: &str) -> PathBuf {
         dir.join("node_modules/playwright-core").is_dir(),
         "playwright-core is missing: run `npm ci --prefix tests/dashboard`"
     );
-    let screenshot = workspace().join(format!("target/test-artifacts/dashboard-{level}.png"));
+    let name = if moving.is_empty() { level.to_owned() } else { format!("{level}-moving") };
+    let screenshot = workspace().join(format!("target/test-artifacts/dashboard-{name}.png"));
     let _ = std::fs::remove_file(&screenshot);
     // Ends what node started (Chromium) when this check ends, pass or fail.
     let browser = pastebin_tests::process_tag::ProcessTag::new();
     let output = Command::new("node")
         .arg(dir.join("check.mjs"))
         .args([url, level, screenshot.to_str().unwrap()])
+        .args(moving)
         .env(browser.env().0, browser.env().1)
         .current_dir(&dir)
         .output()
@@ -497,4 +506,79 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     let status: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["level"], "recovery");
     assert_eq!(status["pending"], 3);
+}
+
+/// `status.json` once `ready` holds for it (the sampler runs every 500 ms).
+async fn status_when(admin: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let status: Value =
+            reqwest::get(format!("{admin}/dashboard/status.json")).await.unwrap().json().await.unwrap();
+        if ready(&status) {
+            return status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {status:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A `ctl reshard` killed mid-copy leaves its move in the copy step on both
+/// shards: the dashboard shows it, in status.json and in Chromium, with
+/// both shards by address, their steps and its age; once it has made no
+/// step for longer than the threshold, as stalled, with the command that
+/// finishes it. (Before, only frozen slots were listed: "none".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_a_move_killed_mid_copy_and_alerts_once_it_stalls() {
+    let mut cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let mut created = 0;
+    while created < 3 {
+        let key = IdempotencyKey::new_random();
+        if key.slot().0 < 128 {
+            continue;
+        }
+        let answer = create(&cluster.http, Some(&key.canonical()), "moving").await.unwrap();
+        assert_eq!(answer.status, 201, "{}", answer.body);
+        created += 1;
+    }
+    let k = cluster.key_addresses.clone();
+    let mut args = crate::reshard::move_args("key", &k[0], &k[1], "128-255");
+    args.extend(["--batch", "1"]);
+    let failpoint = pastebin_ctl::reshard::failpoint::MID_COPY;
+    let (ok, output) = crate::reshard::ctl_reshard(&cluster, &args, failpoint).await;
+    assert!(!ok && output.contains(&format!("failpoint {failpoint}")), "{output}");
+
+    let sweeper = cluster.sweeper(ManualClock::starting_at(Utc::now())).await;
+    let state = pastebin_admin::AdminState::new(sweeper).with_sample_interval(Duration::from_millis(500));
+    let admin = serve_admin(state).await;
+    let status = status_when(&admin, "the move shows", |s| s["moving"].as_array().is_some_and(|m| !m.is_empty())).await;
+    let moving = &status["moving"][0];
+    assert_eq!(moving["steps"], serde_json::json!(["source exporting", "target importing"]), "{status:#}");
+    assert_eq!((moving["source"].as_str(), moving["target"].as_str()), (Some(k[0].as_str()), Some(k[1].as_str())));
+    assert_eq!((moving["slots"].as_str(), moving["stalled"].as_bool()), (Some("128-255"), Some(false)));
+    assert!(moving["age_seconds"].as_f64().is_some_and(|age| age >= 0.0), "{moving}");
+    assert_eq!(status["key_shards"][0]["address"], k[0].as_str(), "shards are named by address");
+    assert_eq!(status["key_shards"][0]["slots"], "0-255");
+    let dashboard = format!("{admin}/dashboard");
+    tokio::task::spawn_blocking({
+        let (dashboard, source) = (dashboard.clone(), k[0].clone());
+        move || check_in_chromium_with(&dashboard, "healthy", &["source exporting", "target importing", &source])
+    })
+    .await
+    .unwrap();
+
+    // Twenty minutes without a step: the shards' records aged in their
+    // databases, read back when they restart.
+    let twenty_minutes = "UPDATE slot_moves SET started_at = started_at - 1200000, updated_at = updated_at - 1200000 \
+                          WHERE step <> $1";
+    for shard in 0..2 {
+        assert_eq!(sql(&cluster.key_database_urls[shard], twenty_minutes, "done").await, 1);
+        cluster.keys[shard].forget_flag("--slots");
+        cluster.keys[shard].restart(&[], &["key-service"]).await;
+    }
+    let status = status_when(&admin, "the move stalls", |s| s["moves_stalled"] == true).await;
+    assert!(status["moving"][0]["step_age_seconds"].as_f64().is_some_and(|age| age >= 1200.0), "{status:#}");
+    let rerun = format!("rerun `pastebin ctl reshard --kind key --from {} --to {}`", k[0], k[1]);
+    tokio::task::spawn_blocking(move || check_in_chromium_with(&dashboard, "healthy", &["STALLED", &rerun]))
+        .await
+        .unwrap();
 }

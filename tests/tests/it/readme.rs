@@ -203,6 +203,8 @@ async fn mtls_block() {
     // The gateway the block left running serves the public API.
     if status.success() {
         wait_for("http://127.0.0.1:8080/healthz", &started).await;
+        // … and the sweeper its dashboard.
+        wait_for("http://127.0.0.1:7090/dashboard/status.json", &started).await;
     }
     // The shards, the gateway and the sweeper outlive the block: stop them whatever it said.
     started.stop().await;

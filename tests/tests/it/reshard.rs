@@ -32,9 +32,13 @@ pub(crate) async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &s
     finished(ctl_reshard_command(cluster, args, failpoints).spawn().expect("run ctl reshard")).await
 }
 
+/// The command given the cluster's shard lists as the gateway is given
+/// them (through the environment, so a test's own flags win).
 pub(crate) fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(testbed_binary());
     command.arg("ctl").arg("reshard").args(args).env("PASTEBIN_FAILPOINTS", failpoints).kill_on_drop(true);
+    command.env("PASTEBIN_KEY_SHARDS", cluster.key_addresses.join(","));
+    command.env("PASTEBIN_PASTE_SHARDS", cluster.paste_addresses.join(","));
     command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     if let Some(tls) = &cluster.tls {
         command.args(tls.client.flags());

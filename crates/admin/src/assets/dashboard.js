@@ -96,7 +96,7 @@ function renderShards(status) {
   replaceRows(byId("key-shards").tBodies[0], status.key_shards.map((s) => {
     const tr = document.createElement("tr");
     tr.dataset.reachable = String(s.reachable);
-    cell(tr, "K" + s.shard);
+    cell(tr, s.address + " · slots " + s.slots);
     cell(tr, s.reachable ? "yes" : "NO", s.reachable ? "ok" : "bad");
     cell(tr, formatCount(s.pending), "num");
     cell(tr, formatCount(s.older_than_2s), "num");
@@ -109,7 +109,7 @@ function renderShards(status) {
     const li = document.createElement("li");
     li.dataset.reachable = String(s.reachable);
     li.className = s.reachable ? "ok" : "bad";
-    li.textContent = "P" + s.shard + (s.reachable ? " reachable" : " UNREACHABLE — its stale keys stay pending");
+    li.textContent = s.address + " · slots " + s.slots + (s.reachable ? " · reachable" : " · UNREACHABLE — its stale keys stay pending");
     return li;
   }));
   byId("open-reports").textContent = status.open_reports === null
@@ -117,17 +117,33 @@ function renderShards(status) {
     : "Open reports: " + status.open_reports + (status.open_reports > 0 ? " — list them with: pastebin ctl reports" : "");
 }
 
+// Every move the shards have recorded, in any step, with its age; one
+// that has made no step for longer than its threshold is STALLED, with
+// the command that finishes or undoes it.
 function renderMoves(status) {
   const moves = status.moving || [];
+  document.body.dataset.movesStalled = String(Boolean(status.moves_stalled));
+  byId("moves-note").textContent = "Any step, with its age. Stalled: no step for " +
+    formatAge(status.move_stalled_after_seconds) + ", or " + formatAge(status.move_unserved_after_seconds) +
+    " with its slots frozen (their creates answer 503).";
   byId("moving").replaceChildren(...(moves.length === 0 ? [null] : moves).map((m) => {
     const li = document.createElement("li");
     if (m === null) {
       li.textContent = "none";
       return li;
     }
-    li.className = "warn";
-    li.textContent = (m.kind === "key" ? "K" : "P") + m.shard + ": slots " + m.frozen +
-      " frozen while they move (their creates wait; pending keys there may age until it switches)";
+    li.className = m.stalled ? "bad" : "warn";
+    li.dataset.stalled = String(m.stalled);
+    li.dataset.steps = m.steps.join(", ");
+    let text = "move " + m.move_id + ": " + m.kind + " slots " + m.slots + " from " + m.source + " to " + m.target +
+      " · " + m.steps.join(", ") + " · started " + formatAge(m.age_seconds) + " ago, last step " +
+      formatAge(m.step_age_seconds) + " ago";
+    if (m.frozen) text += " · slots " + m.frozen + " frozen: their creates wait";
+    if (m.stalled) {
+      text += " · STALLED (no step for over " + formatAge(m.stalled_after_seconds) + "): rerun `pastebin ctl reshard --kind " +
+        m.kind + " --from " + m.source + " --to " + m.target + "` to finish it, or the same with --abandon to undo it";
+    }
+    li.textContent = text;
     return li;
   }));
 }
@@ -143,10 +159,10 @@ function renderRounds(status) {
     const tr = document.createElement("tr");
     cell(tr, formatTime(r.at));
     for (const n of [r.examined, r.marked_done, r.aborted, r.already_resolved, r.skipped_unreachable,
-                     r.key_shards_unreachable, r.retired_keys, r.expired_pastes, r.reaped_objects]) {
+                     r.key_shards_unreachable, r.retired_keys, r.expired_pastes, r.reaped_objects, r.errors]) {
       cell(tr, formatCount(n), "num");
     }
-    if (r.skipped_unreachable > 0 || r.key_shards_unreachable > 0) tr.className = "bad";
+    if (r.skipped_unreachable > 0 || r.key_shards_unreachable > 0 || r.errors > 0) tr.className = "bad";
     return tr;
   }));
 }
@@ -174,14 +190,16 @@ function svg(name, attributes) {
 // horizontal dashed lines at fixed values (the card's 2 s and 60 s).
 function plot(element, now, history, series, guides, unit) {
   const width = 640, height = 180, left = 56, right = 8, top = 8, bottom = 22;
-  let max = Math.max(...guides, 1);
-  for (const s of series) for (const v of s.values) max = Math.max(max, v);
-  max *= 1.1;
+  let highest = Math.max(...guides, 1);
+  for (const s of series) for (const v of s.values) highest = Math.max(highest, v);
+  // Counts are whole: an even top tick keeps the three labels whole and distinct.
+  if (unit !== "s") highest = Math.max(2, Math.ceil(highest / 2) * 2);
+  const max = highest * 1.1;
   const x = (at) => left + ((at - (now - WINDOW_MS)) / WINDOW_MS) * (width - left - right);
   const y = (v) => top + (1 - v / max) * (height - top - bottom);
   const children = [];
   children.push(svg("rect", { x: left, y: top, width: width - left - right, height: height - top - bottom, class: "frame" }));
-  for (const tick of [0, max / 2, max / 1.1]) {
+  for (const tick of [0, highest / 2, highest]) {
     children.push(svg("line", { x1: left, x2: width - right, y1: y(tick), y2: y(tick), class: "grid" }));
     const label = svg("text", { x: left - 6, y: y(tick) + 4, class: "axis", "text-anchor": "end" });
     label.textContent = unit === "s" ? formatAxisAge(tick) : formatCount(Math.round(tick));

@@ -1,0 +1,89 @@
+//! How the rest of the deployment lives with slot moves
+//! (docs/design.md#moving-slots): recovery goes on for every slot a stopped
+//! move has not frozen, and callers follow a move between the shards that
+//! answer while an unrelated shard is down.
+
+use std::time::Duration;
+
+use pastebin_core::{IdempotencyKey, KeyState, ManualClock, SlotRange};
+use pastebin_tests::{
+    api::{create, new_key},
+    cluster::{scalar, Cluster, ClusterOptions},
+};
+
+use crate::reshard::{ctl_reshard, move_args};
+
+/// A key whose slot is in `slots`, as a client would send it.
+fn key_in(slots: SlotRange) -> pastebin_keys::NewKey {
+    loop {
+        let new = pastebin_tests::shards::new_key("{\"id\":\"x\"}");
+        if slots.contains(new.key.slot()) {
+            return new;
+        }
+    }
+}
+
+/// A move stopped right after its freeze holds back the stale pending keys
+/// of its own slots only: the sweeper's page holds keys of both, and the
+/// others are decided in the same round (K's `ApplyVerdicts` applies them
+/// and returns the frozen ones untouched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_slot_holds_back_only_its_own_stale_keys() {
+    let cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let keys = cluster.key_client(0);
+    let (served, frozen) = (key_in("0-127".parse().unwrap()), key_in("128-255".parse().unwrap()));
+    for new in [&served, &frozen] {
+        keys.begin(new).await.unwrap();
+    }
+    let k = &cluster.key_addresses;
+    let failpoint = pastebin_ctl::reshard::failpoint::AFTER_FREEZE;
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], "128-255"), failpoint).await;
+    assert!(!ok && output.contains(&format!("failpoint {failpoint}")), "{output}");
+    assert_eq!(keys.describe().await.unwrap().frozen, Some("128-255".parse().unwrap()), "the move stopped frozen");
+
+    cluster.age_pending_keys(Duration::from_secs(120)).await;
+    let sweeper = cluster.sweeper(ManualClock::starting_at(chrono::Utc::now())).await;
+    let report = sweeper.recover_stale().await;
+    // Neither paste was ever written: the fence tombstones both ids, and
+    // the verdict for both is "aborted".
+    let state = |new: &pastebin_keys::NewKey| {
+        let keys = keys.clone();
+        let key = new.key;
+        async move { keys.get(&key).await.unwrap().expect("the key is stored").state }
+    };
+    assert_eq!(state(&served).await, KeyState::Aborted, "the served slot's key is decided: {report:?}");
+    assert_eq!(state(&frozen).await, KeyState::Pending, "the frozen slot's key waits for the move: {report:?}");
+}
+
+/// Each shard is the authority for its own slots: after K0 gave all its
+/// slots to K2, the gateway's creates for them reach K2 although K1 (which
+/// owns the other half and has nothing to do with the move) is down. Before,
+/// a gateway kept its old map while any shard was silent, and every create
+/// in the moved slots ended 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_follow_a_move_while_an_unrelated_shard_is_down() {
+    let mut cluster = Cluster::start(ClusterOptions { key_shards: 2, empty_key_shards: 1, ..Default::default() }).await;
+    cluster.keys[1].kill().await;
+    let k = cluster.key_addresses.clone();
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[2], "0-127"), "").await;
+    assert!(ok && output.contains("done: slots 0-127 moved"), "{output}");
+
+    let moved: SlotRange = "0-127".parse().unwrap();
+    let mut created = 0;
+    while created < 5 {
+        let key = new_key();
+        if !moved.contains(IdempotencyKey::parse(&key).unwrap().slot()) {
+            continue;
+        }
+        let answer = create(&cluster.http, Some(&key), "after the move").await.unwrap();
+        assert_eq!(answer.status, 201, "a create in a moved slot reaches its new owner: {}", answer.body);
+        created += 1;
+    }
+    let on_k2 = scalar(&cluster.key_database_urls[2], "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await;
+    assert_eq!(on_k2, 5, "the creates are on the new owner");
+    // The first of them was refused by K0 and followed the move: a create
+    // that answered 201 logs no ERROR.
+    let logs = cluster.gateway.logs();
+    assert!(logs.contains("following it"), "the gateway followed the move: {logs}");
+    assert!(!logs.contains("ERROR"), "a create that answered 201 logged an error: {logs}");
+}

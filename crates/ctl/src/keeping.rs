@@ -53,9 +53,9 @@ struct ReportedRow {
     last_reported_at: String,
     age_seconds: f64,
     size: u64,
-    /// Whether the content is a client-side encrypted envelope; `null`: this
-    /// instance stores no such flag.
-    encrypted: Option<bool>,
+    /// Whether the content is a sealed paste's envelope, which the server
+    /// cannot read (docs/api.md#sealed-pastes).
+    encrypted: bool,
     recent: Vec<RecentReport>,
 }
 
@@ -109,7 +109,7 @@ pub async fn reports(
                 row.last_reported_at.clone(),
                 age(row.age_seconds),
                 row.size.to_string(),
-                row.encrypted.map_or("unknown".into(), |e| if e { "yes" } else { "no" }.into()),
+                if row.encrypted { "yes" } else { "no" }.into(),
                 last.map_or(String::new(), |report| {
                     let note = report.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default();
                     format!("{}{note}", report.reason).replace(['\r', '\n'], " ")
@@ -139,7 +139,7 @@ fn row(paste: ReportedPaste, now: chrono::DateTime<chrono::Utc>) -> ReportedRow 
         last_reported_at: at(paste.last_reported_at),
         age_seconds: seconds_between(paste.created_at, now),
         size: paste.size,
-        encrypted: None,
+        encrypted: paste.sealed,
         recent: paste
             .recent
             .into_iter()

@@ -453,8 +453,9 @@ impl Gateway {
             max_content_bytes: settings.max_content_bytes as u64,
             expiry: PublishedExpiry::of(&settings.expiry),
             burn_after_reading: true,
-            // Sealed pastes are a client's envelope; this gateway stores none yet.
-            encryption: false,
+            // Sealed pastes (docs/api.md#sealed-pastes): the page and the
+            // client encrypt; this gateway stores their envelopes.
+            encryption: true,
             create_tokens_required: settings.create_tokens_file.is_some(),
             create_rate_limit: settings
                 .create_rate_limit

@@ -116,6 +116,7 @@ pub(crate) fn reported_to_pb(paste: ReportedPaste) -> pb::ReportedPaste {
         size: paste.size,
         report_count: paste.report_count,
         last_reported_at_ms: to_millis(paste.last_reported_at),
+        sealed: paste.sealed,
         recent: paste
             .recent
             .into_iter()
@@ -135,6 +136,7 @@ pub(crate) fn reported_from_pb(raw: pb::ReportedPaste) -> Result<ReportedPaste, 
         size: raw.size,
         report_count: raw.report_count,
         last_reported_at: from_millis(raw.last_reported_at_ms),
+        sealed: raw.sealed,
         recent: raw
             .recent
             .into_iter()

@@ -111,6 +111,8 @@ pub struct ReportedPaste {
     pub size: u64,
     pub report_count: u64,
     pub last_reported_at: DateTime<Utc>,
+    /// A sealed paste: the server holds an envelope it cannot read.
+    pub sealed: bool,
     /// The last few, newest first.
     pub recent: Vec<Report>,
 }

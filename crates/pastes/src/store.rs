@@ -241,7 +241,7 @@ impl PasteStore {
             ReportOrder::Most => "report_count DESC, last_reported_at DESC, id",
         };
         let sql = format!(
-            "SELECT id, created_at, size, report_count, last_reported_at, reports FROM pastes
+            "SELECT id, created_at, size, report_count, last_reported_at, reports, sealed FROM pastes
               WHERE report_count > 0 AND state = 'live' AND expires_at > $1 ORDER BY {order_by} LIMIT $2"
         );
         let rows = self
@@ -260,6 +260,7 @@ impl PasteStore {
                     last_reported_at: from_millis(
                         row.try_get::<Option<i64>, _>("last_reported_at")?.ok_or_else(|| corrupt("last_reported_at"))?,
                     ),
+                    sealed: row.try_get::<i64, _>("sealed")? != 0,
                     recent: reports_from(row.try_get("reports")?)?,
                 })
             })

@@ -145,14 +145,41 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
     let reasons: Vec<&str> = pastes[0]["recent"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
     assert_eq!(reasons, ["malware", "other", "spam"], "newest first: the page's, gRPC's, then the API's");
     assert_eq!(pastes[0]["recent"][0]["note"], "from the browser");
+    assert_eq!(pastes[0]["encrypted"], false, "a plain paste: {listed}");
     assert!(!out.contains(&quiet));
+
+    // A sealed paste is reported as encrypted: the operator knows the server cannot read it.
+    let sealed = pastebin_sealed::seal(b"nobody reads me here", None).expect("seal");
+    let made = Client::new()
+        .post(format!("{}/api/v1/pastes", cluster.http))
+        .header("Idempotency-Key", new_key())
+        .header("Content-Type", pastebin_sealed::MEDIA_TYPE)
+        .body(sealed.envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let sealed_id = made.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let reported = Client::new()
+        .post(format!("{}/api/v1/pastes/{sealed_id}/reports", cluster.http))
+        .json(&json!({ "reason": "illegal" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reported.status(), StatusCode::CREATED);
+    let (_, out, _) = ctl(&cluster, &["reports", "--json"]).await;
+    let listed: Value = serde_json::from_str(&out).expect("reports --json is JSON");
+    let sealed_row = listed["pastes"].as_array().unwrap().iter().find(|p| p["id"] == sealed_id.as_str()).cloned();
+    assert_eq!(sealed_row.expect("the sealed paste is listed")["encrypted"], true, "{listed}");
+    assert_eq!(listed["open_reports"], 4, "{listed}");
+
     let (_, table, _) = ctl(&cluster, &["reports", "--order", "most"]).await;
-    assert!(table.starts_with("open reports: 3") && table.contains(&id), "{table}");
+    assert!(table.starts_with("open reports: 4") && table.contains(&id), "{table}");
     // A takedown closes the paste's reports.
     let (exit, _, err) = ctl(&cluster, &["takedown", &id, "--reason", "spam"]).await;
     assert_eq!(exit, pastebin_ctl::Exit::Ok, "{err}");
     let (_, out, _) = ctl(&cluster, &["reports", "--json"]).await;
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["open_reports"], 0, "{out}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["open_reports"], 1, "only the sealed paste's: {out}");
 }
 
 fn up_args(data: &Path, extra: &[&str]) -> Vec<String> {
@@ -239,7 +266,7 @@ async fn the_operators_expiry_choices_are_all_the_page_offers_and_the_api_takes_
                 "never_allowed": true
             },
             "burn_after_reading": true,
-            "encryption": false,
+            "encryption": true,
             "create_tokens_required": false,
             "create_rate_limit": { "count": 100, "period_seconds": 60 },
             "report_reasons": ["spam", "malware", "illegal", "personal-data", "other"]

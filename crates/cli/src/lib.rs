@@ -58,7 +58,8 @@ pub enum Command {
     Sweeper(SweeperCommand),
     /// Run everything in one process on the embedded default: SQLite shards,
     /// a local object directory, the gateway. K and P listen only on Unix sockets in the data directory.
-    Up(up::UpArgs),
+    // Boxed, like the gateway's: its flags include the gateway's.
+    Up(Box<up::UpArgs>),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
     /// Operator tools: stale pendings, recover one key, reconcile, stats.
@@ -213,7 +214,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::PasteService(args) => with_drain_timeout(run_paste_service(args), drain_timeout).await,
             Command::Gateway(args) => with_drain_timeout(run_gateway(*args), drain_timeout).await,
             Command::Sweeper(args) => with_drain_timeout(run_sweeper(args), drain_timeout).await,
-            Command::Up(args) => with_drain_timeout(up::run(args), drain_timeout).await,
+            Command::Up(args) => with_drain_timeout(up::run(*args), drain_timeout).await,
             Command::Bench(args) => pastebin_bench::run(args).await,
             Command::Ctl(args) => match pastebin_ctl::run(args).await? {
                 0 => Ok(()),

@@ -210,7 +210,7 @@ pub fn label(seconds: u64) -> String {
     }
     // Weeks only when a day count would not read better (30d, not 4w2d).
     for (size, unit) in UNITS {
-        if seconds % size == 0 && !(unit == "w" && seconds % (30 * 86_400) == 0) {
+        if seconds.is_multiple_of(size) && !(unit == "w" && seconds.is_multiple_of(30 * 86_400)) {
             return format!("{}{unit}", seconds / size);
         }
     }

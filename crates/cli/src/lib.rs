@@ -364,8 +364,12 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     }
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
-    let gateway =
-        args.gateway.gateway(slots.clone(), objects, http.local_addr()?, pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD)?;
+    let gateway = args.gateway.gateway(
+        slots.clone(),
+        objects,
+        http.local_addr()?,
+        pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD,
+    )?;
     // Before serving (connections wait in the listen queue meanwhile), so the
     // first health answer is already what the shards and the store said.
     let parts = gateway.clone();

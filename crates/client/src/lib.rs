@@ -22,8 +22,8 @@ mod server;
 mod trust;
 
 pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
-pub use get::GetArgs;
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
+pub use get::GetArgs;
 pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem};
 pub use retry::RetryPolicy;
 pub use server::{CreateFailure, DeleteFailure, Server, DEFAULT_SERVER};

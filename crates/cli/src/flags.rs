@@ -94,7 +94,9 @@ impl ExpiryArgs {
         let choices = (!self.expiry_choices.is_empty()).then(|| self.expiry_choices.clone());
         pastebin_core::ExpiryPolicy::new(choices, self.default_expiry, Some(self.max_expiry), self.allow_never_expire)
             .map_err(|rule| {
-                anyhow::anyhow!("{rule}: check --expiry-choices, --default-expiry, --max-expiry and --allow-never-expire")
+                anyhow::anyhow!(
+                    "{rule}: check --expiry-choices, --default-expiry, --max-expiry and --allow-never-expire"
+                )
             })
     }
 }

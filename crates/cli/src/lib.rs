@@ -58,7 +58,7 @@ pub enum Command {
     Sweeper(SweeperCommand),
     /// Run everything in one process on the embedded default: SQLite shards,
     /// a local object directory, the gateway. K and P listen only on Unix sockets in the data directory.
-    // Boxed, as the gateway is: it takes every part's flags.
+    // Boxed, like the gateway's: its flags include the gateway's.
     Up(Box<up::UpArgs>),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
@@ -364,8 +364,12 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     }
     let http = bind(args.gateway.http, "gateway-http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
-    let gateway =
-        args.gateway.gateway(slots.clone(), objects, http.local_addr()?, pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD)?;
+    let gateway = args.gateway.gateway(
+        slots.clone(),
+        objects,
+        http.local_addr()?,
+        pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD,
+    )?;
     // Before serving (connections wait in the listen queue meanwhile), so the
     // first health answer is already what the shards and the store said.
     let parts = gateway.clone();

@@ -18,9 +18,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use pastebin_core::{
-    Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, LimitError, SystemClock,
-};
+use pastebin_core::{Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, LimitError, SystemClock};
 
 use crate::{
     journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey, Scan, SubjectLock},

@@ -118,8 +118,7 @@ struct Fetched {
 }
 
 pub async fn run(args: GetArgs) -> anyhow::Result<i32> {
-    if args.paste.starts_with("grpc://") || (!args.paste.contains("://") && args.client.server.starts_with("grpc://"))
-    {
+    if args.paste.starts_with("grpc://") || (!args.paste.contains("://") && args.client.server.starts_with("grpc://")) {
         bail!("`pastebin get` reads over HTTP(S): give the paste's https:// link, or an http(s):// --server");
     }
     let target = Target::parse(&args.paste, &args.client.server)?;

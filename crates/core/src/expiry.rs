@@ -125,12 +125,18 @@ impl ExpiryPolicy {
             None => None,
         };
         let default_seconds = default_seconds.unwrap_or_else(|| match &choices {
-            Some(choices) => choices.iter().copied().filter(|&s| s <= Expiry::DEFAULT_SECONDS).max().unwrap_or(choices[0]),
+            Some(choices) => {
+                choices.iter().copied().filter(|&s| s <= Expiry::DEFAULT_SECONDS).max().unwrap_or(choices[0])
+            }
             None => Expiry::DEFAULT_SECONDS.min(max_seconds),
         });
         let policy = Self { choices, default_seconds, max_seconds, allow_never };
         if policy.admit(Some(default_seconds)).is_err() {
-            return Err(format!("the default expiry {} is not allowed: it must be {}", label(default_seconds), policy.allowed()));
+            return Err(format!(
+                "the default expiry {} is not allowed: it must be {}",
+                label(default_seconds),
+                policy.allowed()
+            ));
         }
         Ok(policy)
     }

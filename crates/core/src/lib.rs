@@ -31,7 +31,9 @@ mod token;
 
 pub use attributes::{AttributeError, FileName, Language, MediaType, PasteAttributes};
 pub use clock::{saturating_ago, Clock, ManualClock, SystemClock};
-pub use expiry::{is_never, label as lifetime_label, never_expires_at, parse_lifetime, Expiry, ExpiryError, ExpiryPolicy};
+pub use expiry::{
+    is_never, label as lifetime_label, never_expires_at, parse_lifetime, Expiry, ExpiryError, ExpiryPolicy,
+};
 pub use key::{IdempotencyKey, KeyError, KeyHash, PasteOrigin};
 pub use limits::{LimitError, PublishedExpiry, PublishedLimits, PublishedRate, TooLarge};
 pub use lost_commits::LostCommits;

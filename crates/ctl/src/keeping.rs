@@ -125,9 +125,9 @@ pub async fn reports(
 fn sort(pastes: &mut [ReportedPaste], order: ReportOrder) {
     match order {
         ReportOrder::Newest => pastes.sort_by_key(|paste| std::cmp::Reverse(paste.last_reported_at)),
-        ReportOrder::Most => pastes.sort_by(|a, b| {
-            b.report_count.cmp(&a.report_count).then(b.last_reported_at.cmp(&a.last_reported_at))
-        }),
+        ReportOrder::Most => {
+            pastes.sort_by(|a, b| b.report_count.cmp(&a.report_count).then(b.last_reported_at.cmp(&a.last_reported_at)))
+        }
     }
 }
 

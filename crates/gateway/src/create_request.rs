@@ -244,9 +244,7 @@ fn query_expiry(
     policy: &pastebin_core::ExpiryPolicy,
 ) -> Result<Option<u64>, ()> {
     match query {
-        Ok(Query(CreateQuery { expires_in_seconds: Some(seconds) })) if policy.admit(Some(seconds)).is_err() => {
-            Err(())
-        }
+        Ok(Query(CreateQuery { expires_in_seconds: Some(seconds) })) if policy.admit(Some(seconds)).is_err() => Err(()),
         Ok(Query(query)) => Ok(query.expires_in_seconds),
         Err(_) => Err(()),
     }

@@ -125,8 +125,8 @@ pub(crate) fn lifetime_words(seconds: u64) -> String {
 /// A size in words: `1 MiB`, `512 KiB`, `100 bytes`.
 pub(crate) fn size_words(bytes: usize) -> String {
     match bytes {
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b if b >= 1 << 20 && b.is_multiple_of(1 << 20) => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b.is_multiple_of(1 << 10) => format!("{} KiB", b >> 10),
         b => format!("{b} bytes"),
     }
 }

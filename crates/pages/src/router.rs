@@ -228,14 +228,16 @@ async fn report_from_form(
 ) -> Response {
     let Ok(Form(fields)) = form else {
         const NO_REASON: &str = "the form must send a reason";
-        return with_error_line(page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(NO_REASON))), NO_REASON);
+        return with_error_line(
+            page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(NO_REASON))),
+            NO_REASON,
+        );
     };
     match pages.gateway.report(pastebin_edge::refusals::Protocol::Http, client, &id, &fields.reason, fields.note.as_deref()).await {
         Ok(_) => page_response(StatusCode::OK, html::report_received(&id)),
-        Err(ApiError::InvalidRequest(problem)) => with_error_line(
-            page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(&problem))),
-            &problem,
-        ),
+        Err(ApiError::InvalidRequest(problem)) => {
+            with_error_line(page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(&problem))), &problem)
+        }
         Err(error) => error_page(&error),
     }
 }

@@ -79,7 +79,8 @@ impl PasteClient {
 
     /// See [`crate::PasteStore::take_down`]; `operator` names who asked, for the audit log.
     pub async fn take_down(&self, id: &PasteId, reason: &str, operator: &str) -> Result<TakedownOutcome, CallError> {
-        let request = pb::TakeDownRequest { id: id.to_string(), reason: reason.to_owned(), operator: operator.to_owned() };
+        let request =
+            pb::TakeDownRequest { id: id.to_string(), reason: reason.to_owned(), operator: operator.to_owned() };
         let reply = self.inner.clone().take_down(self.deadline.request(request)).await?.into_inner();
         convert::takedown_from_pb(reply.outcome).map_err(bad_reply)
     }

@@ -88,7 +88,9 @@ pub enum BurnClaim {
 pub enum PasteRead {
     Live(PasteRow),
     /// Taken down by the operator, for this reason (readers get 410 with it).
-    RemovedByOperator { reason: String },
+    RemovedByOperator {
+        reason: String,
+    },
     /// Never made, expired, deleted, burned or aborted: all alike to a reader.
     Missing,
 }

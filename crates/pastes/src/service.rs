@@ -1,6 +1,6 @@
 use pastebin_core::{to_millis, DeleteToken, DeleteTokenHash, PasteId, ReportReason, MAX_TAKEDOWN_REASON_CHARS};
-use pastebin_runtime::metrics as names;
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
+use pastebin_runtime::metrics as names;
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
     grpc::{store_status, StoreFailure},

@@ -258,7 +258,8 @@ impl PasteStore {
                     report_count: u64::try_from(row.try_get::<i64, _>("report_count")?)
                         .map_err(|_| corrupt("report_count"))?,
                     last_reported_at: from_millis(
-                        row.try_get::<Option<i64>, _>("last_reported_at")?.ok_or_else(|| corrupt("last_reported_at"))?,
+                        row.try_get::<Option<i64>, _>("last_reported_at")?
+                            .ok_or_else(|| corrupt("last_reported_at"))?,
                     ),
                     sealed: row.try_get::<i64, _>("sealed")? != 0,
                     recent: reports_from(row.try_get("reports")?)?,

@@ -267,13 +267,22 @@ async fn over_grpc_an_unavailable_create_is_adopted_by_the_next_run() {
 #[tokio::test]
 async fn a_refused_paste_is_not_left_pending() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
-    let state = tempfile::tempdir().unwrap();
-    let (client, _) = client(&cluster.http, state.path(), 3);
     let too_large = "x".repeat(1024 * 1024 + 1);
-    let refused = client.paste(save("big.log", &too_large)).await.unwrap_err();
+    // Over gRPC the server publishes no limits: it refuses, and the record is marked refused.
+    let state = tempfile::tempdir().unwrap();
+    let (over_grpc, _) = client(&cluster.grpc.replacen("http://", "grpc://", 1), state.path(), 3);
+    let refused = over_grpc.paste(save("big.log", &too_large)).await.unwrap_err();
     let PasteError::Refused { key, failure, .. } = &refused else { panic!("expected a refusal, got {refused}") };
-    assert!(failure.to_string().contains("content_too_large"), "{failure}");
-    assert!(matches!(client.journal().read(key).unwrap().state, IntentState::Rejected { .. }));
-    assert!(client.resume().await.unwrap().finished.is_empty(), "nothing pending to resume");
+    assert!(failure.to_string().contains("content exceeds the limit"), "{failure}");
+    assert!(matches!(over_grpc.journal().read(key).unwrap().state, IntentState::Rejected { .. }));
+    assert!(over_grpc.resume().await.unwrap().finished.is_empty(), "nothing pending to resume");
+    // Over HTTP the client reads the published limits and refuses before it
+    // journals or sends anything, in the server's words.
+    let state = tempfile::tempdir().unwrap();
+    let (over_http, _) = client(&cluster.http, state.path(), 3);
+    let refused = over_http.paste(save("big.log", &too_large)).await.unwrap_err();
+    assert!(matches!(refused, PasteError::OverLimit(_)), "{refused}");
+    assert_eq!(refused.to_string(), "content exceeds the limit of 1048576 bytes");
+    assert!(over_http.scan().unwrap().records.is_empty(), "nothing journaled");
     assert_eq!(cluster.key_rows().await, 0);
 }

@@ -584,7 +584,10 @@ async fn curl_gets_errors_as_one_line_and_the_missing_key_names_its_header() {
     assert_eq!(as_text.headers()[header::CONTENT_TYPE], "text/plain; charset=utf-8");
     let line = as_text.text().await.unwrap();
     assert!(line.ends_with('\n') && line.lines().count() == 1, "one line of text: {line:?}");
-    assert!(line.contains("Idempotency-Key") && line.contains("/proc/sys/kernel/random/uuid"), "names the header and shows how: {line}");
+    assert!(
+        line.contains("Idempotency-Key") && line.contains("/proc/sys/kernel/random/uuid"),
+        "names the header and shows how: {line}"
+    );
     // A JSON client keeps the envelope, with the same message.
     let as_json: Value = no_key("application/json").await.unwrap().json().await.unwrap();
     assert_eq!(error_code(&as_json), "invalid_idempotency_key");

@@ -123,7 +123,8 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
         .unwrap();
     assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "an unknown reason stores nothing");
 
-    let mut api = pastebin_proto::api::v1::paste_api_client::PasteApiClient::connect(cluster.grpc.clone()).await.unwrap();
+    let mut api =
+        pastebin_proto::api::v1::paste_api_client::PasteApiClient::connect(cluster.grpc.clone()).await.unwrap();
     let over_grpc = pastebin_proto::api::v1::ReportPasteRequest {
         id: id.clone(),
         reason: "other".into(),
@@ -142,7 +143,8 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
     assert_eq!(pastes[0]["id"], id.as_str());
     assert_eq!(pastes[0]["reports"], 3);
     assert_eq!(pastes[0]["size"], "buy cheap watches".len());
-    let reasons: Vec<&str> = pastes[0]["recent"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
+    let reasons: Vec<&str> =
+        pastes[0]["recent"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
     assert_eq!(reasons, ["malware", "other", "spam"], "newest first: the page's, gRPC's, then the API's");
     assert_eq!(pastes[0]["recent"][0]["note"], "from the browser");
     assert_eq!(pastes[0]["encrypted"], false, "a plain paste: {listed}");
@@ -227,8 +229,12 @@ async fn the_operators_expiry_choices_are_all_the_page_offers_and_the_api_takes_
     let (_up, http) = start_up(data.path(), &policy).await;
 
     let (_, page) = read(&format!("{http}/"), "text/html").await;
-    let offered: Vec<&str> =
-        page.split("<option value=\"").skip(1).filter_map(|o| o.split('"').next()).filter(|v| v.parse::<u64>().is_ok()).collect();
+    let offered: Vec<&str> = page
+        .split("<option value=\"")
+        .skip(1)
+        .filter_map(|o| o.split('"').next())
+        .filter(|v| v.parse::<u64>().is_ok())
+        .collect();
     assert_eq!(offered, ["600", "3600", "86400", "0"], "exactly the operator's choices, then never");
     assert!(page.contains("<option value=\"3600\" selected>1 hour</option>"), "the default is selected");
     assert!(page.contains("Up to 2 KiB per paste."), "the size limit is shown before anyone pastes");
@@ -340,6 +346,30 @@ async fn pastebin_get_round_trips_text_and_binary_and_asks_before_a_burn() {
     let again = pastebin(&["get", &burn_id, "--server", &http, "--yes"], state.path()).await;
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("no such paste"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takedowns_and_reports_are_counted_where_p_runs() {
+    let data = tempfile::tempdir().unwrap();
+    let (up, http) = start_up(data.path(), &[]).await;
+    let (_, body, _) = create(&http, &new_key(), json!({ "content": "counted" })).await;
+    let id = serde_json::from_str::<Value>(&body).unwrap()["id"].as_str().unwrap().to_owned();
+    let report = Client::new().post(format!("{http}/api/v1/pastes/{id}/reports")).json(&json!({ "reason": "illegal" }));
+    assert_eq!(report.send().await.unwrap().status(), StatusCode::CREATED);
+    let state = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap();
+    let taken = pastebin(
+        &["ctl", "--data-dir", data_dir, "takedown", &format!("{http}/{id}"), "--reason", "court order"],
+        state.path(),
+    )
+    .await;
+    assert!(taken.status.success(), "{}", String::from_utf8_lossy(&taken.stderr));
+    let metrics = reqwest::get(format!("http://{}/metrics", up.address("admin"))).await.unwrap().text().await.unwrap();
+    assert!(metrics.lines().any(|l| l == "pastebin_takedowns_total 1"), "{metrics}");
+    assert!(metrics.lines().any(|l| l == r#"pastebin_reports_total{reason="illegal"} 1"#), "{metrics}");
+    let (status, body) = read(&format!("{http}/raw/{id}"), "*/*").await;
+    assert_eq!((status, body.contains("court order")), (StatusCode::GONE, true), "{body}");
+    assert!(up.logs().contains("paste taken down by the operator"), "the audit line");
 }
 
 /// What a user error looks like with RUST_BACKTRACE=1: one line, no frames.

@@ -317,8 +317,11 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     // Group sizes are recorded by SQLite shards' writers only
     // (group_commit::sqlite_group_sizes_are_on_the_admin_listener checks them),
     // a slot move's gauges by the shards in it (reshard.rs checks them), and
-    // durability by each K and P shard (durability.rs checks it).
+    // durability by each K and P shard (durability.rs checks it), takedowns
+    // and reports by the P shard that stored them (keeping.rs checks them).
     let elsewhere = [
+        m::TAKEDOWNS,
+        m::REPORTS,
         m::CREATES,
         m::SAGA_STEP_SECONDS,
         m::PASTES_BURNED,

@@ -169,9 +169,12 @@ pub async fn start_all_in_one(dir: &Path) -> Result<(WeedProcess, String), Strin
         format!("-master.port={master}"),
         format!("-master.port.grpc={master_grpc}"),
         "-master.telemetry=false".into(),
-        // Small volumes, and as many as the disk holds: a test process makes hundreds of buckets.
+        // A test process makes hundreds of buckets, each a volume of its own. `-volume.max=0`
+        // would allow free disk ÷ volume size of them (≈ 200 on 13 GB free, after which
+        // every PUT to a new bucket fails); volumes are not preallocated, so a high count
+        // costs nothing until used (600 buckets: 8 MB on disk, 280 MB of memory).
         "-master.volumeSizeLimitMB=64".into(),
-        "-volume.max=0".into(),
+        "-volume.max=10000".into(),
         format!("-volume.port={volume}"),
         format!("-volume.port.grpc={volume_grpc}"),
         "-volume.preStopSeconds=0".into(),

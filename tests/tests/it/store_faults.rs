@@ -42,6 +42,8 @@ struct Attempt {
     content: String,
     /// The id of a 201, else what it saw instead.
     outcome: Result<String, String>,
+    /// When it was sent, from the start of the load.
+    sent: Duration,
     took: Duration,
 }
 
@@ -70,11 +72,11 @@ async fn a_volume_server_and_the_s3_gateway_killed_under_load_lose_no_paste() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Seen::default()));
+    let started = Instant::now();
     let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| tokio::spawn(create_and_read(cluster.http.clone(), client, stop.clone(), seen.clone())))
+        .map(|client| tokio::spawn(create_and_read(cluster.http.clone(), client, started, stop.clone(), seen.clone())))
         .collect();
 
-    let started = Instant::now();
     let mut timeline = Vec::new();
     let mut mark = |what: &str| timeline.push(format!("{:>5.1} s {what}", started.elapsed().as_secs_f64()));
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -99,9 +101,18 @@ async fn a_volume_server_and_the_s3_gateway_killed_under_load_lose_no_paste() {
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     // One orphan for certain, whatever the faults left: a create whose gateway dies right
     // after its PUT, never retried.
+    // (A PUT that outlives the budget on a slow machine answers 503 instead: that key is
+    // left to recovery like the clients' and never retried, and another is tried.)
     cluster.restart_gateway("after_put").await;
-    let orphaned = create_within(&cluster.http, Some(&new_key()), "orphaned bytes", CREATE_TIMEOUT).await;
-    assert!(orphaned.is_err(), "the gateway dies after the PUT");
+    let mut died = false;
+    for _ in 0..10 {
+        let orphaned = create_within(&cluster.http, Some(&new_key()), "orphaned bytes", CREATE_TIMEOUT).await;
+        if orphaned.is_err() {
+            died = true;
+            break;
+        }
+    }
+    assert!(died, "the gateway never got past a PUT to die after it");
     cluster.restart_gateway("").await;
     // The sweeper, as it runs a minute later (K judges a pending key's age on its clock),
     // and again two hours later for the reaper's age floor.
@@ -162,7 +173,7 @@ async fn a_volume_server_and_the_s3_gateway_killed_under_load_lose_no_paste() {
 
 /// One client: creates pastes with fresh keys until told to stop, and after each 201
 /// reads one of its earlier pastes back.
-async fn create_and_read(http: String, client: usize, stop: Arc<AtomicBool>, seen: Arc<Mutex<Seen>>) {
+async fn create_and_read(http: String, client: usize, started: Instant, stop: Arc<AtomicBool>, seen: Arc<Mutex<Seen>>) {
     let mut mine: Vec<(String, String)> = Vec::new();
     let mut n = 0usize;
     while !stop.load(Ordering::Relaxed) {
@@ -170,6 +181,7 @@ async fn create_and_read(http: String, client: usize, stop: Arc<AtomicBool>, see
         let key = new_key();
         let content = format!("client {client} paste {n}: {}", "x".repeat((client * 37 + n * 11) % 500));
         let began = Instant::now();
+        let sent = began - started;
         let outcome = match create_within(&http, Some(&key), &content, CREATE_TIMEOUT).await {
             Ok(answer) if answer.status == StatusCode::CREATED => {
                 Ok(answer.json()["id"].as_str().expect("a 201 names its paste").to_owned())
@@ -198,7 +210,7 @@ async fn create_and_read(http: String, client: usize, stop: Arc<AtomicBool>, see
             }
             None => {}
         }
-        seen.attempts.push(Attempt { key, content, outcome, took });
+        seen.attempts.push(Attempt { key, content, outcome, sent, took });
     }
 }
 
@@ -269,6 +281,19 @@ fn print_report(seen: &Seen, timeline: &[String]) {
         println!("{line}");
     }
     println!("creates: {} in all, by answer: {outcomes:?}", seen.attempts.len());
+    // What was answered when, in 3-second windows of the load: the faults show where.
+    let mut windows = std::collections::BTreeMap::<u64, (usize, usize)>::new();
+    for attempt in &seen.attempts {
+        let window = windows.entry(attempt.sent.as_secs() / 3 * 3).or_default();
+        if attempt.outcome.is_ok() {
+            window.0 += 1;
+        } else {
+            window.1 += 1;
+        }
+    }
+    for (from, (created, failed)) in windows {
+        println!("  sent {from:>2}-{:>2} s: {created:>3} × 201, {failed:>3} failed", from + 3);
+    }
     println!(
         "create latency: p50 {:?}, p99 {:?}, max {:?}",
         at(0.5),

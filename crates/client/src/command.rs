@@ -434,6 +434,18 @@ mod tests {
         assert_eq!(paste.expires, Some(86_400));
         assert_eq!(paste.client.server, "grpc://h:1");
         assert!(Cli::try_parse_from(["pastebin", "paste", "--resume", "x"]).is_err(), "--resume reads no input");
+        let Top::Client(ClientCommand::Paste(sealed)) =
+            Cli::try_parse_from(["pastebin", "paste", "--encrypt", "--password-file", "pw", "x"]).unwrap().command
+        else {
+            panic!("paste --encrypt")
+        };
+        assert!(sealed.encrypt && sealed.password_file.as_deref() == Some(Path::new("pw")));
+        assert!(Cli::try_parse_from(["pastebin", "paste", "--password-file", "pw", "x"]).is_err(), "only with --encrypt");
+        assert!(Cli::try_parse_from(["pastebin", "paste", "--encrypt", "--media-type", "a/b", "x"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["pastebin", "get", "http://h/0A1b2C3d4E5f6G#k"]).unwrap().command,
+            Top::Client(ClientCommand::Get(_))
+        ));
         let Top::Client(ClientCommand::Delete(delete)) =
             Cli::try_parse_from(["pastebin", "delete", "abc"]).unwrap().command
         else {

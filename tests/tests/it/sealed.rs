@@ -355,6 +355,17 @@ async fn the_server_keeps_an_envelope_opaque_replays_it_and_refuses_what_no_read
     assert_eq!(text(&got.stdout), "sealed over gRPC\n", "{}", text(&got.stderr));
     assert_eq!(cluster.live_pastes().await, 2);
 
+    // `get` prints a plain paste as it is.
+    let plain = client
+        .post(format!("{}/api/v1/pastes", cluster.http))
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .body("plain text\n")
+        .send()
+        .await
+        .unwrap();
+    let plain_url = plain.json::<Value>().await.unwrap()["url"].as_str().unwrap().to_owned();
+    assert_eq!(text(&pastebin(&["get", &plain_url]).await.stdout), "plain text\n");
+
     // Deleted by id with its token, as any paste.
     let token = first["delete_token"].as_str().unwrap();
     let deleted = client

@@ -146,6 +146,8 @@ mod tests {
             }
         );
         assert_eq!(parse_link("http://127.0.0.1:8080/raw/0A1b2C3d4E5f6G#").unwrap().fragment, None);
-        assert!(parse_link("not a link").is_err() && parse_link("ftp://x/y").is_err() && parse_link("http://x/").is_err());
+        assert!(
+            parse_link("not a link").is_err() && parse_link("ftp://x/y").is_err() && parse_link("http://x/").is_err()
+        );
     }
 }

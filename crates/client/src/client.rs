@@ -618,7 +618,13 @@ mod tests {
     }
 
     fn save(content: &str, force_new: bool) -> Save {
-        Save { subject: Subject::named("notes"), content: content.into(), expires_in_seconds: None, force_new, seal: None }
+        Save {
+            subject: Subject::named("notes"),
+            content: content.into(),
+            expires_in_seconds: None,
+            force_new,
+            seal: None,
+        }
     }
 
     fn left_pending(error: PasteError) -> String {

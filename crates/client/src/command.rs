@@ -17,9 +17,9 @@ use pastebin_core::{CreateToken, Expiry};
 
 use crate::{
     client::{Client, Deleted, How, PasteError, Save, Subject},
-    sealed::Seal,
     journal::{Body, IntentState},
     retry::RetryPolicy,
+    sealed::Seal,
     server::DEFAULT_SERVER,
     trust::Trust,
 };
@@ -247,13 +247,7 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
                 } else {
                     "live"
                 };
-                (
-                    answer.id.as_str(),
-                    share_url,
-                    answer.expires_at.as_str(),
-                    !answer.delete_token.is_empty(),
-                    status,
-                )
+                (answer.id.as_str(), share_url, answer.expires_at.as_str(), !answer.delete_token.is_empty(), status)
             }
             IntentState::Pending { .. } => ("-", "-".to_owned(), "-", false, "pending"),
             IntentState::Rejected { .. } => ("-", "-".to_owned(), "-", false, "refused"),
@@ -348,9 +342,14 @@ fn media_type_for(extension: Option<&str>) -> &'static str {
 /// A password from its file: the first line, without its line ending (so
 /// `echo pw > file` and an editor's file mean the same password).
 pub(crate) fn read_password(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the password file {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the password file {}", path.display()))?;
     let password = text.lines().next().unwrap_or_default().to_owned();
-    anyhow::ensure!(!password.is_empty(), "the password file {} is empty: write the password on its first line", path.display());
+    anyhow::ensure!(
+        !password.is_empty(),
+        "the password file {} is empty: write the password on its first line",
+        path.display()
+    );
     Ok(password)
 }
 
@@ -440,6 +439,21 @@ mod tests {
         assert_eq!(paste.expires, Some(86_400));
         assert_eq!(paste.client.server, "grpc://h:1");
         assert!(Cli::try_parse_from(["pastebin", "paste", "--resume", "x"]).is_err(), "--resume reads no input");
+        let Top::Client(ClientCommand::Paste(sealed)) =
+            Cli::try_parse_from(["pastebin", "paste", "--encrypt", "--password-file", "pw", "x"]).unwrap().command
+        else {
+            panic!("paste --encrypt")
+        };
+        assert!(sealed.encrypt && sealed.password_file.as_deref() == Some(Path::new("pw")));
+        assert!(
+            Cli::try_parse_from(["pastebin", "paste", "--password-file", "pw", "x"]).is_err(),
+            "only with --encrypt"
+        );
+        assert!(Cli::try_parse_from(["pastebin", "paste", "--encrypt", "--media-type", "a/b", "x"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["pastebin", "get", "http://h/0A1b2C3d4E5f6G#k"]).unwrap().command,
+            Top::Client(ClientCommand::Get(_))
+        ));
         let Top::Client(ClientCommand::Delete(delete)) =
             Cli::try_parse_from(["pastebin", "delete", "abc"]).unwrap().command
         else {

@@ -134,9 +134,15 @@ pub enum IntentState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     Text(String),
-    Binary { media_type: String, file_name: Option<String>, bytes: Vec<u8> },
+    Binary {
+        media_type: String,
+        file_name: Option<String>,
+        bytes: Vec<u8>,
+    },
     /// An envelope sealed on this machine (docs/api.md#sealed-pastes).
-    Sealed { envelope: Vec<u8> },
+    Sealed {
+        envelope: Vec<u8>,
+    },
 }
 
 impl Body {
@@ -203,11 +209,9 @@ impl IntentState {
         Some(match media_type {
             None if *sealed => Body::Sealed { envelope: decoded()? },
             None => Body::Text(content.clone()),
-            Some(media_type) => Body::Binary {
-                media_type: media_type.clone(),
-                file_name: file_name.clone(),
-                bytes: decoded()?,
-            },
+            Some(media_type) => {
+                Body::Binary { media_type: media_type.clone(), file_name: file_name.clone(), bytes: decoded()? }
+            }
         })
     }
 

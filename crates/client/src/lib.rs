@@ -25,9 +25,9 @@ mod trust;
 
 pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
+pub use get::GetArgs;
 pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey};
 pub use retry::RetryPolicy;
-pub use get::GetArgs;
 pub use sealed::Seal;
 pub use server::{CreateFailure, DeleteFailure, Server, DEFAULT_SERVER};
 pub use trust::Trust;

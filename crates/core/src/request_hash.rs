@@ -142,16 +142,7 @@ mod tests {
         };
         // An extension is only ever written with something in it.
         let extended = media_type.is_some() || file_name.is_some() || burn == 1 || sealed;
-        (burn <= 1 && extended).then_some((
-            content,
-            expires,
-            title,
-            language,
-            media_type,
-            file_name,
-            burn == 1,
-            sealed,
-        ))
+        (burn <= 1 && extended).then_some((content, expires, title, language, media_type, file_name, burn == 1, sealed))
     }
 
     proptest! {

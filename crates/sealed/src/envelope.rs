@@ -94,7 +94,8 @@ impl Envelope {
     /// Parses and checks an envelope: everything a reader needs is there
     /// and in range. Whether it opens is known only to who holds the key.
     pub fn parse(bytes: &[u8]) -> Result<Self, EnvelopeError> {
-        let wire: Wire = serde_json::from_slice(bytes).map_err(|error| EnvelopeError::NotAnEnvelope(where_wrong(&error)))?;
+        let wire: Wire =
+            serde_json::from_slice(bytes).map_err(|error| EnvelopeError::NotAnEnvelope(where_wrong(&error)))?;
         if wire.version != VERSION {
             return Err(EnvelopeError::Version(wire.version));
         }
@@ -127,8 +128,7 @@ impl Envelope {
 
 fn password_params(wire: WirePassword) -> Result<PasswordParams, EnvelopeError> {
     let salt = decode(&wire.salt).and_then(|salt| salt.try_into().ok());
-    let iterations =
-        u32::try_from(wire.iterations).ok().filter(|n| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(n));
+    let iterations = u32::try_from(wire.iterations).ok().filter(|n| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(n));
     match (wire.kdf == KDF, salt, iterations) {
         (true, Some(salt), Some(iterations)) => Ok(PasswordParams { salt, iterations }),
         _ => Err(EnvelopeError::Password),

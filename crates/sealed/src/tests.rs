@@ -32,7 +32,8 @@ fn the_published_vectors_are_what_seal_makes_and_open_reads() {
             salt: vector.salt.as_deref().map_or([0; SALT_BYTES], bytes),
         };
         let password = vector.password.as_deref();
-        let sealed = seal_with(vector.plaintext.as_bytes(), password, vector.iterations.unwrap_or(ITERATIONS), &randomness);
+        let sealed =
+            seal_with(vector.plaintext.as_bytes(), password, vector.iterations.unwrap_or(ITERATIONS), &randomness);
         assert_eq!(String::from_utf8(sealed.envelope.clone()).unwrap(), vector.envelope, "{}", vector.name);
         assert_eq!(sealed.key.to_fragment(), vector.key);
         let opened = open(vector.envelope.as_bytes(), &format!("#{}", vector.key), password).unwrap();

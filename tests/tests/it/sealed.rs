@@ -261,7 +261,8 @@ async fn the_client_seals_once_per_content_resends_the_same_envelope_after_a_cra
     let again = paste_encrypted(&cluster, &state, &file, &[]).await;
     assert_eq!(text(&again.stdout).trim(), link);
     assert!(text(&again.stderr).contains("already pasted"), "{}", text(&again.stderr));
-    let listed = pastebin(&["pastes", "--json", "--state-dir", state.to_str().unwrap(), "--server", &cluster.http]).await;
+    let listed =
+        pastebin(&["pastes", "--json", "--state-dir", state.to_str().unwrap(), "--server", &cluster.http]).await;
     let row: Value = serde_json::from_slice(text(&listed.stdout).lines().next().unwrap().as_bytes()).unwrap();
     assert_eq!(row["url"], link.as_str());
     assert_eq!(cluster.live_pastes().await, 1);
@@ -298,7 +299,8 @@ async fn the_server_keeps_an_envelope_opaque_replays_it_and_refuses_what_no_read
     let conflict = create(resealed.envelope, &key, "?expires_in_seconds=3600").await.unwrap();
     assert_eq!(conflict.status(), 409, "sealing again is a new request: it needs a new key");
 
-    let json: Value = client.get(format!("{}/api/v1/pastes/{id}", cluster.http)).send().await.unwrap().json().await.unwrap();
+    let json: Value =
+        client.get(format!("{}/api/v1/pastes/{id}", cluster.http)).send().await.unwrap().json().await.unwrap();
     assert_eq!(json["sealed"], true);
     let decoded = base64::engine::general_purpose::STANDARD.decode(json["content_base64"].as_str().unwrap()).unwrap();
     assert_eq!(decoded, sealed.envelope);
@@ -348,21 +350,29 @@ async fn the_server_keeps_an_envelope_opaque_replays_it_and_refuses_what_no_read
     std::fs::write(&file, "sealed over gRPC\n").unwrap();
     let grpc = cluster.grpc.replacen("http://", "grpc://", 1);
     let state = dir.path().join("state");
-    let args = ["paste", "--encrypt", file.to_str().unwrap(), "--server", &grpc, "--state-dir", state.to_str().unwrap()];
+    let args =
+        ["paste", "--encrypt", file.to_str().unwrap(), "--server", &grpc, "--state-dir", state.to_str().unwrap()];
     let pasted = pastebin(&args).await;
     assert!(pasted.status.success(), "{}", text(&pasted.stderr));
     let got = pastebin(&["get", text(&pasted.stdout).trim()]).await;
     assert_eq!(text(&got.stdout), "sealed over gRPC\n", "{}", text(&got.stderr));
     assert_eq!(cluster.live_pastes().await, 2);
 
-    // Deleted by id with its token, as any paste.
-    let token = first["delete_token"].as_str().unwrap();
-    let deleted = client
-        .delete(format!("{}/api/v1/pastes/{id}", cluster.http))
-        .bearer_auth(token)
+    // `get` prints a plain paste as it is.
+    let plain = client
+        .post(format!("{}/api/v1/pastes", cluster.http))
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .body("plain text\n")
         .send()
         .await
         .unwrap();
+    let plain_url = plain.json::<Value>().await.unwrap()["url"].as_str().unwrap().to_owned();
+    assert_eq!(text(&pastebin(&["get", &plain_url]).await.stdout), "plain text\n");
+
+    // Deleted by id with its token, as any paste.
+    let token = first["delete_token"].as_str().unwrap();
+    let deleted =
+        client.delete(format!("{}/api/v1/pastes/{id}", cluster.http)).bearer_auth(token).send().await.unwrap();
     assert_eq!(deleted.status(), 204);
     assert_eq!(raw(&cluster, id).await.status(), 404);
 }

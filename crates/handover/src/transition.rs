@@ -286,7 +286,7 @@ fn on_active(guards: Guards, shard: &Shard, active: &Record, request: &Request) 
 fn same_move(guards: Guards, record: &Record, asked: &Identity) -> Result<(), Refusal> {
     match record.identity == *asked || !guards.identity {
         true => Ok(()),
-        false => Err(Refusal::OtherMove { have: record.identity.clone(), asked: asked.clone() }),
+        false => Err(Refusal::OtherMove { have: Box::new(record.identity.clone()), asked: Box::new(asked.clone()) }),
     }
 }
 
@@ -303,7 +303,7 @@ fn fenced(record: &Record, request: &Request) -> Result<Lease, Refusal> {
         return Err(Refusal::Stale { asked: fence.epoch, lease: lease.clone() });
     }
     if (fence.epoch == lease.epoch && fence.holder != lease.holder) || held_by_another {
-        return Err(Refusal::Held { have: record.identity.clone(), lease: lease.clone(), now_ms });
+        return Err(Refusal::Held { have: Box::new(record.identity.clone()), lease: lease.clone(), now_ms });
     }
     Ok(lease_of(fence, now_ms))
 }
@@ -429,7 +429,10 @@ mod tests {
         let second = run(&mut source, request(&m, 2, "run2", 5, Call::Read(None)));
         assert!(matches!(second, Err(Refusal::Held { .. })), "{second:?}");
         run(&mut source, request(&m, 2, "run2", LEASE_MS + 1, Call::Read(None))).unwrap();
-        let first = run(&mut source, request(&m, 1, "run1", LEASE_MS + 2, Call::Release { token: "t".into(), search_first: None }));
+        let first = run(
+            &mut source,
+            request(&m, 1, "run1", LEASE_MS + 2, Call::Release { token: "t".into(), search_first: None }),
+        );
         assert!(matches!(first, Err(Refusal::Stale { .. })), "{first:?}");
     }
 
@@ -438,7 +441,10 @@ mod tests {
         let (mut source, mut target) = frozen();
         let m = identity("B");
         run(&mut source, request(&m, 2, "abandon", LEASE_MS, Call::Abandon)).unwrap();
-        let release = run(&mut source, request(&m, 2, "abandon", LEASE_MS, Call::Release { token: "t".into(), search_first: None }));
+        let release = run(
+            &mut source,
+            request(&m, 2, "abandon", LEASE_MS, Call::Release { token: "t".into(), search_first: None }),
+        );
         assert!(matches!(release, Err(Refusal::Abandoning(_))), "{release:?}");
         run(&mut target, request(&m, 2, "abandon", LEASE_MS, Call::Abandon)).unwrap();
         assert_eq!(run(&mut target, request(&m, 2, "abandon", LEASE_MS, Call::Undo)), Ok(vec![Effect::ClearCopies]));

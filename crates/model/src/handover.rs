@@ -527,7 +527,9 @@ impl Handover {
             (Next::PrepareImport, _) => self.on(state, &run, n, target, Call::PrepareImport),
             (Next::PrepareExport, _) => self.on(state, &run, n, SOURCE, Call::PrepareExport),
             (Next::CopyThenFreeze, _) => self.on(state, &run, n, SOURCE, Call::Freeze),
-            (Next::VerifyThenRelease, _) => self.on(state, &run, n, SOURCE, Call::Release { token: format!("{n}"), search_first: None }),
+            (Next::VerifyThenRelease, _) => {
+                self.on(state, &run, n, SOURCE, Call::Release { token: format!("{n}"), search_first: None })
+            }
             (Next::Take, _) => match state.nodes[SOURCE].view().cloned() {
                 Some(receipt) => self.on(state, &run, n, target, Call::Take { receipt }),
                 None => Err(Failed::Refused),

@@ -326,10 +326,11 @@ impl ShardSlots {
         ownership.publish();
         let state = Arc::new(RwLock::new(ownership));
         let windows = SearchWindows::default();
-        let stored = sqlx::query("SELECT first_slot, last_slot, since, until FROM slot_search_windows WHERE until > $1")
-            .bind(now_ms)
-            .fetch_all(pool)
-            .await?;
+        let stored =
+            sqlx::query("SELECT first_slot, last_slot, since, until FROM slot_search_windows WHERE until > $1")
+                .bind(now_ms)
+                .fetch_all(pool)
+                .await?;
         for row in &stored {
             let slots = stored_range(row.try_get("first_slot")?, row.try_get("last_slot")?)?;
             windows.add(slots, row.try_get("since")?, row.try_get("until")?);

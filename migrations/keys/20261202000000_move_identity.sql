@@ -16,3 +16,15 @@ ALTER TABLE slot_moves ADD COLUMN release_token TEXT;
 -- finished (or abandoned) by the version that began it.
 UPDATE slot_moves SET target = peer WHERE role = 'source';
 UPDATE slot_moves SET source = peer WHERE role = 'target';
+-- The lost-commits window a released move carries (a K shard's
+-- --may-have-lost-commits-since moves with its slots), and the windows this
+-- shard holds for slots, its own or taken with them
+-- (docs/design.md#adopting-after-a-k-loss). Unix milliseconds.
+ALTER TABLE slot_moves ADD COLUMN search_first_since BIGINT;
+ALTER TABLE slot_moves ADD COLUMN search_first_until BIGINT;
+CREATE TABLE slot_search_windows (
+    first_slot  BIGINT  NOT NULL CHECK (first_slot BETWEEN 0 AND 255),
+    last_slot   BIGINT  NOT NULL CHECK (last_slot BETWEEN first_slot AND 255),
+    since       BIGINT  NOT NULL,
+    until       BIGINT  NOT NULL
+);

@@ -291,10 +291,23 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
 
 async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
     let lost = args.lost_commits.announced();
-    run_shard(args.shard, &pastebin_keys::MIGRATIONS, "key-service", ShardKind::Key, |pool, slots, options| {
-        let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock)).with_lost_commits(lost);
-        pastebin_keys::server(store, slots, options)
-    })
+    run_shard(
+        args.shard,
+        &pastebin_keys::MIGRATIONS,
+        "key-service",
+        ShardKind::Key,
+        |pool, slots, options| async move {
+            // The window belongs to the slots this shard owns now: it moves with them.
+            if let (Some(lost), pastebin_core::OwnedSlots::Range(owned)) = (lost, slots.ownership().await.owned) {
+                let (since, until) = (pastebin_core::to_millis(lost.since), lost.search_first_until());
+                slots.hold_window(owned, since, pastebin_core::to_millis(until)).await?;
+            }
+            let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock))
+                .with_lost_commits(lost)
+                .with_search_windows(slots.search_windows());
+            pastebin_keys::server(store, slots, options).await
+        },
+    )
     .await
 }
 

@@ -114,6 +114,11 @@ pub struct Record {
     /// deletes its copies only when the target's record echoes it. Target:
     /// the token it took with.
     pub release_token: Option<String>,
+    /// The lost-commits window (since, until: Unix milliseconds) the source
+    /// held for these slots when it released them: it moves with them, and
+    /// the target searches first for their keys until it ends
+    /// (docs/design.md#adopting-after-a-k-loss).
+    pub search_first: Option<(i64, i64)>,
     /// Unix milliseconds on this shard's clock.
     pub started_at_ms: i64,
     pub updated_at_ms: i64,

@@ -10,7 +10,7 @@ pub enum Refusal {
     /// The call names another move, another peer or other slots than the
     /// one this shard is in.
     #[error("{}", other_move(have, asked))]
-    OtherMove { have: Identity, asked: Identity },
+    OtherMove { have: Box<Identity>, asked: Box<Identity> },
     #[error("this shard has no record of move {0}: check `pastebin ctl reshard --status`")]
     NoMove(String),
     #[error("this shard is the {} of {have}, not its {}", role.as_str(), asked.as_str())]
@@ -32,7 +32,7 @@ pub enum Refusal {
          run is at work; let it finish, or rerun once it has stopped and its lease ran out",
         lease.holder, lease.until_ms, ((lease.until_ms - now_ms).max(0) + 999) / 1000
     )]
-    Held { have: Identity, lease: Lease, now_ms: i64 },
+    Held { have: Box<Identity>, lease: Lease, now_ms: i64 },
     #[error("{0} is being abandoned: rerun with --abandon to finish undoing it")]
     Abandoning(Identity),
     #[error(
@@ -98,7 +98,7 @@ pub fn check_asked(have: &Identity, source: &str, target: &str, slots: Option<Sl
     if asked == *have {
         Ok(())
     } else {
-        Err(Refusal::OtherMove { have: have.clone(), asked })
+        Err(Refusal::OtherMove { have: Box::new(have.clone()), asked: Box::new(asked) })
     }
 }
 

@@ -31,8 +31,9 @@ pub enum Call {
     /// Target: store copies.
     Import,
     /// Source, after the copies were verified: give the slots up to the
-    /// target. `token` is the fresh token the shard drew for its receipt.
-    Release { token: String },
+    /// target. `token` is the fresh token the shard drew for its receipt;
+    /// `search_first`, the lost-commits window it holds for the slots.
+    Release { token: String, search_first: Option<(i64, i64)> },
     /// Target: own the slots, on the source's release receipt (its record).
     Take { receipt: Record },
     /// Source, after the take: delete (a page of) its copies, on the
@@ -144,6 +145,7 @@ fn on_idle(guards: Guards, shard: &Shard, request: &Request) -> Result<Next, Ref
         lease: lease_of(&request.fence, request.now_ms),
         abandoning: false,
         release_token: None,
+        search_first: None,
         started_at_ms: request.now_ms,
         updated_at_ms: request.now_ms,
     };
@@ -208,7 +210,7 @@ fn on_active(guards: Guards, shard: &Shard, active: &Record, request: &Request) 
             in_role(Role::Target)?;
             not_abandoning()?;
         }
-        Call::Release { token } => {
+        Call::Release { token, search_first } => {
             in_role(Role::Source)?;
             not_abandoning()?;
             match active.step {
@@ -216,6 +218,7 @@ fn on_active(guards: Guards, shard: &Shard, active: &Record, request: &Request) 
                     owned = owned.without(active.identity.slots)?;
                     record.step = Step::Released;
                     record.release_token = Some(token.clone());
+                    record.search_first = *search_first;
                     effects.push(Effect::StopRecording);
                 }
                 Step::Released => effects.push(Effect::AlreadyDone),
@@ -237,6 +240,7 @@ fn on_active(guards: Guards, shard: &Shard, active: &Record, request: &Request) 
             owned = owned.with(active.identity.slots)?;
             record.step = Step::Done;
             record.release_token = receipt.release_token.clone();
+            record.search_first = receipt.search_first;
         }
         Call::DeleteCopies { taken } | Call::Finish { taken } => {
             in_role(Role::Source)?;
@@ -282,7 +286,7 @@ fn on_active(guards: Guards, shard: &Shard, active: &Record, request: &Request) 
 fn same_move(guards: Guards, record: &Record, asked: &Identity) -> Result<(), Refusal> {
     match record.identity == *asked || !guards.identity {
         true => Ok(()),
-        false => Err(Refusal::OtherMove { have: record.identity.clone(), asked: asked.clone() }),
+        false => Err(Refusal::OtherMove { have: Box::new(record.identity.clone()), asked: Box::new(asked.clone()) }),
     }
 }
 
@@ -299,7 +303,7 @@ fn fenced(record: &Record, request: &Request) -> Result<Lease, Refusal> {
         return Err(Refusal::Stale { asked: fence.epoch, lease: lease.clone() });
     }
     if (fence.epoch == lease.epoch && fence.holder != lease.holder) || held_by_another {
-        return Err(Refusal::Held { have: record.identity.clone(), lease: lease.clone(), now_ms });
+        return Err(Refusal::Held { have: Box::new(record.identity.clone()), lease: lease.clone(), now_ms });
     }
     Ok(lease_of(fence, now_ms))
 }
@@ -387,7 +391,7 @@ mod tests {
         let unreleased = source.active.clone().unwrap();
         let refused = run(&mut target, request(&m, 1, "run1", 1, Call::Take { receipt: unreleased })).unwrap_err();
         assert!(matches!(refused, Refusal::NoRelease { .. }), "{refused}");
-        run(&mut source, request(&m, 1, "run1", 1, Call::Release { token: "t".into() })).unwrap();
+        run(&mut source, request(&m, 1, "run1", 1, Call::Release { token: "t".into(), search_first: None })).unwrap();
         let receipt = source.active.clone().unwrap();
         // A shard that recorded another target (a typo in --to) cannot use it.
         let (_, mut other) = shards();
@@ -407,10 +411,10 @@ mod tests {
     #[test]
     fn a_call_naming_another_peer_or_slots_is_refused_and_a_finished_record_answers_nothing_new() {
         let (mut source, mut target) = frozen();
-        let wrong = request(&identity("C"), 2, "run2", 1, Call::Release { token: "t".into() });
+        let wrong = request(&identity("C"), 2, "run2", 1, Call::Release { token: "t".into(), search_first: None });
         assert!(matches!(run(&mut source, wrong), Err(Refusal::OtherMove { .. })));
         let m = identity("B");
-        run(&mut source, request(&m, 1, "run1", 1, Call::Release { token: "t".into() })).unwrap();
+        run(&mut source, request(&m, 1, "run1", 1, Call::Release { token: "t".into(), search_first: None })).unwrap();
         run(&mut target, request(&m, 1, "run1", 1, Call::Take { receipt: source.active.clone().unwrap() })).unwrap();
         let done = run(&mut target, request(&m, 2, "run2", 1, Call::PrepareImport));
         assert!(matches!(done, Err(Refusal::Finished(_))), "{done:?}");
@@ -425,7 +429,10 @@ mod tests {
         let second = run(&mut source, request(&m, 2, "run2", 5, Call::Read(None)));
         assert!(matches!(second, Err(Refusal::Held { .. })), "{second:?}");
         run(&mut source, request(&m, 2, "run2", LEASE_MS + 1, Call::Read(None))).unwrap();
-        let first = run(&mut source, request(&m, 1, "run1", LEASE_MS + 2, Call::Release { token: "t".into() }));
+        let first = run(
+            &mut source,
+            request(&m, 1, "run1", LEASE_MS + 2, Call::Release { token: "t".into(), search_first: None }),
+        );
         assert!(matches!(first, Err(Refusal::Stale { .. })), "{first:?}");
     }
 
@@ -434,7 +441,10 @@ mod tests {
         let (mut source, mut target) = frozen();
         let m = identity("B");
         run(&mut source, request(&m, 2, "abandon", LEASE_MS, Call::Abandon)).unwrap();
-        let release = run(&mut source, request(&m, 2, "abandon", LEASE_MS, Call::Release { token: "t".into() }));
+        let release = run(
+            &mut source,
+            request(&m, 2, "abandon", LEASE_MS, Call::Release { token: "t".into(), search_first: None }),
+        );
         assert!(matches!(release, Err(Refusal::Abandoning(_))), "{release:?}");
         run(&mut target, request(&m, 2, "abandon", LEASE_MS, Call::Abandon)).unwrap();
         assert_eq!(run(&mut target, request(&m, 2, "abandon", LEASE_MS, Call::Undo)), Ok(vec![Effect::ClearCopies]));

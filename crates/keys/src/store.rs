@@ -5,7 +5,10 @@ use pastebin_core::{
     alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, LostCommits, PasteId, RequestHash, ResponseBody,
     Slot, KEY_RETENTION,
 };
-use pastebin_runtime::db::{placeholders, Database};
+use pastebin_runtime::{
+    db::{placeholders, Database},
+    shard_slots::SearchWindows,
+};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{Adopted, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
@@ -31,6 +34,7 @@ pub struct KeyStore {
     db: Database,
     clock: Arc<dyn Clock>,
     lost_commits: Option<LostCommits>,
+    windows: SearchWindows,
 }
 
 /// Guarded updates per statement of [`KeyStore::apply_verdicts`]: two
@@ -44,7 +48,14 @@ fn retention() -> chrono::Duration {
 
 impl KeyStore {
     pub fn new(db: Database, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, lost_commits: None }
+        Self { db, clock, lost_commits: None, windows: SearchWindows::default() }
+    }
+
+    /// The same store searching first, too, for the keys of slots inside a
+    /// lost-commits window this shard holds ([`SearchWindows`]: its own, or
+    /// one that moved here with its slots).
+    pub fn with_search_windows(self, windows: SearchWindows) -> Self {
+        Self { windows, ..self }
     }
 
     /// The same store on a database that may have lost commits since
@@ -62,7 +73,9 @@ impl KeyStore {
     /// A record as K answers it: a done one names its paste for good; any
     /// other may be a key whose earlier life this database lost.
     fn answered(&self, record: KeyRecord) -> KeyRecord {
-        let searching = self.lost_commits.is_some_and(|lost| lost.search_first(self.clock.now()));
+        let now = self.clock.now();
+        let searching = self.lost_commits.is_some_and(|lost| lost.search_first(now))
+            || self.windows.searching(record.key.slot(), pastebin_core::to_millis(now));
         KeyRecord { search_first: searching && record.state != KeyState::Done, ..record }
     }
 

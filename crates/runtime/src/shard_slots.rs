@@ -8,7 +8,10 @@
 //! killed in the middle of a move restarts with the slots still frozen (or
 //! already given up) exactly as it had said.
 
-use std::sync::Arc;
+use std::sync::{
+    atomic::{AtomicI64, Ordering},
+    Arc,
+};
 
 use pastebin_core::{OwnedSlots, Slot, SlotRange};
 use pastebin_handover::{Effect, Identity, Lease, Record, Refusal, Request, Role, Shard, Step};
@@ -66,6 +69,8 @@ pub fn move_to_pb(record: &Record) -> pb::Move {
         lease_until_ms: record.lease.until_ms,
         abandoning: record.abandoning,
         release_token: record.release_token.clone().unwrap_or_default(),
+        search_first_since_ms: record.search_first.map(|window| window.0),
+        search_first_until_ms: record.search_first.map(|window| window.1),
     }
 }
 
@@ -97,6 +102,7 @@ pub fn move_from_pb(record: &pb::Move) -> Result<Record, String> {
         lease: Lease { epoch: record.epoch, holder: record.holder.clone(), until_ms: record.lease_until_ms },
         abandoning: record.abandoning,
         release_token: (!record.release_token.is_empty()).then(|| record.release_token.clone()),
+        search_first: record.search_first_since_ms.zip(record.search_first_until_ms),
         started_at_ms: record.started_at_ms,
         updated_at_ms: record.updated_at_ms,
     })
@@ -179,6 +185,45 @@ pub struct ShardSlots {
     pool: AnyPool,
     state: Arc<RwLock<Ownership>>,
     changes: Arc<ChangeLog>,
+    windows: SearchWindows,
+    /// The end of the active move's lease as last renewed (Unix ms): a
+    /// renewal is not stored, nor taken under the exclusive lock.
+    lease_until: Arc<AtomicI64>,
+}
+
+/// The lost-commits windows a shard holds for slots
+/// (docs/design.md#adopting-after-a-k-loss): its own
+/// `--may-have-lost-commits-since`, stored over the slots it owned then, and
+/// those it took with slots moved to it. A K shard searches P first for a
+/// key of a slot inside one until the window ends. Stored in
+/// `slot_search_windows`; a window moves with its slots (the release
+/// receipt carries it).
+#[derive(Clone, Default)]
+pub struct SearchWindows(Arc<std::sync::RwLock<Vec<(SlotRange, i64, i64)>>>);
+
+impl SearchWindows {
+    fn windows(&self) -> std::sync::RwLockReadGuard<'_, Vec<(SlotRange, i64, i64)>> {
+        // A panic while holding it cannot leave the list half written: each change is one push.
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a key of `slot` is searched for first at `now_ms`.
+    pub fn searching(&self, slot: Slot, now_ms: i64) -> bool {
+        self.windows().iter().any(|(slots, _, until)| slots.contains(slot) && now_ms < *until)
+    }
+
+    /// The window that covers any of `slots` at `now_ms` (the earliest
+    /// start, the latest end), if one does.
+    fn covering(&self, slots: SlotRange, now_ms: i64) -> Option<(i64, i64)> {
+        let overlaps = |held: &SlotRange| held.first() <= slots.last() && slots.first() <= held.last();
+        self.windows().iter().filter(|(held, _, until)| overlaps(held) && now_ms < *until).fold(None, |acc, w| {
+            Some(acc.map_or((w.1, w.2), |(since, until): (i64, i64)| (since.min(w.1), until.max(w.2))))
+        })
+    }
+
+    fn add(&self, slots: SlotRange, since_ms: i64, until_ms: i64) {
+        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner).push((slots, since_ms, until_ms));
+    }
 }
 
 /// Held by a write until its commit is known: the slots it writes were
@@ -280,7 +325,41 @@ impl ShardSlots {
         let ownership = Ownership { owned, generation, active };
         ownership.publish();
         let state = Arc::new(RwLock::new(ownership));
-        Ok(Self { kind, pool: pool.clone(), state, changes })
+        let windows = SearchWindows::default();
+        let stored =
+            sqlx::query("SELECT first_slot, last_slot, since, until FROM slot_search_windows WHERE until > $1")
+                .bind(now_ms)
+                .fetch_all(pool)
+                .await?;
+        for row in &stored {
+            let slots = stored_range(row.try_get("first_slot")?, row.try_get("last_slot")?)?;
+            windows.add(slots, row.try_get("since")?, row.try_get("until")?);
+        }
+        Ok(Self { kind, pool: pool.clone(), state, changes, windows, lease_until: Arc::new(AtomicI64::new(0)) })
+    }
+
+    /// The lost-commits windows this shard holds, for its store to consult.
+    pub fn search_windows(&self) -> SearchWindows {
+        self.windows.clone()
+    }
+
+    /// Holds the window `since_ms`..`until_ms` for `slots`, stored first.
+    pub async fn hold_window(&self, slots: SlotRange, since_ms: i64, until_ms: i64) -> Result<(), sqlx::Error> {
+        sqlx::query("INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)")
+            .bind(i64::from(slots.first().0))
+            .bind(i64::from(slots.last().0))
+            .bind(since_ms)
+            .bind(until_ms)
+            .execute(&self.pool)
+            .await?;
+        self.windows.add(slots, since_ms, until_ms);
+        tracing::warn!(%slots, since_ms, until_ms, "searching first for the keys of these slots until the window ends");
+        Ok(())
+    }
+
+    /// The window a release of `slots` carries to the target.
+    pub fn window_for(&self, slots: SlotRange, now_ms: i64) -> Option<(i64, i64)> {
+        self.windows.covering(slots, now_ms)
     }
 
     pub fn kind(&self) -> pb::ShardKind {
@@ -288,7 +367,8 @@ impl ShardSlots {
     }
 
     pub async fn ownership(&self) -> Ownership {
-        self.state.read().await.clone()
+        let ownership = self.state.read().await.clone();
+        Ownership { active: ownership.active.map(|active| self.renewed(active)), ..ownership }
     }
 
     /// A read of `slot`: refused unless this shard owns it.
@@ -367,12 +447,23 @@ impl ShardSlots {
     /// Taking the lock exclusively waits for the writes in flight, so none
     /// lands after a freeze or a release.
     pub async fn apply(&self, request: Request) -> Result<Applied, MoveError> {
+        // A call that changes nothing durable (a page of a copy, a
+        // heartbeat) is checked under the shared lock, so it never stalls
+        // the writes of other slots; its lease renewal is kept beside it.
+        {
+            let state = self.state.read().await;
+            let before = self.before(&state, &request).await?;
+            let transition = pastebin_handover::step(&before, &request)?;
+            if !transition.durable && transition.effects.is_empty() {
+                let record = transition.shard.active.clone().or(transition.shard.finished.clone());
+                if let Some(active) = &transition.shard.active {
+                    self.lease_until.fetch_max(active.lease.until_ms, Ordering::SeqCst);
+                }
+                return Ok(Applied { effects: transition.effects, record });
+            }
+        }
         let mut state = self.state.write().await;
-        let finished = match &state.active {
-            Some(_) => None,
-            None => recorded_move(&self.pool, &request.identity.id).await?.filter(|r| r.step.finished()),
-        };
-        let before = Shard { owned: state.owned, active: state.active.clone(), finished };
+        let before = self.before(&state, &request).await?;
         let transition = pastebin_handover::step(&before, &request)?;
         let after = transition.shard;
         let record = after.active.clone().or(after.finished.clone());
@@ -397,10 +488,28 @@ impl ShardSlots {
             tracing::warn!(owned = %after.owned, "this shard's slot range changed");
             state.generation += 1;
         }
+        let until = after.active.as_ref().map_or(0, |active| active.lease.until_ms);
+        self.lease_until.store(until, Ordering::SeqCst);
         state.owned = after.owned;
         state.active = after.active;
         state.publish();
         Ok(Applied { effects: transition.effects, record })
+    }
+
+    /// What `step` reads: the range, the move in progress with its lease as
+    /// last renewed, or the finished record of the move the call names.
+    async fn before(&self, state: &Ownership, request: &Request) -> Result<Shard, sqlx::Error> {
+        let finished = match &state.active {
+            Some(_) => None,
+            None => recorded_move(&self.pool, &request.identity.id).await?.filter(|r| r.step.finished()),
+        };
+        Ok(Shard { owned: state.owned, active: state.active.clone().map(|a| self.renewed(a)), finished })
+    }
+
+    /// `record` with its lease's end as last renewed.
+    fn renewed(&self, mut record: Record) -> Record {
+        record.lease.until_ms = record.lease.until_ms.max(self.lease_until.load(Ordering::SeqCst));
+        record
     }
 
     /// The record, and the new range when it changed, in one transaction.
@@ -421,11 +530,14 @@ impl ShardSlots {
         }
         sqlx::query(
             "INSERT INTO slot_moves (move_id, role, first_slot, last_slot, peer, step, started_at, updated_at, source,
-                                     target, epoch, holder, lease_until, abandoning, release_token)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                                     target, epoch, holder, lease_until, abandoning, release_token,
+                                     search_first_since, search_first_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
              ON CONFLICT (move_id) DO UPDATE SET step = excluded.step, updated_at = excluded.updated_at,
                  epoch = excluded.epoch, holder = excluded.holder, lease_until = excluded.lease_until,
-                 abandoning = excluded.abandoning, release_token = excluded.release_token",
+                 abandoning = excluded.abandoning, release_token = excluded.release_token,
+                 search_first_since = excluded.search_first_since,
+                 search_first_until = excluded.search_first_until",
         )
         .bind(&record.identity.id)
         .bind(record.role.as_str())
@@ -442,6 +554,8 @@ impl ShardSlots {
         .bind(record.lease.until_ms)
         .bind(i64::from(record.abandoning))
         .bind(record.release_token.clone())
+        .bind(record.search_first.map(|window| window.0))
+        .bind(record.search_first.map(|window| window.1))
         .execute(&mut *transaction)
         .await?;
         transaction.commit().await
@@ -481,7 +595,8 @@ pub const IMPORT_FENCE: &str = "UPDATE slot_moves SET lease_until = lease_until
      WHERE move_id = $1 AND epoch = $2 AND holder = $3 AND step = 'importing' AND abandoning = 0";
 
 const MOVE_COLUMNS: &str = "SELECT move_id, role, first_slot, last_slot, peer, step, started_at, updated_at, source, \
-                            target, epoch, holder, lease_until, abandoning, release_token FROM slot_moves";
+                            target, epoch, holder, lease_until, abandoning, release_token, \
+                            search_first_since, search_first_until FROM slot_moves";
 
 fn move_from_row(row: &sqlx::any::AnyRow) -> Result<Record, sqlx::Error> {
     let corrupt = |what: String| sqlx::Error::Decode(what.into());
@@ -509,6 +624,9 @@ fn move_from_row(row: &sqlx::any::AnyRow) -> Result<Record, sqlx::Error> {
         },
         abandoning: row.try_get::<i64, _>("abandoning")? != 0,
         release_token: row.try_get("release_token")?,
+        search_first: row
+            .try_get::<Option<i64>, _>("search_first_since")?
+            .zip(row.try_get::<Option<i64>, _>("search_first_until")?),
         started_at_ms: row.try_get("started_at")?,
         updated_at_ms: row.try_get("updated_at")?,
     })

@@ -524,14 +524,23 @@ impl SlotMoves for SlotMovesService {
     async fn release(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         let token: String =
             pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(16).collect();
-        self.apply(Some(request.get_ref()), Call::Release { token }).await?;
+        let slots = span_range(request.get_ref().slots.as_ref()).map_err(bad)?;
+        // The lost-commits window of these slots leaves with them (docs/design.md#adopting-after-a-k-loss).
+        let search_first = self.slots.window_for(slots, self.now_ms());
+        self.apply(Some(request.get_ref()), Call::Release { token, search_first }).await?;
         Ok(Response::new(self.status().await?))
     }
 
     async fn take(&self, request: Request<pb::TakeRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         let request = request.into_inner();
         let receipt = move_from_pb(request.receipt.as_ref().ok_or_else(|| bad("no release receipt"))?).map_err(bad)?;
-        self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
+        let applied = self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
+        // A rerun of a take stores its window again: a second row of the same window is harmless.
+        if let Some(taken) = applied.record.as_ref().filter(|_| !applied.has(&Effect::AlreadyDone)) {
+            if let Some((since, until)) = taken.search_first {
+                self.slots.hold_window(taken.identity.slots, since, until).await.map_err(database)?;
+            }
+        }
         Ok(Response::new(self.status().await?))
     }
 

@@ -138,12 +138,12 @@ pub struct ReshardArgs {
     #[arg(long)]
     pub abandon: bool,
     /// Rows per page of the copy.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    #[arg(long, help_heading = "Tuning", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub batch: u32,
     /// How long this run's lease on the move lasts without a heartbeat: a
     /// run that died holds the move this long, and a second run waits that
     /// long for it before it is refused.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    #[arg(long, help_heading = "Tuning", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub lease_secs: u64,
 }
 

@@ -217,11 +217,13 @@ impl End {
         }
     }
 
-    async fn status(&self, kind: Kind) -> Result<Status, CtlError> {
+    /// The shard's ranges and moves; with `move_id` (a move this run knows
+    /// of), that move's record whenever it finished.
+    async fn status(&self, kind: Kind, move_id: &str) -> Result<Status, CtlError> {
         let reply = self
             .client
             .clone()
-            .move_status(self.request(pb::MoveStatusRequest {}))
+            .move_status(self.request(pb::MoveStatusRequest { move_id: move_id.to_owned() }))
             .await
             .map_err(|s| self.failed("MoveStatus", s))?
             .into_inner();
@@ -313,7 +315,7 @@ async fn run_between(
     if source.address == target.address {
         return Err(CtlError::Usage("--from and --to are the same shard".into()));
     }
-    let (mut from, mut to) = (source.status(args.kind).await?, target.status(args.kind).await?);
+    let (mut from, mut to) = (source.status(args.kind, "").await?, target.status(args.kind, "").await?);
     if args.status {
         print_status(out, &source, &from)?;
         print_status(out, &target, &to)?;
@@ -328,7 +330,7 @@ async fn run_between(
         }
     };
     if wait_for_lease(out, &identity.id, (&source, &mut from), (&target, &mut to), args).await? {
-        (from, to) = (source.status(args.kind).await?, target.status(args.kind).await?);
+        (from, to) = (source.status(args.kind, &identity.id).await?, target.status(args.kind, &identity.id).await?);
     }
     let epoch = [&from, &to].iter().filter_map(|s| s.of(&identity.id)).map(|r| r.lease.epoch).max().unwrap_or(0) + 1;
     let holder = holder();
@@ -409,7 +411,7 @@ async fn wait_for_lease(
     )?;
     tokio::time::sleep(wait + Duration::from_millis(200)).await;
     for (end, status) in [source, target] {
-        *status = end.status(args.kind).await?;
+        *status = end.status(args.kind, id).await?;
         if let Some((renewed, _)) = held(status) {
             return Err(CtlError::Unreachable(format!(
                 "{} is still moving these slots (move {id}, its lease renewed on the {} {}): let it finish, or stop \
@@ -628,7 +630,7 @@ impl<'a> Handover<'a> {
         let (source, target) = (self.source, self.target);
         let id = self.call.move_id.clone();
         loop {
-            let (from, to) = (source.status(self.kind).await?, target.status(self.kind).await?);
+            let (from, to) = (source.status(self.kind, &id).await?, target.status(self.kind, &id).await?);
             let next = pastebin_handover::next(from.of(&id), to.of(&id), self.abandon)
                 .map_err(|refused| CtlError::Failed(refused.to_string()))?;
             match next {
@@ -729,7 +731,7 @@ impl<'a> Handover<'a> {
     /// Step 7 and the summary.
     async fn finish(&mut self, taken: Option<&Record>) -> Result<Exit, CtlError> {
         let source = self.source;
-        let frozen_for = match (self.frozen_since, source.status(self.kind).await) {
+        let frozen_for = match (self.frozen_since, source.status(self.kind, &self.call.move_id).await) {
             (Some(since), Ok(now)) if self.recopied.is_some() => Some((now.now_ms - since).max(0) as f64 / 1000.0),
             _ => None,
         };

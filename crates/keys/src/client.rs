@@ -179,7 +179,7 @@ impl KeyClient {
     /// with its description and its clock, as `ctl reshard --status` reads it.
     pub async fn move_status(&self) -> Result<shard_pb::MoveStatusResponse, CallError> {
         let mut moves = shard_pb::slot_moves_client::SlotMovesClient::new(self.channel.clone());
-        Ok(moves.move_status(self.deadline.request(shard_pb::MoveStatusRequest {})).await?.into_inner())
+        Ok(moves.move_status(self.deadline.request(shard_pb::MoveStatusRequest::default())).await?.into_inner())
     }
 
     /// What the shard says it owns (and its generation, and what it froze).

@@ -561,6 +561,12 @@ impl ShardSlots {
         transaction.commit().await
     }
 
+    /// Move `id` if this shard finished it: ctl asks for the move it runs,
+    /// whose order among finished moves a clock that stepped back could hide.
+    pub async fn finished_move(&self, id: &str) -> Result<Option<Record>, sqlx::Error> {
+        Ok(recorded_move(&self.pool, id).await?.filter(|record| record.step.finished()))
+    }
+
     /// The most recent move this shard finished (`--status`, and a rerun
     /// of a finished move).
     pub async fn last_finished(&self) -> Result<Option<Record>, sqlx::Error> {

@@ -74,9 +74,18 @@ impl SlotMovesService {
         pastebin_core::to_millis(self.clock.now())
     }
 
-    async fn status(&self) -> Result<pb::MoveStatusResponse, Status> {
+    /// The shard's ranges and moves. `last` is move `asked` when this shard
+    /// finished it, else the move it finished last.
+    async fn status(&self, asked: &str) -> Result<pb::MoveStatusResponse, Status> {
         let ownership = self.slots.ownership().await;
-        let last = self.slots.last_finished().await.map_err(database)?;
+        let asked = match asked {
+            "" => None,
+            id => self.slots.finished_move(id).await.map_err(database)?,
+        };
+        let last = match asked {
+            Some(record) => Some(record),
+            None => self.slots.last_finished().await.map_err(database)?,
+        };
         Ok(pb::MoveStatusResponse {
             shard: Some(self.slots.description(self.now_ms()).await),
             r#move: ownership.active.as_ref().map(move_to_pb),
@@ -425,9 +434,9 @@ impl Digests {
 impl SlotMoves for SlotMovesService {
     async fn move_status(
         &self,
-        _request: Request<pb::MoveStatusRequest>,
+        request: Request<pb::MoveStatusRequest>,
     ) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status(&request.into_inner().move_id).await?))
     }
 
     async fn prepare_import(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
@@ -440,18 +449,18 @@ impl SlotMoves for SlotMovesService {
                 tracing::warn!(move_id = %request.get_ref().move_id, %slots, stale, "deleted rows an abandoned move left here");
             }
         }
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn prepare_export(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.check_columns().await?;
         self.apply(Some(request.get_ref()), Call::PrepareExport).await?;
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn freeze(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.apply(Some(request.get_ref()), Call::Freeze).await?;
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn export_rows(&self, request: Request<pb::ExportRequest>) -> Result<Response<pb::ExportResponse>, Status> {
@@ -528,7 +537,7 @@ impl SlotMoves for SlotMovesService {
         // The lost-commits window of these slots leaves with them (docs/design.md#adopting-after-a-k-loss).
         let search_first = self.slots.window_for(slots, self.now_ms());
         self.apply(Some(request.get_ref()), Call::Release { token, search_first }).await?;
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn take(&self, request: Request<pb::TakeRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
@@ -541,7 +550,7 @@ impl SlotMoves for SlotMovesService {
                 self.slots.hold_window(taken.identity.slots, since, until).await.map_err(database)?;
             }
         }
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn delete_moved(
@@ -569,7 +578,7 @@ impl SlotMoves for SlotMovesService {
 
     async fn abandon(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.apply(Some(request.get_ref()), Call::Abandon).await?;
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn undo(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
@@ -578,12 +587,12 @@ impl SlotMoves for SlotMovesService {
             self.delete_all(Self::moving(&applied)?.identity.slots).await?;
         }
         tracing::warn!(move_id = %request.get_ref().move_id, "slot move undone here");
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 
     async fn renew(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.apply(Some(request.get_ref()), Call::Read(None)).await?;
-        Ok(Response::new(self.status().await?))
+        Ok(Response::new(self.status("").await?))
     }
 }
 

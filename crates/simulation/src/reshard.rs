@@ -185,7 +185,7 @@ async fn already_moved(to_move: &SlotsMove) -> Option<bool> {
 
 async fn move_status(host: &str) -> anyhow::Result<MoveStatusResponse> {
     let mut client = SlotMovesClient::new(net::channel(host)?);
-    let mut request = tonic::Request::new(MoveStatusRequest {});
+    let mut request = tonic::Request::new(MoveStatusRequest::default());
     request.set_timeout(STEP_TIMEOUT);
     Ok(client.move_status(request).await?.into_inner())
 }

@@ -5,12 +5,12 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use pastebin_core::{RandomMinter, SystemClock};
-use pastebin_gateway::{Gateway, GatewaySettings, RateLimit};
-use pastebin_objects::ObjectStore;
 use pastebin_edge::{
     grpc::{ClientLimits, GrpcLimits},
     http::HttpLimits,
 };
+use pastebin_gateway::{Gateway, GatewaySettings, RateLimit};
+use pastebin_objects::ObjectStore;
 use pastebin_runtime::help;
 use pastebin_shards::{SlotMap, SlotMapCell};
 

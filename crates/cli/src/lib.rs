@@ -366,8 +366,12 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
     args.gateway.limits.set_body_budget();
     let public_tls = args.public_tls.load()?;
-    let grpc_options =
-        public_grpc_options(tls.as_ref(), public_tls.as_ref(), args.tls_client_auth, args.gateway.public_grpc_limits())?;
+    let grpc_options = public_grpc_options(
+        tls.as_ref(),
+        public_tls.as_ref(),
+        args.tls_client_auth,
+        args.gateway.public_grpc_limits(),
+    )?;
     let objects = args.objects.open_for_creates().await?;
     let _objects = locks::deployment_objects(&args.objects, "pastebin gateway")?;
     let slots = pastebin_shards::SlotMapCell::default();

@@ -110,7 +110,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     args.gateway.limits.set_body_budget();
     let http_limits = args.gateway.http_limits();
     let internal = ServerOptions { limits: args.gateway.limits.grpc(), ..ServerOptions::default() };
-    let public = ServerOptions { reflection: true, limits: args.gateway.public_grpc_limits(), ..ServerOptions::default() };
+    let public =
+        ServerOptions { reflection: true, limits: args.gateway.public_grpc_limits(), ..ServerOptions::default() };
     let keys = KeyStore::new(key_pool, clock.clone()).with_lost_commits(args.lost_commits.announced());
     let key_server = pastebin_keys::server(keys, key_slots, internal.clone()).await?;
     let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;

@@ -128,7 +128,10 @@ mod tests {
         for name in ["127.0.0.1:7163", "K1"] {
             let Err(CtlError::Usage(message)) = callers(&listed).lists("--to", name) else { panic!("{name} accepted") };
             assert!(message.starts_with(&format!("--to {name} is not a listed key shard")), "{message}");
-            assert!(message.contains("--key-shards") && message.contains("127.0.0.1:7161, 127.0.0.1:7162"), "{message}");
+            assert!(
+                message.contains("--key-shards") && message.contains("127.0.0.1:7161, 127.0.0.1:7162"),
+                "{message}"
+            );
         }
     }
 

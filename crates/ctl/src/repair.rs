@@ -235,9 +235,11 @@ async fn repair(
         return Ok(Outcome::WouldRebuild);
     }
     let shard = deployment.slots.paste_shard_index(lost.paste_id.slot());
-    let inserted = deployment.pastes(shard).insert(&row).await.map_err(|error| {
-        NotRebuilt::Unreachable(format!("P shard {}: {error}", deployment.paste_name(shard)))
-    })?;
+    let inserted = deployment
+        .pastes(shard)
+        .insert(&row)
+        .await
+        .map_err(|error| NotRebuilt::Unreachable(format!("P shard {}: {error}", deployment.paste_name(shard))))?;
     Ok(match inserted {
         InsertOutcome::Inserted => Outcome::Rebuilt,
         InsertOutcome::AlreadyExists => Outcome::AlreadyThere,
@@ -252,9 +254,7 @@ async fn rebuild(deployment: &Deployment, objects: &dyn ObjectStore, lost: &Lost
         .keys(shard)
         .get(&lost.key)
         .await
-        .map_err(|error| {
-            NotRebuilt::Unreachable(format!("K shard {}: {error}", deployment.key_name(shard)))
-        })?
+        .map_err(|error| NotRebuilt::Unreachable(format!("K shard {}: {error}", deployment.key_name(shard))))?
         .ok_or_else(|| NotRebuilt::Cannot("its key is no longer on K (retired since it was read)".into()))?;
     if record.state != KeyState::Done || record.paste_id != lost.paste_id {
         return Err(NotRebuilt::Cannot("its key changed since it was read; run reconcile again".into()));

@@ -274,7 +274,9 @@ pub async fn run(
         age(t.oldest_pending_age_seconds),
         t.level.to_string(),
     ]);
-    out.write_all(table(&["KEY SHARD", "SLOTS", "REACHABLE", "PENDING", ">2s", ">60s", "OLDEST", "LEVEL"], &rows).as_bytes())?;
+    out.write_all(
+        table(&["KEY SHARD", "SLOTS", "REACHABLE", "PENDING", ">2s", ">60s", "OLDEST", "LEVEL"], &rows).as_bytes(),
+    )?;
     let pastes: Vec<String> = report
         .paste_shards
         .iter()

@@ -622,7 +622,10 @@ mod tests {
         type Data = Bytes;
         type Error = tonic::Status;
 
-        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
             match self.0.take() {
                 Some(sent) => Poll::Ready(Some(Ok(Frame::data(sent)))),
                 None => Poll::Pending,
@@ -637,8 +640,7 @@ mod tests {
         let shares = Shares::new(2000);
         let mut sent = prefixed(1000);
         sent.push(b'a');
-        let mut body =
-            ChargedMessages::new(Stalled(Some(sent.into())), rules(None), Some((shares.clone(), client)));
+        let mut body = ChargedMessages::new(Stalled(Some(sent.into())), rules(None), Some((shares.clone(), client)));
         let started = tokio::time::Instant::now();
         body.frame().await.unwrap().expect("the first byte passes");
         assert!(shares.try_take(client, 1500).is_none(), "the declared 1000 bytes are held");

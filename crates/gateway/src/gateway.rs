@@ -5,10 +5,10 @@ use pastebin_core::{
     Clock, CreateRequest, DeleteToken, Expiry, ExpiryPolicy, FileName, IdempotencyKey, Language, MediaType, Minter,
     PasteAttributes, PasteId, PublishedExpiry, PublishedLimits, PublishedRate, ReportReason, RequestHash, ResponseBody,
 };
+use pastebin_edge::refusals::Protocol;
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteClient, PasteRead, PasteRow};
 use pastebin_runtime::grpc::CallError;
-use pastebin_edge::refusals::Protocol;
 use pastebin_runtime::metrics as names;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},

@@ -1,8 +1,8 @@
 //! The public gRPC API: the same [`Gateway`] as HTTP, with the status mapping
 //! of docs/design.md#status-codes (from [`ApiError`]).
 
-use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
 use pastebin_edge::refusals::Protocol;
+use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
 use tonic::{Request, Response, Status};
 
 use crate::{ApiError, CreateCommand, Gateway, ReadPaste};

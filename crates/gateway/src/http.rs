@@ -257,7 +257,9 @@ pub(crate) async fn report(
             "the body must be {{\"reason\": \"spam\"|\"malware\"|\"illegal\"|\"personal-data\"|\"other\",              \"note\"?: string}}: {e}"
         ))
     })?;
-    gateway.report(pastebin_edge::refusals::Protocol::Http, client, &id, &report.reason, report.note.as_deref()).await?;
+    gateway
+        .report(pastebin_edge::refusals::Protocol::Http, client, &id, &report.reason, report.note.as_deref())
+        .await?;
     let answer = serde_json::json!({ "id": id, "reason": report.reason, "status": "received" });
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }

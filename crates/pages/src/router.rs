@@ -233,7 +233,11 @@ async fn report_from_form(
             NO_REASON,
         );
     };
-    match pages.gateway.report(pastebin_edge::refusals::Protocol::Http, client, &id, &fields.reason, fields.note.as_deref()).await {
+    match pages
+        .gateway
+        .report(pastebin_edge::refusals::Protocol::Http, client, &id, &fields.reason, fields.note.as_deref())
+        .await
+    {
         Ok(_) => page_response(StatusCode::OK, html::report_received(&id)),
         Err(ApiError::InvalidRequest(problem)) => {
             with_error_line(page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(&problem))), &problem)

@@ -71,7 +71,8 @@ impl<C> ShardSet<C> {
         let claims: Vec<Claim> =
             shards.iter().map(|(s, _)| Claim { address: s.address.clone(), slots: s.slots }).collect();
         let table = SlotTable::build(kind, &claims)?;
-        let (mut addresses, mut clients, mut generations, mut answered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut addresses, mut clients, mut generations, mut answered) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (shard, generation) in shards {
             answered.push(shard.slots.is_some());
             addresses.push(shard.address);

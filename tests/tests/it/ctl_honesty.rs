@@ -145,12 +145,20 @@ async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_every_client_of_k_and_
     assert_eq!(exit, Exit::Usage, "{err}");
     assert!(err.contains("serves TLS, but this part has no TLS files: add --tls-ca"), "{err}");
     // `reshard` calls the two shards of the move itself: the same sentence.
-    let (from, to) = (cluster.key_addresses[0].replace("https://", ""), cluster.key_addresses[1].replace("https://", ""));
+    let (from, to) =
+        (cluster.key_addresses[0].replace("https://", ""), cluster.key_addresses[1].replace("https://", ""));
     let reshard = ["reshard", "--kind", "key", "--from", &from, "--to", &to, "--slots", "128-255"];
     let (exit, out, err) = ctl(&with(&reshard, &plain)).await;
     assert_eq!(exit, Exit::Usage, "{out}{err}");
-    assert!(err.contains(&format!("key shard {from} serves TLS, but this part has no TLS files: add --tls-ca")), "{err}");
-    assert_eq!(cluster.key_client(1).describe().await.unwrap().owned, pastebin_core::OwnedSlots::Nothing, "nothing moved");
+    assert!(
+        err.contains(&format!("key shard {from} serves TLS, but this part has no TLS files: add --tls-ca")),
+        "{err}"
+    );
+    assert_eq!(
+        cluster.key_client(1).describe().await.unwrap().owned,
+        pastebin_core::OwnedSlots::Nothing,
+        "nothing moved"
+    );
 
     let objects = tempfile::tempdir().unwrap();
     let (keys, pastes) = (&plain[1..2], &plain[3..4]);

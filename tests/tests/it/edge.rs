@@ -793,7 +793,10 @@ async fn one_address_holding_400_slow_bodies_does_not_lock_out_another() {
             .unwrap();
         assert_eq!(created.status(), StatusCode::CREATED, "{}", created.text().await.unwrap());
     }
-    assert!(refusals_over(&up, Some("http"), "client_connections").await > 0, "the attacker's connections past its share were closed");
+    assert!(
+        refusals_over(&up, Some("http"), "client_connections").await > 0,
+        "the attacker's connections past its share were closed"
+    );
     drop(attackers);
 }
 
@@ -1303,7 +1306,9 @@ async fn a_stalled_stream_wave_from_one_address_never_refuses_another_addresses_
         .unwrap();
     let listed = status["edge_refusals"].as_array().expect("edge_refusals in status.json");
     assert!(
-        listed.iter().any(|r| r["protocol"] == "grpc" && r["reason"] == "client_streams" && r["count"].as_u64() > Some(0)),
+        listed
+            .iter()
+            .any(|r| r["protocol"] == "grpc" && r["reason"] == "client_streams" && r["count"].as_u64() > Some(0)),
         "{listed:?}"
     );
 }

@@ -79,7 +79,8 @@ async fn callers_follow_a_move_while_an_unrelated_shard_is_down() {
         assert_eq!(answer.status, 201, "a create in a moved slot reaches its new owner: {}", answer.body);
         created += 1;
     }
-    let on_k2 = scalar(&cluster.key_database_urls[2], "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await;
+    let on_k2 =
+        scalar(&cluster.key_database_urls[2], "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await;
     assert_eq!(on_k2, 5, "the creates are on the new owner");
     // The first of them was refused by K0 and followed the move: a create
     // that answered 201 logs no ERROR.

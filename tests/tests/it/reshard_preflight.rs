@@ -47,7 +47,8 @@ async fn a_move_to_a_shard_the_callers_do_not_list_is_refused_and_moves_nothing(
 
     // The list is the one the command is given: a list without the source
     // refuses a move between two real shards.
-    let (exit, output) = reshard(&cluster, &move_args("key", &k[0], &k[1], "0-63"), &[("PASTEBIN_KEY_SHARDS", &k[1])]).await;
+    let (exit, output) =
+        reshard(&cluster, &move_args("key", &k[0], &k[1], "0-63"), &[("PASTEBIN_KEY_SHARDS", &k[1])]).await;
     assert_eq!(exit, Some(2), "{output}");
     assert!(output.contains(&format!("--from {} is not a listed key shard", k[0])), "{output}");
     nothing_moved(&cluster).await;
@@ -67,8 +68,12 @@ async fn a_name_that_is_no_listed_address_is_a_usage_error_not_an_outage() {
         assert!(!output.contains("rerun the same command when the shard answers"), "not an outage: {output}");
     }
     // No list at all: say which one is missing.
-    let (exit, output) =
-        reshard(&cluster, &move_args("key", &k[0], &k[1], "0-63"), &[("PASTEBIN_KEY_SHARDS", ""), ("PASTEBIN_PASTE_SHARDS", "")]).await;
+    let (exit, output) = reshard(
+        &cluster,
+        &move_args("key", &k[0], &k[1], "0-63"),
+        &[("PASTEBIN_KEY_SHARDS", ""), ("PASTEBIN_PASTE_SHARDS", "")],
+    )
+    .await;
     assert_eq!(exit, Some(2), "{output}");
     assert!(output.contains("no shard addresses: pass --key-shards and --paste-shards"), "{output}");
     nothing_moved(&cluster).await;

@@ -61,6 +61,10 @@ async function sealAndSave(page, text, { password = "", burn = false } = {}) {
   await page.fill("#content", text);
   await page.check("#encrypt");
   await page.locator("#seal-password").waitFor({ state: "visible" });
+  // Switched off, the button is a plain save's again; back on, a sealed one's.
+  await page.uncheck("#encrypt");
+  assert.equal((await page.textContent("#save")).trim(), "Save paste");
+  await page.check("#encrypt");
   if (password) await page.fill("#seal-password", password);
   if (burn) await page.check("#burn");
   await page.selectOption("#expiry", "86400");

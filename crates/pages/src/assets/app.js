@@ -62,6 +62,8 @@
       field.addEventListener("input", updateButton);
       field.addEventListener("change", updateButton);
     });
+    // sealed.js says when "Encrypt in the browser" is switched (form.dataset.sealing).
+    form.addEventListener("sealingchange", updateButton);
     fileInput.addEventListener("change", function () {
       choose(fileInput.files && fileInput.files[0] ? fileInput.files[0] : null);
     });
@@ -121,9 +123,17 @@
       run(attempt);
     });
 
-    /** The button says "Try again" while what is on screen is an unfinished save. */
+    /**
+     * The button says "Try again" while what is on screen is an unfinished
+     * save. A sealed save is labelled by sealed.js. The label is rewritten
+     * only when it changes: replacing the button's text under a pressed
+     * mouse lets the browser's scroll anchoring move the page between
+     * mousedown and mouseup, and the click is lost.
+     */
     function updateButton() {
-      save.textContent = sameSave(loadPending(), current()) ? "Try again" : "Save paste";
+      if (form.dataset.sealing === "true") return;
+      const label = sameSave(loadPending(), current()) ? "Try again" : "Save paste";
+      if (save.textContent !== label) save.textContent = label;
     }
 
     async function run(attempt) {

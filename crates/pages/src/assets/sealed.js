@@ -64,8 +64,13 @@
       return;
     }
     encrypt.disabled = false;
-    encrypt.addEventListener("change", function () { passwordRow.hidden = !encrypt.checked; updateButton(); });
-    // After app.js's own listeners (registered first), so this label wins.
+    encrypt.addEventListener("change", function () {
+      passwordRow.hidden = !encrypt.checked;
+      // app.js labels the button of a plain save, this script that of a sealed one.
+      form.dataset.sealing = String(encrypt.checked);
+      form.dispatchEvent(new Event("sealingchange"));
+      updateButton();
+    });
     [content, password, expiry, burn].forEach(function (field) {
       field.addEventListener("input", updateButton);
       field.addEventListener("change", updateButton);
@@ -90,7 +95,10 @@
     }
 
     function updateButton() {
-      if (encrypt.checked) save.textContent = sameSave(pending, current()) ? "Try again" : "Encrypt and save";
+      if (!encrypt.checked) return;
+      // Only when it changes (why: app.js's updateButton).
+      const label = sameSave(pending, current()) ? "Try again" : "Encrypt and save";
+      if (save.textContent !== label) save.textContent = label;
     }
 
     async function submit() {

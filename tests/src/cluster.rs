@@ -136,6 +136,14 @@ impl Process {
         self.logs.lock().unwrap().clone()
     }
 
+    /// The lines logged at `level` (`ERROR`, `WARN`): the field after the
+    /// timestamp, not any text that contains the word (h2's DEBUG lines,
+    /// logged when PASTEBIN_TEST_LOG asks for them, say `NO_ERROR`).
+    pub fn logged_at(&self, level: &str) -> Vec<String> {
+        let logs = self.logs();
+        logs.lines().filter(|line| line.split_whitespace().nth(1) == Some(level)).map(str::to_owned).collect()
+    }
+
     /// SIGKILL: the process gets no chance to finish anything.
     pub async fn kill(&mut self) {
         let _ = self.child.kill().await;

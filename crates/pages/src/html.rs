@@ -200,10 +200,10 @@ fn language_list() -> String {
 /// Works without JavaScript; with it, the copy buttons and relative times.
 pub(crate) fn paste(content: PageContent, revealed: bool, public_url: &str) -> Page {
     let view = match &content {
-        PageContent::Sealed(view)
+        PageContent::BurnUnread(view)
         | PageContent::Binary(view)
         | PageContent::Text { view, .. }
-        | PageContent::Encrypted(view) => view,
+        | PageContent::Sealed(view) => view,
     };
     let id = escape(&view.id);
     let burned = if revealed && view.attributes.burn_after_reading {
@@ -217,8 +217,8 @@ pub(crate) fn paste(content: PageContent, revealed: bool, public_url: &str) -> P
     let title = format!("Paste {}", view.id);
     match content {
         // Its own heading: nothing of it shows before the script opens it.
-        PageContent::Encrypted(view) => layout(&title, &crate::sealed_page::page_main(&view, public_url), true).into(),
-        PageContent::Sealed(view) => layout(&title, &(heading + &sealed(&view)), true).into(),
+        PageContent::Sealed(view) => layout(&title, &crate::sealed_page::page_main(&view, public_url), true).into(),
+        PageContent::BurnUnread(view) => layout(&title, &(heading + &burn_notice(&view)), true).into(),
         PageContent::Binary(view) => layout(&title, &(heading + &binary(&view, revealed)), true).into(),
         PageContent::Text { lines, .. } => Page {
             start: format!("{}{heading}<ol class=\"code\">", layout_start(&title, true)),
@@ -293,7 +293,7 @@ fn share_bar(view: &PasteView, revealed: bool, public_url: &str, text: bool) -> 
 
 /// A burn paste seen by `GET`: link previewers and chat unfurlers fetch
 /// links, so only a deliberate click (a `POST`, or the download) reads it.
-fn sealed(view: &PasteView) -> String {
+fn burn_notice(view: &PasteView) -> String {
     let id = escape(&view.id);
     let action = if view.attributes.is_binary() {
         format!(
@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn a_sealed_burn_paste_shows_a_notice_and_no_reading_link() {
         let attributes = PasteAttributes { burn_after_reading: true, ..Default::default() };
-        let page = paste(PageContent::Sealed(described(attributes)), false, "http://x").whole();
+        let page = paste(PageContent::BurnUnread(described(attributes)), false, "http://x").whole();
         assert!(page.contains("will be deleted when you view it"), "{page}");
         assert!(page.contains("method=\"post\" action=\"/00abc\""), "{page}");
         assert!(!page.contains("/raw/00abc"), "{page}");

@@ -32,7 +32,7 @@ pub const BEFORE_PAGE_RENDER: &str = "before_page_render";
 /// The body of a paste's page.
 pub(crate) enum PageContent {
     /// A burn-after-reading paste, not read: the page offers to read it.
-    Sealed(PasteView),
+    BurnUnread(PasteView),
     /// A binary paste: described, linked, never inlined as text.
     Binary(PasteView),
     /// A text paste and its lines.
@@ -40,7 +40,7 @@ pub(crate) enum PageContent {
     /// A sealed paste: its page without it, for the script to open
     /// (docs/reader-features.md#sealed-pastes). Never read here, so never
     /// burned here either: the script asks first.
-    Encrypted(PasteView),
+    Sealed(PasteView),
 }
 
 /// A text paste's lines as the page writes them, block by block.
@@ -73,28 +73,28 @@ impl Pages {
     pub(crate) async fn page(&self, raw_id: &str) -> Result<PageContent, ApiError> {
         let view = self.gateway.describe(raw_id).await?;
         if view.attributes.sealed {
-            return Ok(PageContent::Encrypted(view));
+            return Ok(PageContent::Sealed(view));
         }
         if view.attributes.burn_after_reading {
-            return Ok(PageContent::Sealed(view));
+            return Ok(PageContent::BurnUnread(view));
         }
         self.shown(view).await
     }
 
-    /// `POST /{id}`: the button on a sealed page. Reads, and so burns, a
+    /// `POST /{id}`: the button of a burn notice. Reads, and so burns, a
     /// burn paste, whose render is its own (nobody may see it again). Any
     /// other paste is shown as its `GET` shows it, from the same render.
     /// A binary paste is never read here (a page cannot hand over its
-    /// bytes): its sealed page links the download instead.
+    /// bytes): its burn notice links the download instead.
     pub(crate) async fn reveal(&self, raw_id: &str) -> Result<PageContent, ApiError> {
         metrics::counter!(names::PAGE_REVEALS).increment(1);
         let view = self.gateway.describe(raw_id).await?;
         if view.attributes.sealed {
-            return Ok(PageContent::Encrypted(view));
+            return Ok(PageContent::Sealed(view));
         }
         if view.attributes.is_binary() {
             return Ok(if view.attributes.burn_after_reading {
-                PageContent::Sealed(view)
+                PageContent::BurnUnread(view)
             } else {
                 PageContent::Binary(view)
             });

@@ -14,6 +14,15 @@ use crate::{
     ReportedPaste, SlotRow, TakedownOutcome,
 };
 
+/// What [`PasteClient::resolve_batch`] answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedBatch {
+    /// Each fenced id's fate.
+    pub fates: Vec<(PasteId, IdFate)>,
+    /// The ids of slots a move has frozen: untouched, to be asked again.
+    pub waiting: Vec<PasteId>,
+}
+
 /// A P shard as its callers see it: domain types, and every failure
 /// classified as refused (it did not act) or uncertain (it may have).
 #[derive(Clone)]
@@ -135,14 +144,19 @@ impl PasteClient {
         convert::fate_from_pb(reply.into_inner().fate).map_err(bad_reply)
     }
 
-    pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<Vec<(PasteId, IdFate)>, CallError> {
+    /// The fence for many ids: each one's fate, but for the ids of a slot a
+    /// move has frozen, which are left untouched ([`ResolvedBatch::waiting`]).
+    pub async fn resolve_batch(&self, ids: &[PasteId]) -> Result<ResolvedBatch, CallError> {
         let request = pb::ResolveBatchRequest { ids: ids.iter().map(ToString::to_string).collect() };
         let reply = self.inner.clone().resolve_batch(self.deadline.request(request)).await?.into_inner();
-        reply
+        let fates = reply
             .ids
             .into_iter()
             .map(|resolved| Ok((convert::id(&resolved.id).map_err(bad_reply)?, fate(resolved.fate)?)))
-            .collect()
+            .collect::<Result<_, CallError>>()?;
+        let waiting =
+            reply.waiting.iter().map(|id| convert::id(id).map_err(bad_reply)).collect::<Result<_, CallError>>()?;
+        Ok(ResolvedBatch { fates, waiting })
     }
 
     /// [`Self::peek_fate`] for many ids in one round trip, writing nothing.

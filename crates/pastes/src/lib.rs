@@ -18,7 +18,7 @@ use pastebin_runtime::{
     slot_moves::{ColumnType, MovedTable, SlotMovesService},
 };
 
-pub use client::PasteClient;
+pub use client::{PasteClient, ResolvedBatch};
 pub use record::{
     BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, Report, ReportOrder,
     ReportedPaste, SlotRow, TakedownOutcome,

@@ -184,15 +184,20 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::ResolveBatchRequest>,
     ) -> Result<Response<pb::ResolveBatchResponse>, Status> {
-        // Fencing writes: a frozen slot refuses the batch as "not executed".
+        // Fencing writes: the ids of a slot a move has frozen are left
+        // untouched and reported, and the rest of the batch does not wait for
+        // them (docs/design.md#sweeper). An id of a slot this shard does not
+        // own refuses the batch: the caller's map is stale or wrong.
         let ids = valid_batch(&request.into_inner().ids)?;
-        let (permit, store) = (self.slots.writable(&ids).await?, self.store.clone());
-        let fates = permit.complete(async move { store.resolve_batch(&ids).await }).await??;
+        let (permit, writable, waiting) = self.slots.writable_unless_frozen(ids, |id| id).await?;
+        let store = self.store.clone();
+        let fates = permit.complete(async move { store.resolve_batch(&writable).await }).await??;
         Ok(Response::new(pb::ResolveBatchResponse {
             ids: fates
                 .into_iter()
                 .map(|(id, fate)| pb::ResolvedId { id: id.to_string(), fate: convert::fate_to_pb(fate) })
                 .collect(),
+            waiting: waiting.iter().map(ToString::to_string).collect(),
         }))
     }
 
@@ -210,6 +215,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
                     fate: fate.map(convert::fate_to_pb).unwrap_or(pb::IdFate::Unspecified.into()),
                 })
                 .collect(),
+            waiting: Vec::new(),
         }))
     }
 

@@ -400,10 +400,37 @@ impl ShardSlots {
         row_of: impl Fn(&T) -> &R,
     ) -> Result<(WritePermit, Vec<T>, Vec<T>), tonic::Status> {
         let state = self.state.clone().read_owned().await;
+        Ok(self.set_aside_unwritable(state, items, row_of))
+    }
+
+    /// A batch write of rows this shard must own: refused whole if one is
+    /// not its own (the caller's slot map is wrong or stale, and finds the
+    /// owner again), while the rows of a slot a move has frozen are set
+    /// aside untouched and reported, like [`Self::writable_owned`]'s.
+    pub async fn writable_unless_frozen<T, R: MovedRowKey>(
+        &self,
+        items: Vec<T>,
+        row_of: impl Fn(&T) -> &R,
+    ) -> Result<(WritePermit, Vec<T>, Vec<T>), tonic::Status> {
+        let state = self.state.clone().read_owned().await;
+        for item in &items {
+            state.check(row_of(item).moved_row().0, false)?;
+        }
+        Ok(self.set_aside_unwritable(state, items, row_of))
+    }
+
+    /// The permit for the items `state` lets this shard write now, those
+    /// items, and the others, untouched.
+    fn set_aside_unwritable<T, R: MovedRowKey>(
+        &self,
+        state: OwnedRwLockReadGuard<Ownership>,
+        items: Vec<T>,
+        row_of: impl Fn(&T) -> &R,
+    ) -> (WritePermit, Vec<T>, Vec<T>) {
         let (writable, waiting): (Vec<T>, Vec<T>) =
             items.into_iter().partition(|item| state.check(row_of(item).moved_row().0, true).is_ok());
         let rows: Vec<(Slot, String)> = writable.iter().map(|item| row_of(item).moved_row()).collect();
-        Ok((WritePermit { state, changes: self.changes.clone(), rows }, writable, waiting))
+        (WritePermit { state, changes: self.changes.clone(), rows }, writable, waiting)
     }
 
     /// A write that is not about one slot (retention, expiry, purges): it

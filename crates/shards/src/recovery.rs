@@ -98,6 +98,8 @@ pub struct BatchFence {
     /// (an unsafe failover or restore of P), left unfenced so `ctl repair`
     /// can rebuild them.
     pub lost: HashSet<PasteId>,
+    /// Ids of slots a move has frozen on P: left untouched, for a later round.
+    pub waiting: HashSet<PasteId>,
 }
 
 /// The fence for many ids, all of `keys`'s slots and of `pastes`'s, that
@@ -120,18 +122,30 @@ pub async fn fence_batch(keys: &KeyClient, pastes: &PasteClient, ids: &[PasteId]
     }
     metrics::counter!(pastebin_runtime::metrics::LOST_PASTES_SPARED).increment(lost.len() as u64);
     let fence: Vec<PasteId> = ids.iter().filter(|id| !lost.contains(*id)).cloned().collect();
-    let fates = if fence.is_empty() {
-        HashMap::new()
-    } else {
-        pastes.resolve_batch(&fence).await.map_err(FenceError::PasteShard)?.into_iter().collect()
-    };
-    Ok(BatchFence { fates, lost })
+    if fence.is_empty() {
+        return Ok(BatchFence { lost, ..BatchFence::default() });
+    }
+    let resolved = pastes.resolve_batch(&fence).await.map_err(FenceError::PasteShard)?;
+    Ok(BatchFence {
+        fates: resolved.fates.into_iter().collect(),
+        lost,
+        waiting: resolved.waiting.into_iter().collect(),
+    })
 }
 
 /// The decision for a pending key whose paste id a done key names while P
 /// has no row for it: never fenced, never aborted.
 fn lost_paste() -> Decision {
     Decision::LeftPending("a done key names this paste id but the paste shard has no row: run `ctl reconcile`".into())
+}
+
+/// The decision for a pending key whose paste id the fence did not answer.
+fn unanswered(waiting: &HashSet<PasteId>, paste_id: &PasteId) -> Decision {
+    Decision::LeftPending(if waiting.contains(paste_id) {
+        "a slot move froze this paste id's slot on its paste shard: next round".into()
+    } else {
+        "the paste shard did not answer for this id".into()
+    })
 }
 
 /// Recovery of one stale pending key: the batch fence for its one id, then
@@ -141,7 +155,7 @@ async fn recover(keys: &KeyClient, pastes: &PasteClient, key: &IdempotencyKey, p
         Ok(batch) if batch.lost.contains(paste_id) => return lost_paste(),
         Ok(batch) => match batch.fates.get(paste_id) {
             Some(&fate) => behind_fence(keys, key, paste_id, fate).await,
-            None => return Decision::LeftPending("the paste shard did not answer for this id".into()),
+            None => return unanswered(&batch.waiting, paste_id),
         },
         Err(error) => Err(error),
     };
@@ -154,7 +168,7 @@ async fn recover(keys: &KeyClient, pastes: &PasteClient, key: &IdempotencyKey, p
 /// Returns one decision per key, in no order.
 pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[PendingKey]) -> Vec<Decision> {
     let ids: Vec<PasteId> = batch.iter().map(|pending| pending.paste_id.clone()).collect();
-    let BatchFence { fates, lost } = match fence_batch(keys, pastes, &ids).await {
+    let BatchFence { fates, lost, waiting } = match fence_batch(keys, pastes, &ids).await {
         Ok(fenced) => fenced,
         Err(error) => {
             tracing::warn!(%error, keys = batch.len(), "cannot fence; leaving the keys pending");
@@ -181,7 +195,7 @@ pub async fn recover_batch(keys: &KeyClient, pastes: &PasteClient, batch: &[Pend
         if lost.contains(&pending.paste_id) {
             lost_paste()
         } else {
-            Decision::LeftPending("the paste shard did not answer for this id".into())
+            unanswered(&waiting, &pending.paste_id)
         }
     }));
     decisions

@@ -284,8 +284,9 @@ pastebin_tests::both_backends! {
             assert_eq!(client.tombstone_unless_live(&paste.id).await.unwrap(), IdFate::Live);
 
             let (unknown, _) = new_paste(t0(), chrono::Duration::hours(1));
-            let fates = client.resolve_batch(&[paste.id.clone(), unknown.id.clone()]).await.unwrap();
-            assert_eq!(fates, vec![(paste.id.clone(), IdFate::Live), (unknown.id.clone(), IdFate::Tombstoned)]);
+            let resolved = client.resolve_batch(&[paste.id.clone(), unknown.id.clone()]).await.unwrap();
+            assert_eq!(resolved.fates, vec![(paste.id.clone(), IdFate::Live), (unknown.id.clone(), IdFate::Tombstoned)]);
+            assert_eq!(resolved.waiting, Vec::<PasteId>::new(), "no slot is frozen");
             assert_eq!(client.insert(&unknown).await.unwrap(), InsertOutcome::Tombstoned);
             assert_eq!(client.get(&unknown.id).await.unwrap(), None);
 

@@ -29,23 +29,42 @@ fn key_in(slots: SlotRange) -> pastebin_keys::NewKey {
 /// and returns the frozen ones untouched).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_slot_holds_back_only_its_own_stale_keys() {
-    let cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    a_frozen_slot_holds_back_only_its_own("key").await;
+}
+
+/// The same with the move on P: `ResolveBatch` fences the ids of the
+/// served slots and leaves the frozen slot's id untouched (no tombstone),
+/// where it used to refuse the whole batch and leave both keys pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_paste_slot_holds_back_only_its_own_stale_keys() {
+    a_frozen_slot_holds_back_only_its_own("paste").await;
+}
+
+/// Two stale pending keys, one in slots 0-127 and one in 128-255; a move of
+/// 128-255 from shard 0 to shard 1 of `kind` stopped after its freeze; one
+/// recovery round.
+async fn a_frozen_slot_holds_back_only_its_own(kind: &str) {
+    let empty = |of: &str| usize::from(kind == of);
+    let options =
+        ClusterOptions { empty_key_shards: empty("key"), empty_paste_shards: empty("paste"), ..Default::default() };
+    let cluster = Cluster::start(options).await;
     let keys = cluster.key_client(0);
     let (served, frozen) = (key_in("0-127".parse().unwrap()), key_in("128-255".parse().unwrap()));
     for new in [&served, &frozen] {
         keys.begin(new).await.unwrap();
     }
-    let k = &cluster.key_addresses;
+    let addresses = if kind == "key" { &cluster.key_addresses } else { &cluster.paste_addresses };
     let failpoint = pastebin_ctl::reshard::failpoint::AFTER_FREEZE;
-    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], "128-255"), failpoint).await;
+    let (ok, output) =
+        ctl_reshard(&cluster, &move_args(kind, &addresses[0], &addresses[1], "128-255"), failpoint).await;
     assert!(!ok && output.contains(&format!("failpoint {failpoint}")), "{output}");
-    assert_eq!(keys.describe().await.unwrap().frozen, Some("128-255".parse().unwrap()), "the move stopped frozen");
+    assert_eq!(described_frozen(&cluster, kind).await, Some("128-255".parse().unwrap()), "the move stopped frozen");
 
     cluster.age_pending_keys(Duration::from_secs(120)).await;
     let sweeper = cluster.sweeper(ManualClock::starting_at(chrono::Utc::now())).await;
     let report = sweeper.recover_stale().await;
-    // Neither paste was ever written: the fence tombstones both ids, and
-    // the verdict for both is "aborted".
+    // Neither paste was ever written: the fence tombstones the served id,
+    // and the verdict for its key is "aborted".
     let state = |new: &pastebin_keys::NewKey| {
         let keys = keys.clone();
         let key = new.key;
@@ -53,6 +72,17 @@ async fn a_frozen_slot_holds_back_only_its_own_stale_keys() {
     };
     assert_eq!(state(&served).await, KeyState::Aborted, "the served slot's key is decided: {report:?}");
     assert_eq!(state(&frozen).await, KeyState::Pending, "the frozen slot's key waits for the move: {report:?}");
+    if kind == "paste" {
+        let fate = cluster.paste_client(0).peek_fate(&frozen.paste_id).await.unwrap();
+        assert_eq!(fate, None, "the frozen slot's id is untouched: no tombstone");
+    }
+}
+
+async fn described_frozen(cluster: &Cluster, kind: &str) -> Option<SlotRange> {
+    match kind {
+        "key" => cluster.key_client(0).describe().await.unwrap().frozen,
+        _ => cluster.paste_client(0).describe().await.unwrap().frozen,
+    }
 }
 
 /// Each shard is the authority for its own slots: after K0 gave all its

@@ -223,7 +223,7 @@ pastebin_tests::both_backends! {
         expect_refused("claim_burn", raw.claim_burn(ppb::GetRequest { id: leftover.id.to_string() }).await);
         assert_eq!(store.peek_fate(&leftover.id).await.unwrap(), Some(IdFate::Live));
 
-        assert_eq!(client.resolve_batch(std::slice::from_ref(&inside)).await.unwrap(), vec![(inside, IdFate::Tombstoned)]);
+        assert_eq!(client.resolve_batch(std::slice::from_ref(&inside)).await.unwrap().fates, vec![(inside, IdFate::Tombstoned)]);
     }
 }
 

@@ -297,17 +297,7 @@ impl ShardSlots {
             Some(asked) if asked == stored => stored,
             Some(asked) if resharding == Resharding::Refuse => return Err(SlotClaimError::Mismatch { stored, asked }),
             Some(asked) => {
-                let (first_slot, last_slot, nothing) = columns(asked);
-                sqlx::query(
-                    "UPDATE shard_slots SET first_slot = $1, last_slot = $2, owns_nothing = $3, claimed_at = $4,
-                            generation = generation + 1 WHERE singleton = 1",
-                )
-                .bind(first_slot)
-                .bind(last_slot)
-                .bind(nothing)
-                .bind(now_ms)
-                .execute(pool)
-                .await?;
+                set_owned(pool, asked, now_ms).await?;
                 tracing::warn!(%stored, %asked, "resharding: this shard's slot range changed");
                 asked
             }
@@ -543,17 +533,7 @@ impl ShardSlots {
     async fn store(&self, record: &Record, owned: Option<OwnedSlots>, now_ms: i64) -> Result<(), sqlx::Error> {
         let mut transaction = self.pool.begin().await?;
         if let Some(owned) = owned {
-            let (first_slot, last_slot, nothing) = columns(owned);
-            sqlx::query(
-                "UPDATE shard_slots SET first_slot = $1, last_slot = $2, owns_nothing = $3, claimed_at = $4,
-                        generation = generation + 1 WHERE singleton = 1",
-            )
-            .bind(first_slot)
-            .bind(last_slot)
-            .bind(nothing)
-            .bind(now_ms)
-            .execute(&mut *transaction)
-            .await?;
+            set_owned(&mut *transaction, owned, now_ms).await?;
         }
         sqlx::query(
             "INSERT INTO slot_moves (move_id, role, first_slot, last_slot, peer, step, started_at, updated_at, source,
@@ -679,6 +659,26 @@ async fn active_move(pool: &AnyPool) -> Result<Option<Record>, sqlx::Error> {
 }
 
 /// The stored columns of `owned`: first slot, last slot, owns nothing.
+/// Stores `owned` as this shard's range, one generation on.
+async fn set_owned<'e>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    owned: OwnedSlots,
+    now_ms: i64,
+) -> Result<(), sqlx::Error> {
+    let (first_slot, last_slot, nothing) = columns(owned);
+    sqlx::query(
+        "UPDATE shard_slots SET first_slot = $1, last_slot = $2, owns_nothing = $3, claimed_at = $4,
+                generation = generation + 1 WHERE singleton = 1",
+    )
+    .bind(first_slot)
+    .bind(last_slot)
+    .bind(nothing)
+    .bind(now_ms)
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
 fn columns(owned: OwnedSlots) -> (i64, i64, i64) {
     match owned {
         OwnedSlots::Nothing => (0, 0, 1),

@@ -35,8 +35,8 @@ use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
     db::{self, Database},
     grpc::{GrpcServer, ServerOptions, ShardChannel},
-    shard_slots::{Resharding, ShardSlots},
 };
+use pastebin_slots::shard_slots::{Resharding, ShardSlots};
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
 

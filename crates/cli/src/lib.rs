@@ -19,13 +19,12 @@ use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
     db, durability,
     grpc::{GrpcLimits, GrpcServer, ServerOptions},
-    help, readiness,
-    shard_slots::{Resharding, ShardSlots},
-    shutdown_signal, telemetry,
+    help, readiness, shutdown_signal, telemetry,
     tls::{ClientAuth, MutualTls, PublicTls, PublicTlsArgs, TlsArgs},
     unless_stopped, with_drain_timeout,
 };
 use pastebin_shards::{Patience, SlotMap};
+use pastebin_slots::shard_slots::{Resharding, ShardSlots};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]

@@ -21,10 +21,10 @@ use pastebin_runtime::{
     files::private_socket,
     grpc::{unix_address, ServerOptions},
     lock::{this_process, Sharing},
-    shard_slots::{Resharding, ShardSlots},
     shutdown_signal,
 };
 use pastebin_shards::{Endpoints, Shard, SlotMap, SlotMapCell};
+use pastebin_slots::shard_slots::{Resharding, ShardSlots};
 
 use crate::{
     bind,

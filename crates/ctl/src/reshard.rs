@@ -37,10 +37,8 @@ use std::{
 use pastebin_core::{OwnedSlots, SlotRange};
 use pastebin_handover::{refusal::check_asked, Identity, Next, Record, Role, Step};
 use pastebin_proto::shard::v1::{self as pb, slot_moves_client::SlotMovesClient};
-use pastebin_runtime::{
-    failpoints,
-    shard_slots::{described, move_from_pb, move_to_pb, span},
-};
+use pastebin_runtime::failpoints;
+use pastebin_slots::shard_slots::{described, move_from_pb, move_to_pb, span};
 use tonic::transport::Channel;
 
 use crate::{

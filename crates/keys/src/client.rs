@@ -5,10 +5,8 @@ use pastebin_proto::{
     keys::v1::{self as pb, key_service_client::KeyServiceClient},
     shard::v1 as shard_pb,
 };
-use pastebin_runtime::{
-    grpc::{CallError, Deadline, Malformed, ShardChannel},
-    shard_slots,
-};
+use pastebin_runtime::grpc::{CallError, Deadline, Malformed, ShardChannel};
+use pastebin_slots::shard_slots;
 use tokio::time::Instant;
 
 use crate::{convert, Adopted, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};

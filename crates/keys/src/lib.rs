@@ -13,7 +13,7 @@ mod record;
 mod service;
 mod store;
 
-use pastebin_runtime::{
+use pastebin_slots::{
     shard_slots::ShardSlots,
     slot_moves::{ColumnType, MovedTable, SlotMovesService},
 };
@@ -61,7 +61,7 @@ pub async fn server(
     let routes =
         tonic::service::Routes::new(KeyServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());
     let described = pastebin_runtime::grpc::Described {
-        services: &[SERVICE_NAME, pastebin_runtime::slot_moves::SERVICE_NAME],
+        services: &[SERVICE_NAME, pastebin_slots::slot_moves::SERVICE_NAME],
         descriptors: pastebin_proto::keys::v1::FILE_DESCRIPTOR_SET,
     };
     pastebin_runtime::grpc::GrpcServer::new(routes, described, options).await

@@ -1,10 +1,8 @@
 use chrono::{DateTime, Utc};
 use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, Slot};
 use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
-use pastebin_runtime::{
-    grpc::{store_status, Malformed, StoreFailure},
-    shard_slots::{self, ShardSlots},
-};
+use pastebin_runtime::grpc::{store_status, Malformed, StoreFailure};
+use pastebin_slots::shard_slots::{self, ShardSlots};
 use tonic::{Request, Response, Status};
 
 use crate::{

@@ -5,10 +5,8 @@ use pastebin_core::{
     alert, from_millis, to_millis, Clock, IdempotencyKey, KeyState, LostCommits, PasteId, RequestHash, ResponseBody,
     Slot, KEY_RETENTION,
 };
-use pastebin_runtime::{
-    db::{placeholders, Database},
-    shard_slots::SearchWindows,
-};
+use pastebin_runtime::db::{placeholders, Database};
+use pastebin_slots::shard_slots::SearchWindows;
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{Adopted, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};

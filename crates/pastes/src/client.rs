@@ -3,10 +3,8 @@ use pastebin_proto::{
     pastes::v1::{self as pb, paste_service_client::PasteServiceClient},
     shard::v1 as shard_pb,
 };
-use pastebin_runtime::{
-    grpc::{CallError, Deadline, Malformed, ShardChannel},
-    shard_slots,
-};
+use pastebin_runtime::grpc::{CallError, Deadline, Malformed, ShardChannel};
+use pastebin_slots::shard_slots;
 use tokio::time::Instant;
 
 use crate::{

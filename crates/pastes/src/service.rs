@@ -4,8 +4,8 @@ use pastebin_runtime::metrics as names;
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
     grpc::{store_status, StoreFailure},
-    shard_slots::ShardSlots,
 };
+use pastebin_slots::shard_slots::ShardSlots;
 use tonic::{Request, Response, Status};
 
 use crate::{

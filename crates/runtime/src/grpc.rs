@@ -324,10 +324,16 @@ pub enum CallError {
     NotExecuted(tonic::Status),
 }
 
+/// Metadata on a refusal that says the call was not executed and may be
+/// retried (after discovering the slot map again): `frozen` or `not-owned`.
+pub const NOT_EXECUTED: &str = "pastebin-not-executed";
+/// Metadata on those refusals: the refusing shard's generation.
+pub const GENERATION: &str = "pastebin-generation";
+
 impl From<tonic::Status> for CallError {
     fn from(status: tonic::Status) -> Self {
         use tonic::Code::*;
-        if status.metadata().contains_key(crate::shard_slots::NOT_EXECUTED) {
+        if status.metadata().contains_key(NOT_EXECUTED) {
             return Self::NotExecuted(status);
         }
         match status.code() {
@@ -350,7 +356,7 @@ impl CallError {
     /// caller whose slot map is older discovers it again.
     pub fn generation(&self) -> Option<u64> {
         let Self::NotExecuted(status) = self else { return None };
-        status.metadata().get(crate::shard_slots::GENERATION)?.to_str().ok()?.parse().ok()
+        status.metadata().get(GENERATION)?.to_str().ok()?.parse().ok()
     }
 }
 

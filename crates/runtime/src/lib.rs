@@ -7,17 +7,16 @@
 //! client of K and P is given,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain ([`with_drain_timeout`] bounds it), [`metrics`] names
-//! every Prometheus metric the services export, [`shard_slots`] keeps a
-//! shard's slot range in its database and refuses calls outside it,
-//! [`slot_moves`] is a shard's half of moving slots to another shard, and
-//! [`THEME_JS`] is the light/dark switch every part's HTML pages load.
+//! every Prometheus metric the services export, and [`THEME_JS`] is the
+//! light/dark switch every part's HTML pages load.
 //! [`readiness`] is what `/readyz` and gRPC health say about whether the
 //! process can work, [`help`] names the headings `--help` groups flags
 //! under, and [`lock`] keeps two processes off one data directory, SQLite
 //! file or objects directory. What a client may hold of a listener — the
 //! HTTP listener, each client address's shares, the body budget, the send
 //! timeout, the gRPC admission [`grpc`] serves behind — is the edge, in
-//! pastebin-edge.
+//! pastebin-edge; which slots a shard serves, and its side of moving them,
+//! is pastebin-slots.
 
 pub mod database_url;
 pub mod db;
@@ -29,12 +28,9 @@ pub mod grpc;
 pub mod help;
 pub mod lock;
 pub mod metrics;
-pub mod move_changes;
 pub mod readiness;
 pub mod reconnect;
-pub mod shard_slots;
 mod shutdown;
-pub mod slot_moves;
 pub mod telemetry;
 pub mod tls;
 

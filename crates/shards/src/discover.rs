@@ -7,7 +7,8 @@ use std::time::Duration;
 use pastebin_core::OwnedSlots;
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::{grpc::CallError, shard_slots::Described, tls::MutualTls};
+use pastebin_runtime::{grpc::CallError, tls::MutualTls};
+use pastebin_slots::shard_slots::Described;
 use tokio::time::Instant;
 
 use crate::{address_book, AddressError, CoverageError, Shard, ShardAddresses, SlotMap};

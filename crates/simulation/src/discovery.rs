@@ -9,8 +9,9 @@ use std::{sync::Arc, time::Duration};
 
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
-use pastebin_runtime::{grpc::CallError, shard_slots::Described};
+use pastebin_runtime::grpc::CallError;
 use pastebin_shards::{Rediscover, Shard, SlotMap};
+use pastebin_slots::shard_slots::Described;
 use tonic::transport::Channel;
 
 use crate::{

@@ -8,10 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use pastebin_core::{OwnedSlots, Slot, SlotRange};
 use pastebin_handover::Role;
-use pastebin_runtime::{
-    db::Database,
-    shard_slots::{Ownership, ShardSlots},
-};
+use pastebin_runtime::db::Database;
+use pastebin_slots::shard_slots::{Ownership, ShardSlots};
 use sqlx::Row;
 
 use crate::{disk::Disk, history::Violation, topology::KEY_SHARDS};

@@ -20,7 +20,7 @@ use pastebin_ctl::{
 };
 
 use pastebin_proto::shard::v1::{slot_moves_client::SlotMovesClient, MoveStatusRequest, MoveStatusResponse, ShardKind};
-use pastebin_runtime::shard_slots::described;
+use pastebin_slots::shard_slots::described;
 
 use crate::{clock::SimTime, net};
 

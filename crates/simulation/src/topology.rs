@@ -11,8 +11,8 @@ use pastebin_gateway::{Gateway, GatewaySettings, PasteApiService, SlotMapCell};
 use pastebin_keys::{KeyServiceImpl, KeyStore};
 use pastebin_pastes::{PasteServiceImpl, PasteStore};
 use pastebin_proto::shard::v1::ShardKind;
-use pastebin_runtime::{
-    db::Database,
+use pastebin_runtime::db::Database;
+use pastebin_slots::{
     shard_slots::{Resharding, ShardSlots},
     slot_moves::SlotMovesService,
 };

@@ -5,7 +5,8 @@ use pastebin_core::SlotRange;
 use pastebin_keys::PendingStats;
 use pastebin_pastes::ReportOrder;
 use pastebin_proto::shard::v1 as shard_pb;
-use pastebin_runtime::{metrics as names, shard_slots};
+use pastebin_runtime::metrics as names;
+use pastebin_slots::shard_slots;
 
 use crate::{RoundReport, Sweeper};
 

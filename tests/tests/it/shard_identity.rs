@@ -12,8 +12,8 @@ use pastebin_keys::NewKey;
 use pastebin_objects::{LocalDirStore, ObjectStore};
 use pastebin_pastes::IdFate;
 use pastebin_proto::{keys::v1 as kpb, pastes::v1 as ppb, shard::v1 as spb};
-use pastebin_runtime::shard_slots::{Resharding, ShardSlots, SlotClaimError};
 use pastebin_shards::{Shard, SlotMap};
+use pastebin_slots::shard_slots::{Resharding, ShardSlots, SlotClaimError};
 use pastebin_tests::{
     api::{create, get, new_key},
     cluster::{gateway_args, run_to_exit, start_shard, Process},

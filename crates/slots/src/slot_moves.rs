@@ -14,10 +14,9 @@ use tonic::{Request, Response, Status};
 
 use pastebin_handover::{Call, Effect, Fence, Identity, Record, Request as MoveRequest, Role, Step};
 
-use crate::{
-    db::{placeholders, Database},
-    shard_slots::{move_from_pb, move_to_pb, span_range, Applied, ShardSlots, IMPORT_FENCE},
-};
+use pastebin_runtime::db::{placeholders, Database};
+
+use crate::shard_slots::{move_from_pb, move_to_pb, span_range, Applied, ShardSlots, IMPORT_FENCE};
 
 /// A column of a moved table, and how its values are read and written.
 #[derive(Debug, Clone, Copy)]
@@ -376,7 +375,7 @@ impl SlotMovesService {
 
 /// Copy progress for `/metrics` (`pastebin_slot_move_rows_total`).
 fn count_rows(direction: &'static str, rows: u64) {
-    metrics::counter!(crate::metrics::SLOT_MOVE_ROWS, "direction" => direction).increment(rows);
+    metrics::counter!(pastebin_runtime::metrics::SLOT_MOVE_ROWS, "direction" => direction).increment(rows);
 }
 
 fn database(error: sqlx::Error) -> Status {

@@ -19,10 +19,9 @@ use pastebin_proto::shard::v1 as pb;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
-use crate::{
-    grpc::CallError,
-    move_changes::{ChangeLog, MovedRowKey},
-};
+use pastebin_runtime::grpc::{CallError, GENERATION, NOT_EXECUTED};
+
+use crate::move_changes::{ChangeLog, MovedRowKey};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SlotClaimError {
@@ -131,7 +130,7 @@ impl Ownership {
     /// Publishes how many slots are frozen here (`pastebin_shard_frozen_slots`).
     fn publish(&self) {
         let frozen = self.frozen().map_or(0, |range| range.slots().count());
-        metrics::gauge!(crate::metrics::FROZEN_SLOTS).set(frozen as f64);
+        metrics::gauge!(pastebin_runtime::metrics::FROZEN_SLOTS).set(frozen as f64);
     }
 
     /// The slots this shard still owns but refuses writes for.
@@ -703,12 +702,6 @@ fn stored_range(first: i64, last: i64) -> Result<SlotRange, SlotClaimError> {
     SlotRange::new(slot(first)?, slot(last)?).map_err(|e| SlotClaimError::Corrupt(e.to_string()))
 }
 
-/// Metadata on a refusal that says the call was not executed and may be
-/// retried (after discovering the slot map again): `frozen` or `not-owned`.
-pub const NOT_EXECUTED: &str = "pastebin-not-executed";
-/// Metadata on those refusals: the refusing shard's generation.
-pub const GENERATION: &str = "pastebin-generation";
-
 fn refusal(mut status: tonic::Status, why: &'static str, generation: u64) -> tonic::Status {
     let metadata = status.metadata_mut();
     metadata.insert(NOT_EXECUTED, tonic::metadata::MetadataValue::from_static(why));
@@ -760,7 +753,7 @@ pub fn span_range(span: Option<&pb::SlotSpan>) -> Result<SlotRange, String> {
 /// and the durability of its database as last read.
 fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::ShardDescription {
     let (first_slot, last_slot, nothing) = columns(ownership.owned);
-    let durability = crate::durability::current();
+    let durability = pastebin_runtime::durability::current();
     pb::ShardDescription {
         kind: kind.into(),
         first_slot: first_slot as u32,
@@ -779,8 +772,8 @@ fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::S
 }
 
 /// The durability in a `Describe` answer; `None` when the shard has not read it.
-pub fn described_durability(answer: &pb::ShardDescription) -> Option<crate::durability::Reported> {
-    (!answer.durability.is_empty()).then(|| crate::durability::Reported {
+pub fn described_durability(answer: &pb::ShardDescription) -> Option<pastebin_runtime::durability::Reported> {
+    (!answer.durability.is_empty()).then(|| pastebin_runtime::durability::Reported {
         kind: answer.durability.clone(),
         detail: answer.durability_detail.clone(),
         commits_survive_server_loss: answer.commits_survive_server_loss,

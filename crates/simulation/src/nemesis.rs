@@ -125,11 +125,8 @@ impl Moves {
         let after = Duration::from_millis(rng.random_range(0..MISTAKE_WITHIN_MS));
         Some(match rng.random_range(0..100) {
             0..=49 => return None,
-            50..=64 => Mistake::Abandon { after, abandon_cut: None, then_resume: rng.random_bool(0.5) },
-            65..=74 => {
-                let cut = Duration::from_millis(rng.random_range(0..200));
-                Mistake::Abandon { after, abandon_cut: Some(cut), then_resume: true }
-            }
+            50..=64 => Mistake::Abandon { after, halfway: false, then_resume: rng.random_bool(0.5) },
+            65..=74 => Mistake::Abandon { after, halfway: true, then_resume: true },
             75..=89 => Mistake::WrongTo { after },
             _ => Mistake::TwoRuns { after },
         })

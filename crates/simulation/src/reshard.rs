@@ -24,7 +24,9 @@ use pastebin_ctl::{
 use pastebin_proto::shard::v1::{slot_moves_client::SlotMovesClient, MoveStatusRequest, MoveStatusResponse, ShardKind};
 use pastebin_runtime::shard_slots::described;
 
-use futures::future::join;
+use std::pin::pin;
+
+use futures::future::{join, select, Either};
 
 use crate::{clock::SimTime, net, topology};
 
@@ -57,11 +59,11 @@ pub struct SlotsMove {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mistake {
     /// Stops the run (Ctrl-C) `after` it began, at whatever step, then runs
-    /// `--abandon`. With `abandon_cut`, that is stopped too and the operator
-    /// changes their mind: `--resume`, which finishes the abandon if either
-    /// shard recorded it. With `then_resume`, a `--resume` after the
-    /// abandon answered, which has nothing to resume.
-    Abandon { after: Duration, abandon_cut: Option<Duration>, then_resume: bool },
+    /// `--abandon`. With `halfway`, that is stopped too once it printed its
+    /// first step, and the operator changes their mind: `--resume`, which
+    /// must finish the abandon, never take. With `then_resume`, a
+    /// `--resume` after the abandon answered, which has nothing to resume.
+    Abandon { after: Duration, halfway: bool, then_resume: bool },
     /// Stops the run `after` it began, then reruns it with `--to` the spare
     /// shard (a typo), which must be refused, then reruns it right.
     WrongTo { after: Duration },
@@ -113,21 +115,34 @@ const NOTHING_IN_PROGRESS: &str = "nothing to resume or abandon";
 /// ctl's words when two runs of one move meet (a second terminal).
 const RUNS_MET: [&str; 2] = ["took this move over", "is in another move"];
 
+/// When the operator stops a command that is still running (Ctrl-C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    After(Duration),
+    /// Once ctl printed this.
+    Printed(&'static str),
+}
+
+/// The first step of an abandon, as ctl prints it.
+const ABANDON_RECORDED: &str = "abandoning: recorded on";
+
 /// What the operator types for `to_move`, in order. A command with a cut
-/// is stopped then (Ctrl-C) if still running, and typed once; one without
-/// is rerun until it answers. The last tells which end owns the slots.
-fn script(to_move: &SlotsMove) -> VecDeque<(Command, Option<Duration>)> {
+/// is stopped then if still running, and typed once; one without is rerun
+/// until it answers. The last tells which end owns the slots.
+fn script(to_move: &SlotsMove) -> VecDeque<(Command, Option<Cut>)> {
     let mut typed = match to_move.mistake {
         None | Some(Mistake::TwoRuns { .. }) => vec![(Command::Move, None)],
-        Some(Mistake::Abandon { after, abandon_cut: None, then_resume }) => {
+        Some(Mistake::Abandon { after, halfway: false, then_resume }) => {
             let resume = then_resume.then_some((Command::Resume, None));
-            [(Command::Move, Some(after)), (Command::Abandon, None)].into_iter().chain(resume).collect()
+            [(Command::Move, Some(Cut::After(after))), (Command::Abandon, None)].into_iter().chain(resume).collect()
         }
-        Some(Mistake::Abandon { after, abandon_cut: Some(cut), .. }) => {
-            vec![(Command::Move, Some(after)), (Command::Abandon, Some(cut)), (Command::Resume, None)]
-        }
+        Some(Mistake::Abandon { after, halfway: true, .. }) => vec![
+            (Command::Move, Some(Cut::After(after))),
+            (Command::Abandon, Some(Cut::Printed(ABANDON_RECORDED))),
+            (Command::Resume, None),
+        ],
         Some(Mistake::WrongTo { after }) => {
-            vec![(Command::Move, Some(after)), (Command::WrongTo, None), (Command::Move, None)]
+            vec![(Command::Move, Some(Cut::After(after))), (Command::WrongTo, None), (Command::Move, None)]
         }
     };
     typed.push((Command::Status, None));
@@ -182,7 +197,7 @@ struct Book {
     /// The moves asked for and not yet done; the first is the one being run.
     asked: VecDeque<SlotsMove>,
     /// What is left to type for the first move asked.
-    script: VecDeque<(Command, Option<Duration>)>,
+    script: VecDeque<(Command, Option<Cut>)>,
     /// When to start the second terminal's run of the first move, once.
     second_run: Option<Duration>,
     /// Where the first move's slots are, as ctl last said.
@@ -236,7 +251,7 @@ impl Operator {
     }
 
     /// The move being run and what to type next for it.
-    fn next(&self) -> Option<(SlotsMove, Command, Option<Duration>)> {
+    fn next(&self) -> Option<(SlotsMove, Command, Option<Cut>)> {
         let book = self.book();
         let (command, cut) = *book.script.front()?;
         Some((book.asked.front()?.clone(), command, cut))
@@ -339,17 +354,21 @@ pub async fn run_operator(operator: Operator, time: SimTime) -> anyhow::Result<(
             }
         }
         let second = if command == Command::Move { operator.second_run_due() } else { None };
+        let screen = Screen::default();
         // The operator reads the first terminal once both have ended.
         let typed = async {
             match second {
-                Some(after) => join(ctl(&to_move, command), second_run(&operator, &to_move, after, &elapsed)).await.0,
-                None => ctl(&to_move, command).await,
+                Some(after) => {
+                    let first = ctl(&to_move, command, screen.clone());
+                    join(first, second_run(&operator, &to_move, after, &elapsed)).await.0
+                }
+                None => ctl(&to_move, command, screen.clone()).await,
             }
         };
         let answer = match cut {
-            Some(cut) => match tokio::time::timeout(cut, typed).await {
-                Ok(answer) => answer,
-                Err(_) => {
+            Some(cut) => match select(pin!(typed), pin!(screen.until(cut))).await {
+                Either::Left((answer, _)) => answer,
+                Either::Right(_) => {
                     operator.see(elapsed(), Seen::Cut { slots: to_move.slots, command: command.as_str() });
                     operator.typed(None);
                     continue;
@@ -369,7 +388,7 @@ async fn answered(
     at: Duration,
     to_move: &SlotsMove,
     command: Command,
-    cut: Option<Duration>,
+    cut: Option<Cut>,
     answer: Result<String, CtlError>,
 ) -> bool {
     let slots = to_move.slots;
@@ -414,8 +433,9 @@ async fn answered(
     if !matches!(error, CtlError::Unreachable(_)) && !runs_met {
         operator.found(format!("{} of slots {slots} stopped: {error}", command.as_str()));
     }
-    // A command the operator stopped halfway is not typed again.
-    if cut.is_some() {
+    // A command the operator stops at a point in time is typed once; one
+    // stopped at a step is rerun until it gets there.
+    if matches!(cut, Some(Cut::After(_))) {
         operator.typed(None);
         return true;
     }
@@ -427,7 +447,7 @@ async fn answered(
 /// epochs must keep the two runs from both acting.
 async fn second_run(operator: &Operator, to_move: &SlotsMove, after: Duration, elapsed: &impl Fn() -> Duration) {
     tokio::time::sleep(after).await;
-    let exit = match ctl(to_move, Command::Move).await {
+    let exit = match ctl(to_move, Command::Move, Screen::default()).await {
         Ok(output) if output.contains("abandoned") => "abandoned",
         Ok(_) => "done",
         Err(error) => exit_of(&error),
@@ -435,9 +455,42 @@ async fn second_run(operator: &Operator, to_move: &SlotsMove, after: Duration, e
     operator.see(elapsed(), Seen::SecondRun { slots: to_move.slots, exit });
 }
 
-/// Runs `command` for `to_move` with the real `ctl reshard` driver: its
-/// output, or why it stopped.
-async fn ctl(to_move: &SlotsMove, command: Command) -> Result<String, CtlError> {
+/// ctl's output as the operator reads it while it runs.
+#[derive(Clone, Default)]
+struct Screen(Arc<Mutex<Vec<u8>>>);
+
+impl Screen {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())).into_owned()
+    }
+
+    /// Returns once the operator would stop the command (Ctrl-C).
+    async fn until(&self, cut: Cut) {
+        match cut {
+            Cut::After(after) => tokio::time::sleep(after).await,
+            Cut::Printed(text) => {
+                while !self.text().contains(text) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+    }
+}
+
+impl std::io::Write for Screen {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `command` for `to_move` with the real `ctl reshard` driver, its
+/// output on `screen`: that output, or why it stopped.
+async fn ctl(to_move: &SlotsMove, command: Command, mut screen: Screen) -> Result<String, CtlError> {
     let to = if command == Command::WrongTo { topology::SPARE_KEY_SHARD } else { to_move.to };
     let args = ReshardArgs {
         kind: Kind::Key,
@@ -452,9 +505,8 @@ async fn ctl(to_move: &SlotsMove, command: Command) -> Result<String, CtlError> 
     };
     let channel = |host| net::channel(host).map_err(|error| CtlError::Usage(error.to_string()));
     let channels = (channel(to_move.from)?, channel(to)?);
-    let (mut out, mut err) = (Vec::new(), std::io::sink());
-    pastebin_ctl::reshard::run_over(&args, channels, STEP_TIMEOUT, &mut out, &mut err).await?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    pastebin_ctl::reshard::run_over(&args, channels, STEP_TIMEOUT, &mut screen, &mut std::io::sink()).await?;
+    Ok(screen.text())
 }
 
 /// What `ctl reshard --status` would show the operator: the target owns

@@ -53,7 +53,7 @@ pub struct SlotsMove {
 }
 
 /// An operator's mistake while moving slots, drawn with the move by the
-/// nemesis (docs/operations.md#moving-slots lists what ctl refuses). The
+/// nemesis (docs/operations.md#the-mistakes-it-refuses). The
 /// shards' records must refuse or absorb each one: every slot keeps one
 /// owner, and an abandon that either shard recorded never ends in a take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

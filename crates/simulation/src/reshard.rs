@@ -408,7 +408,7 @@ async fn answered(
             return true;
         }
         Err(CtlError::Failed(why)) if command.refused_as_it_must(&why) => {
-            operator.see(at, Seen::Refused { slots, command: command.as_str(), why: why.clone() });
+            operator.see(at, Seen::Refused { slots, command: command.as_str(), why: without_move_ids(&why) });
             // The refusal says to finish the move instead, and the operator does.
             operator.typed(why.contains(GIVEN_UP).then_some(Command::Move));
             return true;
@@ -440,6 +440,19 @@ async fn answered(
         return true;
     }
     false
+}
+
+/// ctl's words with each move's id left out: ctl draws ids from the
+/// operating system, and a seed's history must replay the same.
+fn without_move_ids(said: &str) -> String {
+    let words = said.split(' ').map(|word| match word.find("move-") {
+        Some(at) => {
+            let tail = word[at + "move-".len()..].trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+            format!("{}move-…{tail}", &word[..at])
+        }
+        None => word.to_owned(),
+    });
+    words.collect::<Vec<_>>().join(" ")
 }
 
 /// The second terminal: the same command, typed once `after` the first

@@ -78,11 +78,18 @@ impl Report {
         self.moves.iter().filter(|(_, seen)| matches!(seen, reshard::Seen::Moved(_))).count()
     }
 
+    /// The moves in which the operator made a mistake ([`reshard::Mistake`]).
+    pub fn mistakes(&self) -> usize {
+        let mistaken = |fault: &nemesis::Fault| matches!(fault, nemesis::Fault::MoveSlots { mistake: Some(_), .. });
+        self.faults.iter().filter(|(_, fault)| mistaken(fault)).count()
+    }
+
     /// Crashes and restarts of `ctl` while a move was running: each one
     /// left a move for a rerun to resume.
     pub fn ctl_crashes_mid_move(&self) -> usize {
         let asked = self.faults.iter().filter(|(_, fault)| matches!(fault, nemesis::Fault::MoveSlots { .. }));
-        let finished = self.moves.iter().filter(|(_, seen)| matches!(seen, reshard::Seen::Moved(_)));
+        let ended = |seen: &reshard::Seen| matches!(seen, reshard::Seen::Moved(_) | reshard::Seen::Kept(_));
+        let finished = self.moves.iter().filter(|(_, seen)| ended(seen));
         let mut finished = finished.map(|(at, _)| *at);
         let running: Vec<(Duration, Duration)> =
             asked.map(|(at, _)| (*at, finished.next().unwrap_or(Duration::MAX))).collect();
@@ -115,15 +122,17 @@ struct Shards {
     pastes: Vec<(PasteStore, Database)>,
 }
 
-fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks) -> anyhow::Result<Shards> {
+fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks, time: &SimTime) -> anyhow::Result<Shards> {
     let open = |name: &str, migrations: &'static sqlx::migrate::Migrator| {
         let url = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
         disk.run(async move { pastebin_runtime::db::connect(&url, 4, migrations).await })
     };
-    let clock = |name: &str| Arc::new(clocks.of(name));
-    let keys = topology::KEY_SHARDS
+    // The spare K shard's clock is never skewed: the nemesis does not strike it.
+    let clock =
+        |name: &str| Arc::new(if name == topology::SPARE_KEY_SHARD { time.host_clock() } else { clocks.of(name) });
+    let keys = topology::KEY_HOSTS
         .iter()
-        .map(|(name, ..)| open(name, &pastebin_keys::MIGRATIONS).map(|db| (KeyStore::new(db.clone(), clock(name)), db)))
+        .map(|name| open(name, &pastebin_keys::MIGRATIONS).map(|db| (KeyStore::new(db.clone(), clock(name)), db)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let pastes = topology::PASTE_SHARDS
         .iter()
@@ -145,7 +154,7 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     // ctl reads no clock: a skew of its clock would be a fault that does nothing.
     let clocked = topology::servers().into_iter().filter(|host| host != reshard::CTL);
     let clocks = Clocks::new(&time, clocked.chain(["objects".to_owned()]));
-    let shards = open_shards(&disk, dir.path(), &clocks)?;
+    let shards = open_shards(&disk, dir.path(), &clocks, &time)?;
     let objects = SimObjects::new(seed ^ 0x6f62_6a73, clocks.of("objects"));
 
     let mut sim = turmoil::Builder::new()
@@ -156,7 +165,7 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         .simulation_duration(WORKLOAD_LIMIT + RECOVERY_LIMIT + Duration::from_secs(60))
         .build();
     let owners = Owners::default();
-    for (shard, ((name, ..), (store, _))) in topology::KEY_SHARDS.iter().zip(&shards.keys).enumerate() {
+    for (shard, (name, (store, _))) in topology::KEY_HOSTS.iter().zip(&shards.keys).enumerate() {
         let (store, disk, owners) = (store.clone(), disk.clone(), owners.clone());
         sim.host(*name, move || host(topology::serve_keys(store.clone(), shard, owners.clone(), disk.clone())));
     }
@@ -304,7 +313,7 @@ fn final_state(
     violations: &mut Vec<Violation>,
 ) -> anyhow::Result<FinalState> {
     let mut end = FinalState::default();
-    for (((name, ..), (_, db)), stored) in topology::KEY_SHARDS.iter().zip(&shards.keys).zip(stored) {
+    for ((name, (_, db)), stored) in topology::KEY_HOSTS.iter().zip(&shards.keys).zip(stored) {
         let pool = db.pool().clone();
         let rows = disk.run(async move {
             sqlx::query("SELECT key, state, paste_id, response_body FROM idempotency_keys").fetch_all(&pool).await

@@ -6,8 +6,9 @@
 //!
 //! Beside them, a few times a run, it asks the operator to move a range of
 //! slots between the two K shards ([`Fault::MoveSlots`]), one move at a time,
-//! while every other fault goes on striking (the ctl host included). A move
-//! is not undone: healing lets it finish.
+//! while every other fault goes on striking (the ctl host included), and
+//! draws the mistake the operator makes in it, if any ([`Mistake`]). A move
+//! is not undone: healing lets it finish, or the abandon the operator typed.
 
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use turmoil::Sim;
 use crate::{
     clock::Clocks,
     objects::SimObjects,
-    reshard::{Operator, SlotsMove},
+    reshard::{Mistake, Operator, SlotsMove},
     topology,
 };
 
@@ -40,18 +41,22 @@ pub enum Fault {
     SlowLinks(Duration),
     ObjectOutage,
     /// The operator runs `ctl reshard` to move these slots (`first..=last`)
-    /// from one K shard to the other.
+    /// from one K shard to the other, making `mistake` on the way.
     MoveSlots {
         from: &'static str,
         to: &'static str,
         first: u8,
         last: u8,
+        mistake: Option<Mistake>,
     },
 }
 
 /// The most moves in one run, and the largest range one moves.
 const MAX_MOVES: u32 = 4;
 const MAX_MOVED_SLOTS: u8 = 96;
+/// An operator's mistake comes this many milliseconds into the move, at
+/// most: about as long as a move that nothing strikes takes.
+const MISTAKE_WITHIN_MS: u64 = 500;
 
 /// The moves of a run: when the next is asked for, and where the boundary
 /// between the two K shards will be once every move asked for is done.
@@ -60,8 +65,12 @@ struct Moves {
     operator: Operator,
     left: u32,
     next_at: Option<Duration>,
-    /// The first slot of k1 (k0 owns the slots before it).
+    /// The first slot of k1 (k0 owns the slots before it) once the moves
+    /// that ended are counted.
     boundary: u8,
+    /// Where the boundary is if the move asked for last moves its slots
+    /// (an abandon leaves them with the source).
+    if_moved: Option<u8>,
 }
 
 impl Moves {
@@ -70,7 +79,7 @@ impl Moves {
         let left = rng.random_range(1..=MAX_MOVES);
         let first_at = Duration::from_millis(rng.random_range(0..4_000));
         let boundary = topology::KEY_SHARDS[1].1;
-        Self { rng, operator, left, next_at: Some(first_at), boundary }
+        Self { rng, operator, left, next_at: Some(first_at), boundary, if_moved: None }
     }
 
     /// The next move when it is due: the operator has finished the last
@@ -79,6 +88,8 @@ impl Moves {
         if self.left == 0 || !self.operator.idle() {
             return None;
         }
+        self.boundary = self.settled_boundary();
+        self.if_moved = None;
         let next_at = *self.next_at.get_or_insert_with(|| now + Duration::from_millis(self.rng.random_range(0..3_000)));
         if now < next_at {
             return None;
@@ -99,16 +110,42 @@ impl Moves {
         } else {
             (k0, k1, self.boundary.saturating_sub(count).max(1), self.boundary - 1)
         };
-        self.boundary = if k1_gives { last + 1 } else { first };
+        self.if_moved = Some(if k1_gives { last + 1 } else { first });
         let slots = pastebin_core::SlotRange::new(first, last).expect("first <= last: each shard keeps a slot");
-        self.operator.ask(SlotsMove { from, to, slots, batch: self.rng.random_range(1..=3) });
-        Some(Fault::MoveSlots { from, to, first, last })
+        let (batch, mistake) = (self.rng.random_range(1..=3), self.mistake());
+        self.operator.ask(SlotsMove { from, to, slots, batch, mistake });
+        Some(Fault::MoveSlots { from, to, first, last, mistake })
     }
 
-    /// The range each K shard owns once every move asked for is done.
-    fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 2] {
+    /// Half the moves go as the runbook says; the other half, the operator
+    /// gets something wrong, at a point of the move drawn here: a move takes
+    /// about 0.5 s when nothing strikes it, so any of its steps.
+    fn mistake(&mut self) -> Option<Mistake> {
+        let rng = &mut self.rng;
+        let after = Duration::from_millis(rng.random_range(0..MISTAKE_WITHIN_MS));
+        Some(match rng.random_range(0..100) {
+            0..=49 => return None,
+            50..=64 => Mistake::Abandon { after, halfway: false, then_resume: rng.random_bool(0.5) },
+            65..=74 => Mistake::Abandon { after, halfway: true, then_resume: true },
+            75..=89 => Mistake::WrongTo { after },
+            _ => Mistake::TwoRuns { after },
+        })
+    }
+
+    /// The boundary once the last move asked for has ended.
+    fn settled_boundary(&self) -> u8 {
+        match self.if_moved {
+            Some(boundary) if self.operator.last_moved() => boundary,
+            _ => self.boundary,
+        }
+    }
+
+    /// The range each K shard owns once every move asked for has ended
+    /// (the spare shard: none).
+    fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 3] {
+        let boundary = self.settled_boundary();
         let range = |first, last| pastebin_core::SlotRange::new(first, last).expect("1 <= boundary <= 255").into();
-        [range(0, self.boundary - 1), range(self.boundary, u8::MAX)]
+        [range(0, boundary - 1), range(boundary, u8::MAX), pastebin_core::OwnedSlots::Nothing]
     }
 }
 
@@ -138,7 +175,7 @@ impl Nemesis {
     }
 
     /// The range each K shard must own once the moves asked for are done.
-    pub fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 2] {
+    pub fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 3] {
         self.moves.final_ranges()
     }
 

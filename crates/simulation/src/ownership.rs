@@ -12,10 +12,10 @@ use pastebin_runtime::db::Database;
 use pastebin_slots::shard_slots::{Ownership, ShardSlots};
 use sqlx::Row;
 
-use crate::{disk::Disk, history::Violation, topology::KEY_SHARDS};
+use crate::{disk::Disk, history::Violation, topology::KEY_HOSTS};
 
 /// The slot state each K shard's process answers from, by shard (in
-/// [`KEY_SHARDS`] order): set when it starts, kept when it crashes (a
+/// [`KEY_HOSTS`] order): set when it starts, kept when it crashes (a
 /// restart reads back the same range from its database).
 #[derive(Clone, Default)]
 pub struct Owners(Arc<Mutex<Vec<Option<ShardSlots>>>>);
@@ -23,7 +23,7 @@ pub struct Owners(Arc<Mutex<Vec<Option<ShardSlots>>>>);
 impl Owners {
     pub fn started(&self, shard: usize, slots: ShardSlots) {
         let mut shards = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        shards.resize(KEY_SHARDS.len(), None);
+        shards.resize(KEY_HOSTS.len(), None);
         shards[shard] = Some(slots);
     }
 
@@ -42,7 +42,7 @@ impl Owners {
         SlotRange::ALL.slots().find_map(|slot| {
             let owners: Vec<&str> = (0..shards.len())
                 .filter(|&shard| owned(shard).is_some_and(|o| o.contains(slot)))
-                .map(|shard| KEY_SHARDS[shard].0)
+                .map(|shard| KEY_HOSTS[shard])
                 .collect();
             (owners.len() > 1).then(|| format!("slot {slot} owned by {} at once", owners.join(" and ")))
         })
@@ -62,36 +62,40 @@ impl Owners {
     }
 }
 
-/// A K shard's range and unfinished moves as stored in its database: what
-/// a restart would serve.
+/// A K shard's range and moves as stored in its database: what a restart
+/// would serve.
 pub struct Stored {
     pub owned: OwnedSlots,
     pub moves_in_progress: i64,
+    /// Every move it took part in, by id: its step, and whether an abandon
+    /// was recorded.
+    pub moves: Vec<(String, String, bool)>,
 }
 
 pub fn stored(disk: &Disk, db: &Database) -> anyhow::Result<Stored> {
     let pool = db.pool().clone();
     let (range, moves) = disk.run(async move {
         let range = sqlx::query("SELECT first_slot, last_slot, owns_nothing FROM shard_slots").fetch_one(&pool).await?;
-        let moves = sqlx::query("SELECT COUNT(*) AS n FROM slot_moves WHERE step NOT IN ('done', 'abandoned')")
-            .fetch_one(&pool)
-            .await?;
-        Ok::<_, sqlx::Error>((range, moves.get::<i64, _>("n")))
+        let moves = sqlx::query("SELECT move_id, step, abandoning FROM slot_moves").fetch_all(&pool).await?;
+        Ok::<_, sqlx::Error>((range, moves))
     })?;
+    let moves: Vec<(String, String, bool)> =
+        moves.iter().map(|row| (row.get("move_id"), row.get("step"), row.get::<i64, _>("abandoning") != 0)).collect();
+    let unfinished = moves.iter().filter(|(_, step, _)| step != "done" && step != "abandoned").count();
     let owned = if range.get::<i64, _>("owns_nothing") != 0 {
         OwnedSlots::Nothing
     } else {
         let slot = |column: &str| u8::try_from(range.get::<i64, _>(column));
         OwnedSlots::Range(SlotRange::new(slot("first_slot")?, slot("last_slot")?)?)
     };
-    Ok(Stored { owned, moves_in_progress: moves })
+    Ok(Stored { owned, moves_in_progress: i64::try_from(unfinished)?, moves })
 }
 
 /// After healing: every slot owned by exactly one K shard, as each stores
 /// it, the ranges the moves asked for, and no move left unfinished.
 pub fn check_final(stored: &[Stored], expected: &[OwnedSlots]) -> Vec<Violation> {
     let mut found = Vec::new();
-    for ((name, ..), (stored, expected)) in KEY_SHARDS.iter().zip(stored.iter().zip(expected)) {
+    for (name, (stored, expected)) in KEY_HOSTS.iter().zip(stored.iter().zip(expected)) {
         if stored.moves_in_progress > 0 {
             found.push(Violation(format!("{name} still has a slot move in progress after healing")));
         }
@@ -105,7 +109,24 @@ pub fn check_final(stored: &[Stored], expected: &[OwnedSlots]) -> Vec<Violation>
             found.push(Violation(format!("slot {slot} ends with {owners} owners")));
         }
     }
+    found.extend(abandons_taken(stored));
     found
+}
+
+/// A move that one shard recorded as abandoning (or abandoned) and another
+/// finished as done: an abandon turned into a take, which no rerun,
+/// `--resume` or second run may do (docs/design.md#moving-slots).
+fn abandons_taken(stored: &[Stored]) -> Vec<Violation> {
+    let rows = || KEY_HOSTS.iter().zip(stored).flat_map(|(name, s)| s.moves.iter().map(move |m| (*name, m)));
+    let abandoned = rows().filter(|(_, (_, step, abandoning))| *abandoning || step == "abandoned");
+    abandoned
+        .filter_map(|(name, (id, ..))| {
+            let mut taken = rows().filter(|(_, (other, step, _))| other == id && step == "done");
+            taken
+                .next()
+                .map(|(done_on, _)| Violation(format!("move {id} was abandoned on {name} and ended done on {done_on}")))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -117,28 +138,47 @@ mod tests {
     }
 
     fn settled(first: u8, last: u8, moves_in_progress: i64) -> Stored {
-        Stored { owned: owns(first, last), moves_in_progress }
+        Stored { owned: owns(first, last), moves_in_progress, moves: Vec::new() }
+    }
+
+    fn spare() -> Stored {
+        Stored { owned: OwnedSlots::Nothing, moves_in_progress: 0, moves: Vec::new() }
     }
 
     #[test]
     fn moves_that_finished_as_asked_leave_no_violation() {
-        let stored = [settled(0, 159, 0), settled(160, 255, 0)];
-        assert_eq!(check_final(&stored, &[owns(0, 159), owns(160, 255)]), Vec::new());
+        let stored = [settled(0, 159, 0), settled(160, 255, 0), spare()];
+        assert_eq!(check_final(&stored, &[owns(0, 159), owns(160, 255), OwnedSlots::Nothing]), Vec::new());
     }
 
     #[test]
     fn a_move_left_in_progress_is_a_violation() {
-        let found = check_final(&[settled(0, 159, 1), settled(160, 255, 0)], &[owns(0, 159), owns(160, 255)]);
+        let expected = [owns(0, 159), owns(160, 255), OwnedSlots::Nothing];
+        let found = check_final(&[settled(0, 159, 1), settled(160, 255, 0), spare()], &expected);
         assert!(found.iter().any(|v| v.0.contains("k0 still has a slot move in progress")), "{found:?}");
     }
 
     #[test]
     fn a_slot_with_two_owners_or_none_is_a_violation() {
-        let expected = [owns(0, 127), owns(128, 255)];
-        let twice = check_final(&[settled(0, 130, 0), settled(128, 255, 0)], &expected);
+        let expected = [owns(0, 127), owns(128, 255), OwnedSlots::Nothing];
+        let twice = check_final(&[settled(0, 130, 0), settled(128, 255, 0), spare()], &expected);
         assert!(twice.iter().any(|v| v.0 == "slot 129 ends with 2 owners"), "{twice:?}");
         assert!(twice.iter().any(|v| v.0.contains("k0 ends owning 0-130, not 0-127")), "{twice:?}");
-        let none = check_final(&[settled(0, 120, 0), settled(128, 255, 0)], &expected);
+        let none = check_final(&[settled(0, 120, 0), settled(128, 255, 0), spare()], &expected);
         assert!(none.iter().any(|v| v.0 == "slot 125 ends with 0 owners"), "{none:?}");
+    }
+
+    #[test]
+    fn an_abandon_that_ended_in_a_take_is_a_violation() {
+        let expected = [owns(0, 127), owns(128, 255), OwnedSlots::Nothing];
+        let (mut source, mut target) = (settled(0, 127, 0), settled(128, 255, 0));
+        source.moves.push(("move-1".into(), "abandoned".into(), true));
+        target.moves.push(("move-1".into(), "abandoned".into(), true));
+        assert_eq!(check_final(&[source, target, spare()], &expected), Vec::new());
+        let (mut source, mut target) = (settled(0, 127, 0), settled(128, 255, 0));
+        source.moves.push(("move-1".into(), "exporting".into(), true));
+        target.moves.push(("move-1".into(), "done".into(), false));
+        let found = check_final(&[source, target, spare()], &expected);
+        assert!(found.iter().any(|v| v.0 == "move move-1 was abandoned on k0 and ended done on k1"), "{found:?}");
     }
 }

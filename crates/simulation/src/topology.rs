@@ -1,10 +1,13 @@
-//! The simulated deployment: two K shards splitting the slots, one P shard,
+//! The simulated deployment: two K shards splitting the slots (and a third
+//! that owns none, for the operator's typos), one P shard,
 //! two gateways, two sweepers and the operator's `ctl`, each a turmoil host
 //! running the real service code; and the settings the simulation scales
 //! down. Gateways and sweepers build their slot map from what the shards
 //! describe ([`crate::discovery`]).
 
 use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
 
 use pastebin_core::{Minter, OwnedSlots, SlotRange};
 use pastebin_gateway::{Gateway, GatewaySettings, PasteApiService, SlotMapCell};
@@ -32,8 +35,17 @@ use crate::{
 pub const GATEWAYS: usize = 2;
 pub const SWEEPERS: usize = 2;
 
-/// The K shards and the slots each owns.
+/// The K shards the callers list, and the slots each owns at first.
 pub const KEY_SHARDS: [(&str, u8, u8); 2] = [("k0", 0, 127), ("k1", 128, 255)];
+/// A K shard started with `--slots none` that no caller lists: the `--to`
+/// of the operator's typo. No caller lists it, so the real `ctl reshard`'s
+/// preflight would refuse it first; the simulation's `run_over` has no
+/// preflight, so what must refuse a move to it is the shards' records of
+/// the move in progress (docs/testing.md#simulation). The nemesis does not
+/// strike it: its faults draw the same hosts as before it was added.
+pub const SPARE_KEY_SHARD: &str = "k2";
+/// Every K shard host; a K shard's index everywhere is its place here.
+pub const KEY_HOSTS: [&str; 3] = [KEY_SHARDS[0].0, KEY_SHARDS[1].0, SPARE_KEY_SHARD];
 pub const PASTE_SHARDS: [(&str, u8, u8); 1] = [("p0", 0, 255)];
 
 pub fn gateway(index: usize) -> String {
@@ -69,6 +81,8 @@ pub fn first_start(disk: &Disk, keys: &[Database], pastes: &[Database]) -> anyho
     for (kind, &(_, first, last), db) in kinds {
         claimed(disk, db.clone(), kind, Some(range(first, last)?.into()))?;
     }
+    let spare = keys.get(KEY_SHARDS.len()).context("the spare K shard has a database")?;
+    claimed(disk, spare.clone(), ShardKind::Key, Some(OwnedSlots::Nothing))?;
     Ok(())
 }
 

@@ -82,18 +82,21 @@ fn one(seed: u64, history: bool) -> bool {
     let verdict = if report.violations.is_empty() { "ok" } else { "VIOLATED" };
     println!(
         "seed {seed}: {verdict}: {} creates answered 201, {} faults, {} slot moves, {} crashes of ctl mid-move, \
-         {:?} simulated",
+         {} moves with an operator's mistake, {:?} simulated",
         report.creates(),
         report.faults.len(),
         report.moves(),
         report.ctl_crashes_mid_move(),
+        report.mistakes(),
         report.simulated
     );
     for violation in &report.violations {
         println!("  seed {seed}: {violation}");
     }
-    let totals = [report.creates(), report.faults.len(), report.moves(), report.ctl_crashes_mid_move()];
-    println!("{TOTALS} {} {} {} {} {}", totals[0], totals[1], totals[2], totals[3], report.simulated.as_millis());
+    let totals =
+        [report.creates(), report.faults.len(), report.moves(), report.ctl_crashes_mid_move(), report.mistakes()];
+    let [creates, faults, moves, crashed, mistakes] = totals;
+    println!("{TOTALS} {creates} {faults} {moves} {crashed} {mistakes} {}", report.simulated.as_millis());
     report.violations.is_empty()
 }
 
@@ -145,8 +148,9 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
     let started = Instant::now();
     let next = AtomicU64::new(from);
     let failed = AtomicUsize::new(0);
-    // Creates answered 201, faults, slot moves, ctl crashes mid-move, simulated ms.
-    let sums: [AtomicU64; 5] = Default::default();
+    // Creates answered 201, faults, slot moves, ctl crashes mid-move, moves
+    // with an operator's mistake, simulated ms.
+    let sums: [AtomicU64; 6] = Default::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -175,10 +179,11 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
         }
     });
     let failed = failed.into_inner();
-    let [creates, faults, moves, crashed, simulated_ms] = sums.map(AtomicU64::into_inner);
+    let [creates, faults, moves, crashed, mistakes, simulated_ms] = sums.map(AtomicU64::into_inner);
     println!(
         "{count} seeds ({from}..{}): {failed} failing; {creates} creates answered 201, {faults} faults injected, \
-         {moves} slot moves, {crashed} crashes of ctl mid-move, {:?} simulated; {:.1} s wall with {jobs} jobs",
+         {moves} slot moves, {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, {:?} \
+         simulated; {:.1} s wall with {jobs} jobs",
         from + count,
         Duration::from_millis(simulated_ms),
         started.elapsed().as_secs_f64(),
@@ -186,7 +191,7 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
     failed == 0
 }
 
-fn totals(output: &str) -> Option<[u64; 5]> {
+fn totals(output: &str) -> Option<[u64; 6]> {
     let line = output.lines().find_map(|line| line.strip_prefix(TOTALS))?;
     let numbers: Vec<u64> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
     numbers.try_into().ok()

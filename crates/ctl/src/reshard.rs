@@ -14,8 +14,9 @@
 //! and a call of an older run. Each run takes a new epoch, holds its lease
 //! by a heartbeat, and waits for (or is refused by) another live run's.
 //!
-//! 1. target: PrepareImport, source: PrepareExport (both record the move;
-//!    the source still serves the slots and records the rows it changes);
+//! 1. source: PrepareExport, target: PrepareImport (both record the move;
+//!    the source still serves the slots and records the rows it changes;
+//!    the source first, so that a rerun naming another target is refused);
 //! 2. copy the bulk of the slots' rows, page by page (ExportRows →
 //!    ImportRows), while creates for them go on; then copy again what the
 //!    source changed meanwhile (ChangedRows) and compare every row
@@ -48,6 +49,8 @@ use crate::{
 
 /// Crash points between the steps, for the crash tests (`PASTEBIN_FAILPOINTS`).
 pub mod failpoint {
+    /// After the source recorded the move, before the target did.
+    pub const AFTER_SOURCE_RECORDED: &str = "reshard_after_source_recorded";
     pub const AFTER_PREPARE: &str = "reshard_after_prepare";
     /// After the first page of the bulk copy was imported.
     pub const MID_COPY: &str = "reshard_mid_copy";
@@ -64,8 +67,17 @@ pub mod failpoint {
     pub const BEFORE_IMPORT: &str = "reshard_before_import";
     /// After the first call of an abandon (not in [`ALL`]).
     pub const MID_ABANDON: &str = "reshard_mid_abandon";
-    pub const ALL: [&str; 8] =
-        [AFTER_PREPARE, MID_COPY, AFTER_COPY, AFTER_FREEZE, AFTER_CATCH_UP, AFTER_RELEASE, AFTER_TAKE, MID_CLEANUP];
+    pub const ALL: [&str; 9] = [
+        AFTER_SOURCE_RECORDED,
+        AFTER_PREPARE,
+        MID_COPY,
+        AFTER_COPY,
+        AFTER_FREEZE,
+        AFTER_CATCH_UP,
+        AFTER_RELEASE,
+        AFTER_TAKE,
+        MID_CLEANUP,
+    ];
 }
 
 /// `ctl reshard --help`'s list of the operator's mistakes it refuses
@@ -632,13 +644,14 @@ impl<'a> Handover<'a> {
             let next = pastebin_handover::next(from.of(&id), to.of(&id), self.abandon)
                 .map_err(|refused| CtlError::Failed(refused.to_string()))?;
             match next {
-                Next::PrepareImport => {
-                    let call = target.request(self.call());
-                    target.client.clone().prepare_import(call).await.map_err(|s| target.failed("PrepareImport", s))?;
-                }
                 Next::PrepareExport => {
                     let call = source.request(self.call());
                     source.client.clone().prepare_export(call).await.map_err(|s| source.failed("PrepareExport", s))?;
+                    failpoints::hit(failpoint::AFTER_SOURCE_RECORDED).await;
+                }
+                Next::PrepareImport => {
+                    let call = target.request(self.call());
+                    target.client.clone().prepare_import(call).await.map_err(|s| target.failed("PrepareImport", s))?;
                     writeln!(self.out, "[1/7] both shards recorded the move")?;
                     failpoints::hit(failpoint::AFTER_PREPARE).await;
                 }

@@ -15,8 +15,12 @@ pub type View<'a> = Option<&'a Record>;
 /// The next step of a move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Next {
-    PrepareImport,
+    /// The source records the move first: a rerun that names another
+    /// target (a typo in `--to`) then finds the move on the source and is
+    /// refused, where a target-first record would let it begin a new move
+    /// and leave the first target importing.
     PrepareExport,
+    PrepareImport,
     /// Copy the bulk while the slots are still served, then freeze them.
     CopyThenFreeze,
     /// Catch up and verify the copies while frozen, then release.
@@ -45,8 +49,8 @@ pub fn next(source: View<'_>, target: View<'_>, abandon: bool) -> Result<Next, R
         return undo(source, target);
     }
     Ok(match (step(source), step(target)) {
-        (_, None) => Next::PrepareImport,
-        (None, Some(_)) => Next::PrepareExport,
+        (None, _) => Next::PrepareExport,
+        (Some(_), None) => Next::PrepareImport,
         (Some(Step::Exporting), Some(Step::Importing)) => Next::CopyThenFreeze,
         (Some(Step::Frozen), Some(Step::Importing)) => Next::VerifyThenRelease,
         (Some(Step::Released), Some(Step::Importing)) => Next::Take,

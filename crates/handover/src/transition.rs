@@ -19,10 +19,10 @@ use crate::{
 /// A move call, as the shard's service names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Call {
-    /// Target, first: record the move.
-    PrepareImport,
-    /// Source, second: record the move; the slots are still served.
+    /// Source, first: record the move; the slots are still served.
     PrepareExport,
+    /// Target, second: record the move.
+    PrepareImport,
     /// Source: refuse writes for the slots from now on.
     Freeze,
     /// A read of the moving rows (export, hashes, digest, changes) on a
@@ -378,8 +378,8 @@ mod tests {
     fn frozen() -> (Shard, Shard) {
         let (mut source, mut target) = shards();
         let m = identity("B");
-        run(&mut target, request(&m, 1, "run1", 0, Call::PrepareImport)).unwrap();
         run(&mut source, request(&m, 1, "run1", 0, Call::PrepareExport)).unwrap();
+        run(&mut target, request(&m, 1, "run1", 0, Call::PrepareImport)).unwrap();
         run(&mut source, request(&m, 1, "run1", 0, Call::Freeze)).unwrap();
         (source, target)
     }

@@ -333,14 +333,44 @@ impl ShardSlots {
     }
 
     /// Holds the window `since_ms`..`until_ms` for `slots`, stored first.
+    /// A window already held for the same slots that covers it is kept as
+    /// it is, and one it covers is replaced, in one transaction: every
+    /// start with `--may-have-lost-commits-since` and every rerun of a take
+    /// holds its window again, and must not add a row each time.
     pub async fn hold_window(&self, slots: SlotRange, since_ms: i64, until_ms: i64) -> Result<(), sqlx::Error> {
-        sqlx::query("INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)")
-            .bind(i64::from(slots.first().0))
-            .bind(i64::from(slots.last().0))
+        let (first, last) = (i64::from(slots.first().0), i64::from(slots.last().0));
+        let mut tx = self.pool.begin().await?;
+        let covered: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM slot_search_windows
+             WHERE first_slot = $1 AND last_slot = $2 AND since <= $3 AND until >= $4",
+        )
+        .bind(first)
+        .bind(last)
+        .bind(since_ms)
+        .bind(until_ms)
+        .fetch_one(&mut *tx)
+        .await?;
+        if covered == 0 {
+            sqlx::query(
+                "DELETE FROM slot_search_windows WHERE first_slot = $1 AND last_slot = $2 AND since >= $3 AND until <= $4",
+            )
+            .bind(first)
+            .bind(last)
             .bind(since_ms)
             .bind(until_ms)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+            sqlx::query(
+                "INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(first)
+            .bind(last)
+            .bind(since_ms)
+            .bind(until_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
         self.windows.add(slots, since_ms, until_ms);
         tracing::warn!(%slots, since_ms, until_ms, "searching first for the keys of these slots until the window ends");
         Ok(())

@@ -543,7 +543,7 @@ impl SlotMoves for SlotMovesService {
         let request = request.into_inner();
         let receipt = move_from_pb(request.receipt.as_ref().ok_or_else(|| bad("no release receipt"))?).map_err(bad)?;
         let applied = self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
-        // A rerun of a take stores its window again: a second row of the same window is harmless.
+        // A rerun of a take holds its window again: `hold_window` stores it once.
         if let Some(taken) = applied.record.as_ref().filter(|_| !applied.has(&Effect::AlreadyDone)) {
             if let Some((since, until)) = taken.search_first {
                 self.slots.hold_window(taken.identity.slots, since, until).await.map_err(database)?;

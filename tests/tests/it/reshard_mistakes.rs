@@ -1,7 +1,7 @@
 //! An operator's mistakes during a slot move are faults like a crash
 //! (docs/design.md#moving-slots, docs/operations.md#moving-slots): a wrong
-//! `--to` or swapped `--from`/`--to` after a crash is refused with what the
-//! shards have, an abandon that stopped half-way is finished (never turned
+//! `--to` or swapped `--from`/`--to` after a crash (even one between the
+//! two shards' records of the move) is refused with what the shards have, an abandon that stopped half-way is finished (never turned
 //! into a take), two runs of one move end with one owner and every row as
 //! of the freeze, a write whose caller gave up is never lost in a move, and
 //! a rerun of a finished move says so and exits 0.
@@ -23,6 +23,7 @@ use crate::reshard::{
 };
 
 const KEYS: &str = "SELECT COUNT(*) FROM idempotency_keys";
+const MOVES: &str = "SELECT COUNT(*) FROM slot_moves";
 
 async fn create_some(cluster: &Cluster, count: usize) -> Vec<Created> {
     let mut created = Vec::new();
@@ -83,6 +84,34 @@ async fn a_wrong_to_after_a_crash_between_release_and_take_is_refused_and_the_ri
     assert!(ok && output.contains("is already done on both shards"), "a rerun of a finished move: {output}");
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, c, HIGH), "").await;
     assert!(!ok && !output.contains("already done"), "another --to is not this move: {output}");
+}
+
+/// A run stopped between the two records of the move (the source records
+/// it first, then the target), then a rerun with a typo in `--to`: the
+/// source's record refuses it, so the typo neither begins a move to the
+/// wrong shard nor leaves the first target importing; the right rerun
+/// finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrong_to_after_a_crash_between_the_two_records_is_refused_and_leaves_no_target_importing() {
+    let cluster = Cluster::start(ClusterOptions { empty_key_shards: 2, ..Default::default() }).await;
+    let created = create_some(&cluster, 20).await;
+    let k = cluster.key_addresses.clone();
+    let (a, b, c) = (&k[0], &k[1], &k[2]);
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, HIGH), failpoint::AFTER_SOURCE_RECORDED).await;
+    assert!(!ok && output.contains("failpoint reshard_after_source_recorded"), "{output}");
+
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, c, HIGH), "").await;
+    assert!(!ok, "a typo in --to is refused: {output}");
+    assert!(output.contains(&format!("not to {c}: rerun with --to {b}, or add --abandon")), "{output}");
+    for (shard, name) in [(1, "the target"), (2, "the shard typed by mistake")] {
+        assert_eq!(scalar(&cluster.key_database_urls[shard], MOVES).await, 0, "{name} recorded no move");
+    }
+
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    assert_eq!(described(&cluster, "key", 2).await, OwnedSlots::Nothing);
+    check_replays_and_reads(&cluster, &created).await;
+    check_each_create_stored_once(&cluster, &created).await;
 }
 
 /// An abandon whose call to the target fails (the target is down) leaves
@@ -257,6 +286,13 @@ async fn the_lost_commits_window_moves_with_its_slots() {
     cluster.keys[0].forget_flag("--slots");
     cluster.keys[0].set_flag("--may-have-lost-commits-since", &since);
     cluster.keys[0].restart(&[], &["key-service"]).await;
+    // Started again with the same flag, it holds the same window (ending a
+    // little later): one stored row, not one per start. (A shard serves
+    // once its window is stored: an answer to Describe says it is.)
+    cluster.key_client(0).describe().await.unwrap();
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    cluster.key_client(0).describe().await.unwrap();
+    assert_eq!(scalar(&cluster.key_database_urls[0], "SELECT COUNT(*) FROM slot_search_windows").await, 1);
     let k = cluster.key_addresses.clone();
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
     assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");

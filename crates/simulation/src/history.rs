@@ -33,6 +33,30 @@ pub enum Event {
     TimedOut { client: usize, key: usize },
     /// A read of a created id right after its 201.
     Read { client: usize, key: usize, id: String, outcome: ReadOutcome },
+    /// One attempt to delete a created id with the delete token of its 201,
+    /// sent at `sent_ms` (the entry's time is when it ended).
+    Deleted { client: usize, key: usize, id: String, outcome: DeleteOutcome, sent_ms: i64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// 404: deleted by an earlier attempt whose answer was lost, or never
+    /// there (a paste lost).
+    NotFound,
+    /// 403: the token of the paste's own 201 refused.
+    Refused,
+    /// No answer, or an error that says nothing: the client tries again.
+    Unknown,
+}
+
+/// What the clients know of a paste's deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deletion {
+    /// A delete answered 204, or 404 after an attempt with no answer.
+    Certain,
+    /// Only attempts with no answer: deleted or not.
+    Maybe,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +102,7 @@ pub struct KeyRow {
 pub struct FinalState {
     /// By idempotency key.
     pub keys: BTreeMap<String, KeyRow>,
-    /// Paste id → `live` or `tombstoned`.
+    /// Paste id → `live` or `tombstoned`, on the P shard that owns its slot.
     pub pastes: BTreeMap<String, String>,
     /// Paste id → the object's bytes.
     pub objects: BTreeMap<String, Bytes>,
@@ -109,6 +133,7 @@ pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Viola
     let mut violations = Vec::new();
     let mut found = |text: String| violations.push(Violation(text));
     let answers = answers_by_key(history);
+    let deletions = deletions_by_key(history, &mut found);
     for (index, spec) in keys.iter().enumerate() {
         let sent = answers.get(&index).map(Vec::as_slice).unwrap_or_default();
         if let Some(first) = sent.first() {
@@ -124,7 +149,10 @@ pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Viola
         };
         match row.state.as_str() {
             "pending" => found(format!("key {index}: still pending after healing and recovery")),
-            "done" => check_done(index, spec, row, sent, end, &mut found),
+            "done" => match deletions.get(&index) {
+                None => check_done(index, spec, row, sent, end, &mut found),
+                Some(deletion) => check_deleted(index, row, *deletion, end, &mut found),
+            },
             _ if !sent.is_empty() => found(format!("key {index}: answered 201 but ended {}", row.state)),
             _ => {}
         }
@@ -143,7 +171,10 @@ pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Viola
             }
         }
         if let Event::Read { key, id, outcome: ReadOutcome::NotFound, .. } = &entry.event {
-            found(format!("key {key}: its 201 named {id}, which a read at {} ms did not find", entry.at_ms));
+            // Once a delete of the key was sent (two clients may share one) a read rightly finds nothing.
+            if !deleting(history, *key, entry.at_ms, None) {
+                found(format!("key {key}: its 201 named {id}, which a read at {} ms did not find", entry.at_ms));
+            }
         }
         if let Event::Read { key, id, outcome: ReadOutcome::Content(content), .. } = &entry.event {
             if content.as_ref() != keys[*key].content.as_bytes() {
@@ -179,6 +210,59 @@ fn check_done(
     if end.deleted_objects.contains(id) {
         found(format!("key {index}: the object of its done paste {id} was deleted at some point"));
     }
+}
+
+/// A done key whose paste a client deleted: the key stays done (a retry
+/// replays its 201), and once a delete was certain the paste is a
+/// tombstone on the P shard that owns its slot, never live again and never
+/// gone (a move carries tombstones with their slots).
+fn check_deleted(index: usize, row: &KeyRow, deletion: Deletion, end: &FinalState, found: &mut impl FnMut(String)) {
+    let id = &row.paste_id;
+    match (deletion, end.pastes.get(id).map(String::as_str)) {
+        (Deletion::Certain, Some("live")) => {
+            found(format!("key {index}: its paste {id} was deleted, and is live at the end"))
+        }
+        (Deletion::Certain, None) => {
+            found(format!("key {index}: its paste {id} was deleted, and its tombstone is gone"))
+        }
+        _ => {}
+    }
+}
+
+/// Whether a delete of `key` other than the one that ended at `but` was
+/// sent by `at_ms`: what a 404 of a read or of a delete may follow from.
+fn deleting(history: &[Entry], key: usize, at_ms: i64, but: Option<usize>) -> bool {
+    history.iter().enumerate().any(|(index, entry)| {
+        let sent =
+            matches!(entry.event, Event::Deleted { key: deleted, sent_ms, .. } if deleted == key && sent_ms <= at_ms);
+        sent && Some(index) != but
+    })
+}
+
+/// What the clients know of each key's deletion; a delete refused with the
+/// token of the paste's own 201, or a 404 no other attempt (of any client:
+/// two may share a key) explains, is a finding in itself.
+fn deletions_by_key(history: &[Entry], found: &mut impl FnMut(String)) -> BTreeMap<usize, Deletion> {
+    let mut deletions = BTreeMap::new();
+    for (index, entry) in history.iter().enumerate() {
+        let Event::Deleted { key, id, outcome, .. } = &entry.event else { continue };
+        let earlier = deletions.get(key).copied();
+        let deletion = match outcome {
+            DeleteOutcome::Deleted => Deletion::Certain,
+            DeleteOutcome::NotFound if deleting(history, *key, entry.at_ms, Some(index)) => Deletion::Certain,
+            DeleteOutcome::NotFound => {
+                found(format!("key {key}: a delete of {id} at {} ms found no paste", entry.at_ms));
+                Deletion::Certain
+            }
+            DeleteOutcome::Refused => {
+                found(format!("key {key}: a delete of {id} at {} ms refused the token of its 201", entry.at_ms));
+                earlier.unwrap_or(Deletion::Maybe)
+            }
+            DeleteOutcome::Unknown => earlier.unwrap_or(Deletion::Maybe),
+        };
+        deletions.insert(*key, deletion);
+    }
+    deletions
 }
 
 fn answers_by_key(history: &[Entry]) -> BTreeMap<usize, Vec<Answer201>> {
@@ -278,6 +362,62 @@ mod tests {
         let mut end = settled("A", "t");
         end.deleted_objects.insert("A".into());
         assert!(!check(&one_key(), &[], &end).is_empty());
+    }
+
+    fn deleted(at_ms: i64, outcome: DeleteOutcome) -> Entry {
+        Entry { at_ms, event: Event::Deleted { client: 0, key: 0, id: "A".into(), outcome, sent_ms: at_ms - 5 } }
+    }
+
+    #[test]
+    fn a_deleted_paste_must_end_a_tombstone() {
+        let history = [created(10, answer("A", "t")), deleted(20, DeleteOutcome::Deleted)];
+        let mut end = settled("A", "t");
+        end.pastes.insert("A".into(), "tombstoned".into());
+        end.objects.clear();
+        assert_eq!(check(&one_key(), &history, &end), Vec::new());
+        end.pastes.insert("A".into(), "live".into());
+        let found = check(&one_key(), &history, &end);
+        assert!(found.iter().any(|v| v.0.contains("was deleted, and is live")), "{found:?}");
+        end.pastes.clear();
+        let found = check(&one_key(), &history, &end);
+        assert!(found.iter().any(|v| v.0.contains("its tombstone is gone")), "{found:?}");
+    }
+
+    #[test]
+    fn a_404_is_a_deletion_only_after_an_attempt_with_no_answer() {
+        let mut end = settled("A", "t");
+        end.pastes.insert("A".into(), "tombstoned".into());
+        let retried =
+            [created(10, answer("A", "t")), deleted(20, DeleteOutcome::Unknown), deleted(30, DeleteOutcome::NotFound)];
+        assert_eq!(check(&one_key(), &retried, &end), Vec::new());
+        let first = [created(10, answer("A", "t")), deleted(20, DeleteOutcome::NotFound)];
+        let found = check(&one_key(), &first, &end);
+        assert!(found.iter().any(|v| v.0.contains("found no paste")), "{found:?}");
+        let refused = [created(10, answer("A", "t")), deleted(20, DeleteOutcome::Refused)];
+        let found = check(&one_key(), &refused, &settled("A", "t"));
+        assert!(found.iter().any(|v| v.0.contains("refused the token of its 201")), "{found:?}");
+    }
+
+    #[test]
+    fn a_404_after_another_client_sent_a_delete_is_no_violation() {
+        let mut end = settled("A", "t");
+        end.pastes.insert("A".into(), "tombstoned".into());
+        let read = |at_ms| Entry {
+            at_ms,
+            event: Event::Read { client: 1, key: 0, id: "A".into(), outcome: ReadOutcome::NotFound },
+        };
+        // The delete was sent at 15 and answered at 40; the read's 404 came between.
+        let history = [created(10, answer("A", "t")), read(30), deleted(40, DeleteOutcome::Deleted)];
+        let history = history.map(|mut entry| {
+            if let Event::Deleted { sent_ms, .. } = &mut entry.event {
+                *sent_ms = 15;
+            }
+            entry
+        });
+        assert_eq!(check(&one_key(), &history, &end), Vec::new());
+        let before = [created(10, answer("A", "t")), read(12), deleted(40, DeleteOutcome::Deleted)];
+        let found = check(&one_key(), &before, &end);
+        assert!(found.iter().any(|v| v.0.contains("did not find")), "a read before any delete was sent: {found:?}");
     }
 
     #[test]

@@ -5,10 +5,10 @@
 //! ([`disk`]); the object store is in process ([`objects`]). A seeded
 //! [`nemesis`] partitions, delays, crashes and restarts hosts, skews clocks
 //! and takes the object store away while seeded clients create pastes with
-//! retries ([`workload`]); it also has the operator move slots between the K
-//! shards with the real `ctl reshard` ([`reshard`]), and after every step
-//! the shards' live ranges are checked for a slot with two owners
-//! ([`ownership`]). Then every fault is healed, the moves and the sweepers
+//! retries, and delete some ([`workload`]); it also has the operator move
+//! slots between the K shards or the P shards with the real `ctl reshard`
+//! ([`reshard`]), and after every step the shards' live ranges are checked
+//! for a slot with two owners ([`ownership`]). Then every fault is healed, the moves and the sweepers
 //! finish, and the [`history`] checker judges what the clients saw against
 //! the final state. One seed replays one run.
 
@@ -28,6 +28,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use pastebin_core::{Minter, SeededMinter};
+use pastebin_ctl::reshard::Kind;
 use pastebin_keys::KeyStore;
 use pastebin_pastes::PasteStore;
 use pastebin_runtime::db::Database;
@@ -78,6 +79,21 @@ impl Report {
         self.moves.iter().filter(|(_, seen)| matches!(seen, reshard::Seen::Moved(_))).count()
     }
 
+    /// The slot moves `ctl` finished between the P shards (tombstones
+    /// included).
+    pub fn paste_moves(&self) -> usize {
+        let of_pastes = |seen: &reshard::Seen| matches!(seen, reshard::Seen::Moved(moved) if moved.kind == Kind::Paste);
+        self.moves.iter().filter(|(_, seen)| of_pastes(seen)).count()
+    }
+
+    /// The pastes a client deleted (answered 204).
+    pub fn deletes(&self) -> usize {
+        let deleted = |event: &history::Event| {
+            matches!(event, history::Event::Deleted { outcome: history::DeleteOutcome::Deleted, .. })
+        };
+        self.history.iter().filter(|entry| deleted(&entry.event)).count()
+    }
+
     /// The moves in which the operator made a mistake ([`reshard::Mistake`]).
     pub fn mistakes(&self) -> usize {
         let mistaken = |fault: &nemesis::Fault| matches!(fault, nemesis::Fault::MoveSlots { mistake: Some(_), .. });
@@ -122,6 +138,16 @@ struct Shards {
     pastes: Vec<(PasteStore, Database)>,
 }
 
+impl Shards {
+    fn key_databases(&self) -> Vec<Database> {
+        self.keys.iter().map(|(_, db)| db.clone()).collect()
+    }
+
+    fn paste_databases(&self) -> Vec<Database> {
+        self.pastes.iter().map(|(_, db)| db.clone()).collect()
+    }
+}
+
 fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks, time: &SimTime) -> anyhow::Result<Shards> {
     let open = |name: &str, migrations: &'static sqlx::migrate::Migrator| {
         let url = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
@@ -140,10 +166,9 @@ fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks, time: &SimTi
             open(name, &pastebin_pastes::MIGRATIONS).map(|db| (PasteStore::new(db.clone(), clock(name)), db))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (key_dbs, paste_dbs): (Vec<_>, Vec<_>) =
-        (keys.iter().map(|(_, db)| db.clone()).collect(), pastes.iter().map(|(_, db)| db.clone()).collect());
-    topology::first_start(disk, &key_dbs, &paste_dbs)?;
-    Ok(Shards { keys, pastes })
+    let shards = Shards { keys, pastes };
+    topology::first_start(disk, &shards.key_databases(), &shards.paste_databases())?;
+    Ok(shards)
 }
 
 /// Runs the simulation for `seed` and checks it.
@@ -164,14 +189,14 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         .max_message_latency(MAX_LATENCY)
         .simulation_duration(WORKLOAD_LIMIT + RECOVERY_LIMIT + Duration::from_secs(60))
         .build();
-    let owners = Owners::default();
+    let owners = [Owners::of(&topology::KEY_HOSTS), Owners::of(&topology::PASTE_HOSTS)];
     for (shard, (name, (store, _))) in topology::KEY_HOSTS.iter().zip(&shards.keys).enumerate() {
-        let (store, disk, owners) = (store.clone(), disk.clone(), owners.clone());
+        let (store, disk, owners) = (store.clone(), disk.clone(), owners[0].clone());
         sim.host(*name, move || host(topology::serve_keys(store.clone(), shard, owners.clone(), disk.clone())));
     }
-    for ((name, ..), (store, _)) in topology::PASTE_SHARDS.iter().zip(&shards.pastes) {
-        let (store, disk) = (store.clone(), disk.clone());
-        sim.host(*name, move || host(topology::serve_pastes(store.clone(), disk.clone())));
+    for (shard, (name, (store, _))) in topology::PASTE_HOSTS.iter().zip(&shards.pastes).enumerate() {
+        let (store, disk, owners) = (store.clone(), disk.clone(), owners[1].clone());
+        sim.host(*name, move || host(topology::serve_pastes(store.clone(), shard, owners.clone(), disk.clone())));
     }
     for index in 0..topology::GATEWAYS {
         let name = topology::gateway(index);
@@ -190,7 +215,7 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     sim.host(reshard::CTL, move || host(reshard::run_operator(ctl.clone(), ctl_time.clone())));
     let (keys, plans) = workload(seed);
     let history = History::default();
-    let key_state = key_state_oracle(&disk, &shards, &owners);
+    let key_state = key_state_oracle(&disk, &shards, &owners[0]);
     for plan in plans {
         let (name, client_seed) = (topology::client(plan.client), seed ^ (plan.client as u64 + 101) << 40);
         let client =
@@ -221,8 +246,11 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     }
     violations.extend(twice_owned.map(Violation));
     violations.extend(operator.findings().into_iter().map(Violation));
-    let stored = shards.keys.iter().map(|(_, db)| ownership::stored(&disk, db)).collect::<anyhow::Result<Vec<_>>>()?;
-    violations.extend(ownership::check_final(&stored, &nemesis.final_ranges()));
+    let stored =
+        |dbs: &[Database]| dbs.iter().map(|db| ownership::stored(&disk, db)).collect::<anyhow::Result<Vec<_>>>();
+    let stored = [stored(&shards.key_databases())?, stored(&shards.paste_databases())?];
+    violations.extend(ownership::check_final(&topology::KEY_HOSTS, &stored[0], &nemesis.final_ranges(Kind::Key)));
+    violations.extend(ownership::check_final(&topology::PASTE_HOSTS, &stored[1], &nemesis.final_ranges(Kind::Paste)));
     let end = final_state(&disk, &shards, &stored, &objects, &mut violations)?;
     let history = history.entries();
     violations.extend(history::check(&keys, &history, &end));
@@ -230,11 +258,11 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     Ok(Report { seed, history, faults: nemesis.log, moves, violations, simulated: sim.elapsed() })
 }
 
-/// Records the first moment a slot had two K owners (the check runs after
-/// every step, and one finding is enough).
-fn watch_owners(owners: &Owners, now: Duration, found: &mut Option<String>) {
+/// Records the first moment a slot had two owners of one kind (the check
+/// runs after every step, and one finding is enough).
+fn watch_owners(owners: &[Owners], now: Duration, found: &mut Option<String>) {
     if found.is_none() {
-        *found = owners.twice_owned().map(|what| format!("{what} at {} ms", now.as_millis()));
+        *found = owners.iter().find_map(Owners::twice_owned).map(|what| format!("{what} at {} ms", now.as_millis()));
     }
 }
 
@@ -303,17 +331,17 @@ fn pending_keys(disk: &Disk, shards: &Shards) -> usize {
 }
 
 /// K, P and the object store at the end. A key's row counts on the K shard
-/// that owns its slot; a row left on another shard is one no caller will
-/// ever find there.
+/// that owns its slot, a paste's on the P shard that owns its id's slot; a
+/// row left on another shard is one no caller will ever find there.
 fn final_state(
     disk: &Disk,
     shards: &Shards,
-    stored: &[ownership::Stored],
+    stored: &[Vec<ownership::Stored>; 2],
     objects: &SimObjects,
     violations: &mut Vec<Violation>,
 ) -> anyhow::Result<FinalState> {
     let mut end = FinalState::default();
-    for ((name, (_, db)), stored) in topology::KEY_HOSTS.iter().zip(&shards.keys).zip(stored) {
+    for ((name, (_, db)), stored) in topology::KEY_HOSTS.iter().zip(&shards.keys).zip(&stored[0]) {
         let pool = db.pool().clone();
         let rows = disk.run(async move {
             sqlx::query("SELECT key, state, paste_id, response_body FROM idempotency_keys").fetch_all(&pool).await
@@ -336,11 +364,17 @@ fn final_state(
             end.keys.insert(key, KeyRow { state: row.get("state"), paste_id: row.get("paste_id"), answer });
         }
     }
-    for (_, db) in &shards.pastes {
+    for ((name, (_, db)), stored) in topology::PASTE_HOSTS.iter().zip(&shards.pastes).zip(&stored[1]) {
         let pool = db.pool().clone();
         let rows = disk.run(async move { sqlx::query("SELECT id, state FROM pastes").fetch_all(&pool).await })?;
         for row in rows {
-            end.pastes.insert(row.get("id"), row.get("state"));
+            let id: String = row.get("id");
+            let slot = pastebin_core::PasteId::parse(&id)?.slot();
+            if !stored.owned.contains(slot) {
+                violations.push(Violation(format!("paste {id} is left on {name}, which does not own its slot {slot}")));
+                continue;
+            }
+            end.pastes.insert(id, row.get("state"));
         }
     }
     for id in end.pastes.keys() {

@@ -5,13 +5,14 @@
 //! Each fault is undone after a while; [`Nemesis::heal`] undoes them all.
 //!
 //! Beside them, a few times a run, it asks the operator to move a range of
-//! slots between the two K shards ([`Fault::MoveSlots`]), one move at a time,
+//! slots between the two K shards or the two P shards ([`Fault::MoveSlots`]), one move at a time,
 //! while every other fault goes on striking (the ctl host included), and
 //! draws the mistake the operator makes in it, if any ([`Mistake`]). A move
 //! is not undone: healing lets it finish, or the abandon the operator typed.
 
 use std::time::Duration;
 
+use pastebin_ctl::reshard::Kind;
 use rand::{rngs::StdRng, seq::IndexedRandom, Rng, SeedableRng};
 use turmoil::Sim;
 
@@ -41,8 +42,9 @@ pub enum Fault {
     SlowLinks(Duration),
     ObjectOutage,
     /// The operator runs `ctl reshard` to move these slots (`first..=last`)
-    /// from one K shard to the other, making `mistake` on the way.
+    /// from one shard of `kind` to the other, making `mistake` on the way.
     MoveSlots {
+        kind: Kind,
         from: &'static str,
         to: &'static str,
         first: u8,
@@ -58,19 +60,36 @@ const MAX_MOVED_SLOTS: u8 = 96;
 /// most: about as long as a move that nothing strikes takes.
 const MISTAKE_WITHIN_MS: u64 = 500;
 
+/// The two shards of `kind` that split the slots, the first owning those
+/// below the boundary.
+fn pair(kind: Kind) -> (&'static str, &'static str) {
+    match kind {
+        Kind::Key => (topology::KEY_SHARDS[0].0, topology::KEY_SHARDS[1].0),
+        Kind::Paste => (topology::PASTE_SHARDS[0].0, topology::PASTE_SHARDS[1].0),
+    }
+}
+
+fn index(kind: Kind) -> usize {
+    match kind {
+        Kind::Key => 0,
+        Kind::Paste => 1,
+    }
+}
+
 /// The moves of a run: when the next is asked for, and where the boundary
-/// between the two K shards will be once every move asked for is done.
+/// between the two shards of each kind will be once every move asked for
+/// is done.
 struct Moves {
     rng: StdRng,
     operator: Operator,
     left: u32,
     next_at: Option<Duration>,
-    /// The first slot of k1 (k0 owns the slots before it) once the moves
-    /// that ended are counted.
-    boundary: u8,
-    /// Where the boundary is if the move asked for last moves its slots
-    /// (an abandon leaves them with the source).
-    if_moved: Option<u8>,
+    /// By kind (K, then P): the first slot of the second shard (the first
+    /// owns the slots before it) once the moves that ended are counted.
+    boundaries: [u8; 2],
+    /// The kind of the move asked for last, and where its boundary is if it
+    /// moves its slots (an abandon leaves them with the source).
+    if_moved: Option<(Kind, u8)>,
 }
 
 impl Moves {
@@ -78,17 +97,18 @@ impl Moves {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x6d6f_7665);
         let left = rng.random_range(1..=MAX_MOVES);
         let first_at = Duration::from_millis(rng.random_range(0..4_000));
-        let boundary = topology::KEY_SHARDS[1].1;
-        Self { rng, operator, left, next_at: Some(first_at), boundary, if_moved: None }
+        let boundaries = [topology::KEY_SHARDS[1].1, topology::PASTE_SHARDS[1].1];
+        Self { rng, operator, left, next_at: Some(first_at), boundaries, if_moved: None }
     }
 
     /// The next move when it is due: the operator has finished the last
-    /// one, and a pause drawn after it has passed.
+    /// one, and a pause drawn after it has passed. Half the moves are of K
+    /// slots, half of P slots (with their tombstones).
     fn due(&mut self, now: Duration) -> Option<Fault> {
         if self.left == 0 || !self.operator.idle() {
             return None;
         }
-        self.boundary = self.settled_boundary();
+        self.boundaries = self.settled_boundaries();
         self.if_moved = None;
         let next_at = *self.next_at.get_or_insert_with(|| now + Duration::from_millis(self.rng.random_range(0..3_000)));
         if now < next_at {
@@ -96,56 +116,65 @@ impl Moves {
         }
         self.next_at = None;
         self.left -= 1;
-        let (k0, k1) = (topology::KEY_SHARDS[0].0, topology::KEY_SHARDS[1].0);
+        let kind = if self.rng.random_bool(0.5) { Kind::Key } else { Kind::Paste };
+        let ((first_shard, second_shard), boundary) = (pair(kind), self.boundaries[index(kind)]);
         let count = self.rng.random_range(1..=MAX_MOVED_SLOTS);
-        // Either k1's first slots go to k0, or k0's last ones to k1; each
-        // keeps at least one slot.
-        let k1_gives = match self.boundary {
+        // Either the second shard's first slots go to the first, or the
+        // first's last ones to the second; each keeps at least one slot.
+        let second_gives = match boundary {
             1 => true,
             u8::MAX => false,
             _ => self.rng.random_bool(0.5),
         };
-        let (from, to, first, last) = if k1_gives {
-            (k1, k0, self.boundary, self.boundary.saturating_add(count - 1).min(u8::MAX - 1))
+        let (from, to, first, last) = if second_gives {
+            (second_shard, first_shard, boundary, boundary.saturating_add(count - 1).min(u8::MAX - 1))
         } else {
-            (k0, k1, self.boundary.saturating_sub(count).max(1), self.boundary - 1)
+            (first_shard, second_shard, boundary.saturating_sub(count).max(1), boundary - 1)
         };
-        self.if_moved = Some(if k1_gives { last + 1 } else { first });
+        self.if_moved = Some((kind, if second_gives { last + 1 } else { first }));
         let slots = pastebin_core::SlotRange::new(first, last).expect("first <= last: each shard keeps a slot");
-        let (batch, mistake) = (self.rng.random_range(1..=3), self.mistake());
-        self.operator.ask(SlotsMove { from, to, slots, batch, mistake });
-        Some(Fault::MoveSlots { from, to, first, last, mistake })
+        let (batch, mistake) = (self.rng.random_range(1..=3), self.mistake(kind));
+        self.operator.ask(SlotsMove { kind, from, to, slots, batch, mistake });
+        Some(Fault::MoveSlots { kind, from, to, first, last, mistake })
     }
 
     /// Half the moves go as the runbook says; the other half, the operator
     /// gets something wrong, at a point of the move drawn here: a move takes
-    /// about 0.5 s when nothing strikes it, so any of its steps.
-    fn mistake(&mut self) -> Option<Mistake> {
+    /// about 0.5 s when nothing strikes it, so any of its steps. A typo in
+    /// `--to` needs a shard to type by mistake: only K has one (k2), so a P
+    /// move drawn with one goes as the runbook says.
+    fn mistake(&mut self, kind: Kind) -> Option<Mistake> {
         let rng = &mut self.rng;
         let after = Duration::from_millis(rng.random_range(0..MISTAKE_WITHIN_MS));
         Some(match rng.random_range(0..100) {
             0..=49 => return None,
             50..=64 => Mistake::Abandon { after, halfway: false, then_resume: rng.random_bool(0.5) },
             65..=74 => Mistake::Abandon { after, halfway: true, then_resume: true },
+            75..=89 if kind == Kind::Paste => return None,
             75..=89 => Mistake::WrongTo { after },
             _ => Mistake::TwoRuns { after },
         })
     }
 
-    /// The boundary once the last move asked for has ended.
-    fn settled_boundary(&self) -> u8 {
-        match self.if_moved {
-            Some(boundary) if self.operator.last_moved() => boundary,
-            _ => self.boundary,
+    /// The boundaries once the last move asked for has ended.
+    fn settled_boundaries(&self) -> [u8; 2] {
+        let mut boundaries = self.boundaries;
+        if let Some((kind, boundary)) = self.if_moved.filter(|_| self.operator.last_moved()) {
+            boundaries[index(kind)] = boundary;
         }
+        boundaries
     }
 
-    /// The range each K shard owns once every move asked for has ended
-    /// (the spare shard: none).
-    fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 3] {
-        let boundary = self.settled_boundary();
+    /// The range each shard of `kind` owns once every move asked for has
+    /// ended (the spare K shard: none).
+    fn final_ranges(&self, kind: Kind) -> Vec<pastebin_core::OwnedSlots> {
+        let boundary = self.settled_boundaries()[index(kind)];
         let range = |first, last| pastebin_core::SlotRange::new(first, last).expect("1 <= boundary <= 255").into();
-        [range(0, boundary - 1), range(boundary, u8::MAX), pastebin_core::OwnedSlots::Nothing]
+        let mut ranges = vec![range(0, boundary - 1), range(boundary, u8::MAX)];
+        if kind == Kind::Key {
+            ranges.push(pastebin_core::OwnedSlots::Nothing);
+        }
+        ranges
     }
 }
 
@@ -174,9 +203,9 @@ impl Nemesis {
         }
     }
 
-    /// The range each K shard must own once the moves asked for are done.
-    pub fn final_ranges(&self) -> [pastebin_core::OwnedSlots; 3] {
-        self.moves.final_ranges()
+    /// The range each shard of `kind` must own once the moves asked for are done.
+    pub fn final_ranges(&self, kind: Kind) -> Vec<pastebin_core::OwnedSlots> {
+        self.moves.final_ranges(kind)
     }
 
     /// Called after every step: undoes what is due, and now and then strikes.

@@ -1,5 +1,6 @@
-//! Who owns which slot, read beside the run: the live ranges of the K shards'
-//! running processes after every step, and their stored ranges at the end.
+//! Who owns which slot, read beside the run: the live ranges of the K and P
+//! shards' running processes after every step, and their stored ranges at
+//! the end, one kind at a time.
 //! A slot move must never leave a slot with two owners, and once healed it
 //! must end with every slot owned exactly once and no move left half done
 //! (docs/design.md#moving-slots).
@@ -12,43 +13,48 @@ use pastebin_runtime::db::Database;
 use pastebin_slots::shard_slots::{Ownership, ShardSlots};
 use sqlx::Row;
 
-use crate::{disk::Disk, history::Violation, topology::KEY_HOSTS};
+use crate::{disk::Disk, history::Violation};
 
-/// The slot state each K shard's process answers from, by shard (in
-/// [`KEY_HOSTS`] order): set when it starts, kept when it crashes (a
-/// restart reads back the same range from its database).
-#[derive(Clone, Default)]
-pub struct Owners(Arc<Mutex<Vec<Option<ShardSlots>>>>);
+/// The slot state each shard of one kind answers from, by shard (in the
+/// order of `hosts`): set when it starts, kept when it crashes (a restart
+/// reads back the same range from its database).
+#[derive(Clone)]
+pub struct Owners {
+    hosts: &'static [&'static str],
+    shards: Arc<Mutex<Vec<Option<ShardSlots>>>>,
+}
 
 impl Owners {
-    pub fn started(&self, shard: usize, slots: ShardSlots) {
-        let mut shards = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        shards.resize(KEY_HOSTS.len(), None);
-        shards[shard] = Some(slots);
+    pub fn of(hosts: &'static [&'static str]) -> Self {
+        Self { hosts, shards: Arc::new(Mutex::new(vec![None; hosts.len()])) }
     }
 
-    /// Every K shard's ownership now. Between two steps of the simulation no
+    pub fn started(&self, shard: usize, slots: ShardSlots) {
+        self.shards.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[shard] = Some(slots);
+    }
+
+    /// Every shard's ownership now. Between two steps of the simulation no
     /// shard RPC is running (each is one step on the disk), so no lock on a
     /// shard's slots is held and reading them cannot wait.
     fn now(&self) -> Vec<Option<Ownership>> {
-        let shards = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        let shards = self.shards.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         shards.iter().map(|slots| slots.as_ref().map(|slots| futures::executor::block_on(slots.ownership()))).collect()
     }
 
-    /// A slot two K shards own at once (both would accept its writes), in words.
+    /// A slot two shards own at once (both would accept its writes), in words.
     pub fn twice_owned(&self) -> Option<String> {
         let shards = self.now();
         let owned = |shard: usize| shards[shard].as_ref().map(|o| o.owned);
         SlotRange::ALL.slots().find_map(|slot| {
             let owners: Vec<&str> = (0..shards.len())
                 .filter(|&shard| owned(shard).is_some_and(|o| o.contains(slot)))
-                .map(|shard| KEY_HOSTS[shard])
+                .map(|shard| self.hosts[shard])
                 .collect();
             (owners.len() > 1).then(|| format!("slot {slot} owned by {} at once", owners.join(" and ")))
         })
     }
 
-    /// The K shard that holds `slot`'s rows now: its owner, or between a
+    /// The shard that holds `slot`'s rows now: its owner, or between a
     /// release and a take (no owner) the target's verified copy.
     pub fn holder(&self, slot: Slot) -> Option<usize> {
         let shards = self.now();
@@ -62,7 +68,7 @@ impl Owners {
     }
 }
 
-/// A K shard's range and moves as stored in its database: what a restart
+/// A shard's range and moves as stored in its database: what a restart
 /// would serve.
 pub struct Stored {
     pub owned: OwnedSlots,
@@ -91,11 +97,12 @@ pub fn stored(disk: &Disk, db: &Database) -> anyhow::Result<Stored> {
     Ok(Stored { owned, moves_in_progress: i64::try_from(unfinished)?, moves })
 }
 
-/// After healing: every slot owned by exactly one K shard, as each stores
-/// it, the ranges the moves asked for, and no move left unfinished.
-pub fn check_final(stored: &[Stored], expected: &[OwnedSlots]) -> Vec<Violation> {
+/// After healing: every slot owned by exactly one of the shards `hosts`
+/// (one kind), as each stores it, the ranges the moves asked for, and no
+/// move left unfinished.
+pub fn check_final(hosts: &[&str], stored: &[Stored], expected: &[OwnedSlots]) -> Vec<Violation> {
     let mut found = Vec::new();
-    for (name, (stored, expected)) in KEY_HOSTS.iter().zip(stored.iter().zip(expected)) {
+    for (name, (stored, expected)) in hosts.iter().zip(stored.iter().zip(expected)) {
         if stored.moves_in_progress > 0 {
             found.push(Violation(format!("{name} still has a slot move in progress after healing")));
         }
@@ -109,15 +116,15 @@ pub fn check_final(stored: &[Stored], expected: &[OwnedSlots]) -> Vec<Violation>
             found.push(Violation(format!("slot {slot} ends with {owners} owners")));
         }
     }
-    found.extend(abandons_taken(stored));
+    found.extend(abandons_taken(hosts, stored));
     found
 }
 
 /// A move that one shard recorded as abandoning (or abandoned) and another
 /// finished as done: an abandon turned into a take, which no rerun,
 /// `--resume` or second run may do (docs/design.md#moving-slots).
-fn abandons_taken(stored: &[Stored]) -> Vec<Violation> {
-    let rows = || KEY_HOSTS.iter().zip(stored).flat_map(|(name, s)| s.moves.iter().map(move |m| (*name, m)));
+fn abandons_taken(hosts: &[&str], stored: &[Stored]) -> Vec<Violation> {
+    let rows = || hosts.iter().zip(stored).flat_map(|(name, s)| s.moves.iter().map(move |m| (*name, m)));
     let abandoned = rows().filter(|(_, (_, step, abandoning))| *abandoning || step == "abandoned");
     abandoned
         .filter_map(|(name, (id, ..))| {
@@ -132,6 +139,8 @@ fn abandons_taken(stored: &[Stored]) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const KEYS: [&str; 3] = ["k0", "k1", "k2"];
 
     fn owns(first: u8, last: u8) -> OwnedSlots {
         OwnedSlots::Range(SlotRange::new(first, last).unwrap())
@@ -148,23 +157,23 @@ mod tests {
     #[test]
     fn moves_that_finished_as_asked_leave_no_violation() {
         let stored = [settled(0, 159, 0), settled(160, 255, 0), spare()];
-        assert_eq!(check_final(&stored, &[owns(0, 159), owns(160, 255), OwnedSlots::Nothing]), Vec::new());
+        assert_eq!(check_final(&KEYS, &stored, &[owns(0, 159), owns(160, 255), OwnedSlots::Nothing]), Vec::new());
     }
 
     #[test]
     fn a_move_left_in_progress_is_a_violation() {
         let expected = [owns(0, 159), owns(160, 255), OwnedSlots::Nothing];
-        let found = check_final(&[settled(0, 159, 1), settled(160, 255, 0), spare()], &expected);
+        let found = check_final(&KEYS, &[settled(0, 159, 1), settled(160, 255, 0), spare()], &expected);
         assert!(found.iter().any(|v| v.0.contains("k0 still has a slot move in progress")), "{found:?}");
     }
 
     #[test]
     fn a_slot_with_two_owners_or_none_is_a_violation() {
         let expected = [owns(0, 127), owns(128, 255), OwnedSlots::Nothing];
-        let twice = check_final(&[settled(0, 130, 0), settled(128, 255, 0), spare()], &expected);
+        let twice = check_final(&KEYS, &[settled(0, 130, 0), settled(128, 255, 0), spare()], &expected);
         assert!(twice.iter().any(|v| v.0 == "slot 129 ends with 2 owners"), "{twice:?}");
         assert!(twice.iter().any(|v| v.0.contains("k0 ends owning 0-130, not 0-127")), "{twice:?}");
-        let none = check_final(&[settled(0, 120, 0), settled(128, 255, 0), spare()], &expected);
+        let none = check_final(&KEYS, &[settled(0, 120, 0), settled(128, 255, 0), spare()], &expected);
         assert!(none.iter().any(|v| v.0 == "slot 125 ends with 0 owners"), "{none:?}");
     }
 
@@ -174,11 +183,11 @@ mod tests {
         let (mut source, mut target) = (settled(0, 127, 0), settled(128, 255, 0));
         source.moves.push(("move-1".into(), "abandoned".into(), true));
         target.moves.push(("move-1".into(), "abandoned".into(), true));
-        assert_eq!(check_final(&[source, target, spare()], &expected), Vec::new());
+        assert_eq!(check_final(&KEYS, &[source, target, spare()], &expected), Vec::new());
         let (mut source, mut target) = (settled(0, 127, 0), settled(128, 255, 0));
         source.moves.push(("move-1".into(), "exporting".into(), true));
         target.moves.push(("move-1".into(), "done".into(), false));
-        let found = check_final(&[source, target, spare()], &expected);
+        let found = check_final(&KEYS, &[source, target, spare()], &expected);
         assert!(found.iter().any(|v| v.0 == "move move-1 was abandoned on k0 and ended done on k1"), "{found:?}");
     }
 }

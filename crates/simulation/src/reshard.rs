@@ -1,4 +1,5 @@
-//! The operator moving slots between the two K shards: a turmoil host (`ctl`)
+//! The operator moving slots between the two K shards or the two P shards: a
+//! turmoil host (`ctl`)
 //! that runs the real `ctl reshard` driver over the simulated network for
 //! each move the nemesis asks for, and reruns it after any failure, as an
 //! operator would; and the operator's mistakes on the way ([`Mistake`]): a
@@ -40,9 +41,10 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the operator waits before rerunning a command that failed.
 const RERUN_AFTER: Duration = Duration::from_millis(300);
 
-/// One `ctl reshard --kind key --from … --to … --slots …`.
+/// One `ctl reshard --kind … --from … --to … --slots …`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotsMove {
+    pub kind: Kind,
     pub from: &'static str,
     pub to: &'static str,
     pub slots: SlotRange,
@@ -506,7 +508,7 @@ impl std::io::Write for Screen {
 async fn ctl(to_move: &SlotsMove, command: Command, mut screen: Screen) -> Result<String, CtlError> {
     let to = if command == Command::WrongTo { topology::SPARE_KEY_SHARD } else { to_move.to };
     let args = ReshardArgs {
-        kind: Kind::Key,
+        kind: to_move.kind,
         from: format!("{}:{}", to_move.from, net::PORT),
         to: format!("{to}:{}", net::PORT),
         slots: (command != Command::Resume).then_some(to_move.slots),
@@ -530,9 +532,13 @@ async fn where_slots_are(to_move: &SlotsMove) -> Option<Outcome> {
     let (Ok(source), Ok(target)) = (move_status(to_move.from).await, move_status(to_move.to).await) else {
         return None;
     };
+    let kind = match to_move.kind {
+        Kind::Key => ShardKind::Key,
+        Kind::Paste => ShardKind::Paste,
+    };
     let owns = |status: &MoveStatusResponse, slot| {
         let shard = status.shard.clone().unwrap_or_default();
-        described(ShardKind::Key, &shard).is_ok_and(|d| d.owned.contains(slot))
+        described(kind, &shard).is_ok_and(|d| d.owned.contains(slot))
     };
     let owner = |status: &MoveStatusResponse| to_move.slots.slots().all(|slot| owns(status, slot));
     let idle = source.r#move.is_none() && target.r#move.is_none();

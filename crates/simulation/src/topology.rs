@@ -1,5 +1,5 @@
 //! The simulated deployment: two K shards splitting the slots (and a third
-//! that owns none, for the operator's typos), one P shard,
+//! that owns none, for the operator's typos), two P shards splitting them,
 //! two gateways, two sweepers and the operator's `ctl`, each a turmoil host
 //! running the real service code; and the settings the simulation scales
 //! down. Gateways and sweepers build their slot map from what the shards
@@ -46,7 +46,10 @@ pub const KEY_SHARDS: [(&str, u8, u8); 2] = [("k0", 0, 127), ("k1", 128, 255)];
 pub const SPARE_KEY_SHARD: &str = "k2";
 /// Every K shard host; a K shard's index everywhere is its place here.
 pub const KEY_HOSTS: [&str; 3] = [KEY_SHARDS[0].0, KEY_SHARDS[1].0, SPARE_KEY_SHARD];
-pub const PASTE_SHARDS: [(&str, u8, u8); 1] = [("p0", 0, 255)];
+/// The P shards, and the slots each owns at first.
+pub const PASTE_SHARDS: [(&str, u8, u8); 2] = [("p0", 0, 127), ("p1", 128, 255)];
+/// Every P shard host; a P shard's index everywhere is its place here.
+pub const PASTE_HOSTS: [&str; 2] = [PASTE_SHARDS[0].0, PASTE_SHARDS[1].0];
 
 pub fn gateway(index: usize) -> String {
     format!("gw{index}")
@@ -95,9 +98,13 @@ pub async fn serve_keys(store: KeyStore, shard: usize, owners: Owners, disk: Dis
     serve_shard(routes, disk).await
 }
 
-pub async fn serve_pastes(store: PasteStore, disk: Disk) -> anyhow::Result<()> {
+pub async fn serve_pastes(store: PasteStore, shard: usize, owners: Owners, disk: Disk) -> anyhow::Result<()> {
     let slots = claimed(&disk, store.database().clone(), ShardKind::Paste, None)?;
-    serve_shard(Routes::new(PasteServiceImpl::new(store, slots).into_server()), disk).await
+    owners.started(shard, slots.clone());
+    let clock = store.clock().clone();
+    let moves = SlotMovesService::new(slots.clone(), store.database().clone(), &pastebin_pastes::MOVED_TABLE, clock);
+    let routes = Routes::new(PasteServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());
+    serve_shard(routes, disk).await
 }
 
 /// The shard's range, stored in its database as a real shard's start does

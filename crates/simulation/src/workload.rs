@@ -1,7 +1,8 @@
 //! The clients: each creates its keys through the public gRPC API, retrying
 //! with the same key on any uncertain answer (alternating gateways, with a
 //! timeout of its own that may be shorter than the gateway's budget, so
-//! attempts of one key overlap), then reads each created id once.
+//! attempts of one key overlap), then reads each created id once, and
+//! deletes some with their delete token (the tombstones a P move carries).
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,13 +12,15 @@ use tonic::{transport::Channel, Code};
 
 use crate::{
     clock::SimTime,
-    history::{Answer201, Event, History, KeySpec, ReadOutcome},
+    history::{Answer201, DeleteOutcome, Event, History, KeySpec, ReadOutcome},
     topology::GATEWAYS,
 };
 
 /// Attempts per key before a client gives up (the sweeper then finishes
 /// or aborts whatever it left pending).
 const MAX_ATTEMPTS: usize = 6;
+/// A client deletes about one in this many of the pastes it created.
+const DELETES_ONE_IN: u32 = 3;
 
 /// What one client does: which keys (by index into the workload), in order.
 #[derive(Debug, Clone)]
@@ -87,8 +90,12 @@ impl Client {
                         delete_token: response.delete_token,
                     };
                     let key_state = (self.key_state)(&spec.key);
+                    let token = answer.delete_token.clone();
                     self.record(Event::Created { client: me, key, answer, replayed: response.replayed, key_state });
-                    self.read(key, response.id, (gateway + 1) % GATEWAYS).await;
+                    self.read(key, response.id.clone(), (gateway + 1) % GATEWAYS).await;
+                    if rng.random_ratio(1, DELETES_ONE_IN) {
+                        self.delete(key, response.id, token, rng).await;
+                    }
                     return;
                 }
                 Ok(Err(status)) => {
@@ -112,6 +119,27 @@ impl Client {
             _ => ReadOutcome::Unknown,
         };
         self.record(Event::Read { client: self.me, key, id, outcome });
+    }
+
+    /// Deletes `id` with its token, retrying on any uncertain answer, so a
+    /// 404 after an uncertain attempt says an earlier one deleted it.
+    async fn delete(&self, key: usize, id: String, delete_token: String, rng: &mut StdRng) {
+        for attempt in 0..MAX_ATTEMPTS {
+            let mut api = self.gateways[(self.me + attempt) % GATEWAYS].clone();
+            let request = pb::DeletePasteRequest { id: id.clone(), delete_token: delete_token.clone() };
+            let sent_ms = self.time.elapsed_ms();
+            let outcome = match tokio::time::timeout(Duration::from_secs(3), api.delete_paste(request)).await {
+                Ok(Ok(_)) => DeleteOutcome::Deleted,
+                Ok(Err(status)) if status.code() == Code::NotFound => DeleteOutcome::NotFound,
+                Ok(Err(status)) if status.code() == Code::PermissionDenied => DeleteOutcome::Refused,
+                _ => DeleteOutcome::Unknown,
+            };
+            self.record(Event::Deleted { client: self.me, key, id: id.clone(), outcome, sent_ms });
+            if outcome != DeleteOutcome::Unknown {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.random_range(50..1_500))).await;
+        }
     }
 }
 

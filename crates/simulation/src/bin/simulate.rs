@@ -81,11 +81,13 @@ fn one(seed: u64, history: bool) -> bool {
     }
     let verdict = if report.violations.is_empty() { "ok" } else { "VIOLATED" };
     println!(
-        "seed {seed}: {verdict}: {} creates answered 201, {} faults, {} slot moves, {} crashes of ctl mid-move, \
-         {} moves with an operator's mistake, {:?} simulated",
+        "seed {seed}: {verdict}: {} creates answered 201, {} deleted, {} faults, {} slot moves ({} of P slots), \
+         {} crashes of ctl mid-move, {} moves with an operator's mistake, {:?} simulated",
         report.creates(),
+        report.deletes(),
         report.faults.len(),
         report.moves(),
+        report.paste_moves(),
         report.ctl_crashes_mid_move(),
         report.mistakes(),
         report.simulated
@@ -93,10 +95,17 @@ fn one(seed: u64, history: bool) -> bool {
     for violation in &report.violations {
         println!("  seed {seed}: {violation}");
     }
-    let totals =
-        [report.creates(), report.faults.len(), report.moves(), report.ctl_crashes_mid_move(), report.mistakes()];
-    let [creates, faults, moves, crashed, mistakes] = totals;
-    println!("{TOTALS} {creates} {faults} {moves} {crashed} {mistakes} {}", report.simulated.as_millis());
+    let totals = [
+        report.creates(),
+        report.deletes(),
+        report.faults.len(),
+        report.moves(),
+        report.paste_moves(),
+        report.ctl_crashes_mid_move(),
+        report.mistakes(),
+    ];
+    let totals = totals.map(|total| total.to_string()).join(" ");
+    println!("{TOTALS} {totals} {}", report.simulated.as_millis());
     report.violations.is_empty()
 }
 
@@ -148,9 +157,9 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
     let started = Instant::now();
     let next = AtomicU64::new(from);
     let failed = AtomicUsize::new(0);
-    // Creates answered 201, faults, slot moves, ctl crashes mid-move, moves
-    // with an operator's mistake, simulated ms.
-    let sums: [AtomicU64; 6] = Default::default();
+    // Creates answered 201, pastes deleted, faults, slot moves, of P slots,
+    // ctl crashes mid-move, moves with an operator's mistake, simulated ms.
+    let sums: [AtomicU64; 8] = Default::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -179,10 +188,11 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
         }
     });
     let failed = failed.into_inner();
-    let [creates, faults, moves, crashed, mistakes, simulated_ms] = sums.map(AtomicU64::into_inner);
+    let [creates, deletes, faults, moves, paste_moves, crashed, mistakes, simulated_ms] =
+        sums.map(AtomicU64::into_inner);
     println!(
-        "{count} seeds ({from}..{}): {failed} failing; {creates} creates answered 201, {faults} faults injected, \
-         {moves} slot moves, {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, {:?} \
+        "{count} seeds ({from}..{}): {failed} failing; {creates} creates answered 201, {deletes} pastes deleted, \
+         {faults} faults injected, {moves} slot moves ({paste_moves} of P slots), {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, {:?} \
          simulated; {:.1} s wall with {jobs} jobs",
         from + count,
         Duration::from_millis(simulated_ms),
@@ -191,7 +201,7 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
     failed == 0
 }
 
-fn totals(output: &str) -> Option<[u64; 6]> {
+fn totals(output: &str) -> Option<[u64; 8]> {
     let line = output.lines().find_map(|line| line.strip_prefix(TOTALS))?;
     let numbers: Vec<u64> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
     numbers.try_into().ok()

@@ -339,36 +339,22 @@ impl ShardSlots {
     /// holds its window again, and must not add a row each time.
     pub async fn hold_window(&self, slots: SlotRange, since_ms: i64, until_ms: i64) -> Result<(), sqlx::Error> {
         let (first, last) = (i64::from(slots.first().0), i64::from(slots.last().0));
+        let window = |sql: &'static str| sqlx::query(sql).bind(first).bind(last).bind(since_ms).bind(until_ms);
         let mut tx = self.pool.begin().await?;
-        let covered: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM slot_search_windows
+        let covered = window(
+            "SELECT COUNT(*) AS n FROM slot_search_windows
              WHERE first_slot = $1 AND last_slot = $2 AND since <= $3 AND until >= $4",
         )
-        .bind(first)
-        .bind(last)
-        .bind(since_ms)
-        .bind(until_ms)
         .fetch_one(&mut *tx)
-        .await?;
+        .await?
+        .try_get::<i64, _>("n")?;
         if covered == 0 {
-            sqlx::query(
-                "DELETE FROM slot_search_windows WHERE first_slot = $1 AND last_slot = $2 AND since >= $3 AND until <= $4",
-            )
-            .bind(first)
-            .bind(last)
-            .bind(since_ms)
-            .bind(until_ms)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)",
-            )
-            .bind(first)
-            .bind(last)
-            .bind(since_ms)
-            .bind(until_ms)
-            .execute(&mut *tx)
-            .await?;
+            let covers = "DELETE FROM slot_search_windows
+                          WHERE first_slot = $1 AND last_slot = $2 AND since >= $3 AND until <= $4";
+            window(covers).execute(&mut *tx).await?;
+            let insert =
+                "INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)";
+            window(insert).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         self.windows.add(slots, since_ms, until_ms);

@@ -80,21 +80,6 @@ fn one(seed: u64, history: bool) -> bool {
         print_history(&report);
     }
     let verdict = if report.violations.is_empty() { "ok" } else { "VIOLATED" };
-    println!(
-        "seed {seed}: {verdict}: {} creates answered 201, {} deleted, {} faults, {} slot moves ({} of P slots), \
-         {} crashes of ctl mid-move, {} moves with an operator's mistake, {:?} simulated",
-        report.creates(),
-        report.deletes(),
-        report.faults.len(),
-        report.moves(),
-        report.paste_moves(),
-        report.ctl_crashes_mid_move(),
-        report.mistakes(),
-        report.simulated
-    );
-    for violation in &report.violations {
-        println!("  seed {seed}: {violation}");
-    }
     let totals = [
         report.creates(),
         report.deletes(),
@@ -104,6 +89,16 @@ fn one(seed: u64, history: bool) -> bool {
         report.ctl_crashes_mid_move(),
         report.mistakes(),
     ];
+    let [creates, deletes, faults, moves, paste_moves, crashed, mistakes] = totals;
+    println!(
+        "seed {seed}: {verdict}: {creates} creates answered 201, {deletes} deleted, {faults} faults, {moves} slot moves \
+         ({paste_moves} of P slots), {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, \
+         {:?} simulated",
+        report.simulated
+    );
+    for violation in &report.violations {
+        println!("  seed {seed}: {violation}");
+    }
     let totals = totals.map(|total| total.to_string()).join(" ");
     println!("{TOTALS} {totals} {}", report.simulated.as_millis());
     report.violations.is_empty()

@@ -103,7 +103,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn shard_kind(self) -> pb::ShardKind {
+    pub fn shard_kind(self) -> pb::ShardKind {
         match self {
             Kind::Key => pb::ShardKind::Key,
             Kind::Paste => pb::ShardKind::Paste,

@@ -8,9 +8,9 @@
 //! retries, and delete some ([`workload`]); it also has the operator move
 //! slots between the K shards or the P shards with the real `ctl reshard`
 //! ([`reshard`]), and after every step the shards' live ranges are checked
-//! for a slot with two owners ([`ownership`]). Then every fault is healed, the moves and the sweepers
-//! finish, and the [`history`] checker judges what the clients saw against
-//! the final state. One seed replays one run.
+//! for a slot with two owners ([`ownership`]). Then every fault is healed,
+//! the moves and the sweepers finish, and the [`history`] checker judges
+//! what the clients saw against the final state. One seed replays one run.
 
 mod clock;
 mod discovery;

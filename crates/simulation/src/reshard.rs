@@ -22,7 +22,7 @@ use pastebin_ctl::{
     CtlError,
 };
 
-use pastebin_proto::shard::v1::{slot_moves_client::SlotMovesClient, MoveStatusRequest, MoveStatusResponse, ShardKind};
+use pastebin_proto::shard::v1::{slot_moves_client::SlotMovesClient, MoveStatusRequest, MoveStatusResponse};
 use pastebin_slots::shard_slots::described;
 
 use std::pin::pin;
@@ -532,10 +532,7 @@ async fn where_slots_are(to_move: &SlotsMove) -> Option<Outcome> {
     let (Ok(source), Ok(target)) = (move_status(to_move.from).await, move_status(to_move.to).await) else {
         return None;
     };
-    let kind = match to_move.kind {
-        Kind::Key => ShardKind::Key,
-        Kind::Paste => ShardKind::Paste,
-    };
+    let kind = to_move.kind.shard_kind();
     let owns = |status: &MoveStatusResponse, slot| {
         let shard = status.shard.clone().unwrap_or_default();
         described(kind, &shard).is_ok_and(|d| d.owned.contains(slot))

@@ -114,6 +114,19 @@ impl OwnedSlots {
         matches!(self, Self::Range(range) if range.contains(slot))
     }
 
+    /// Every slot of `range` is owned.
+    pub fn covers(self, range: SlotRange) -> bool {
+        self.contains(range.first) && self.contains(range.last)
+    }
+
+    /// No slot of `range` is owned.
+    pub fn misses(self, range: SlotRange) -> bool {
+        match self {
+            Self::Nothing => true,
+            Self::Range(owned) => owned.last < range.first || range.last < owned.first,
+        }
+    }
+
     pub fn range(self) -> Option<SlotRange> {
         match self {
             Self::Nothing => None,
@@ -125,7 +138,7 @@ impl OwnedSlots {
     /// run at one end of it.
     pub fn without(self, moving: SlotRange) -> Result<Self, SlotMoveError> {
         let owned = match self {
-            Self::Range(owned) if owned.contains(moving.first) && owned.contains(moving.last) => owned,
+            Self::Range(owned) if self.covers(moving) => owned,
             _ => return Err(SlotMoveError::NotAllOwned { owned: self, moving }),
         };
         match (moving.first == owned.first, moving.last == owned.last) {
@@ -215,6 +228,17 @@ mod tests {
         assert_eq!("none".parse::<OwnedSlots>(), Ok(OwnedSlots::Nothing));
         assert_eq!("0-127".parse::<OwnedSlots>().unwrap().to_string(), "0-127");
         assert_eq!(OwnedSlots::Nothing.to_string(), "none");
+    }
+
+    #[test]
+    fn a_range_is_covered_missed_or_neither() {
+        let low = OwnedSlots::Range("0-127".parse().unwrap());
+        let (inside, across, outside) =
+            ("10-20".parse().unwrap(), "100-200".parse().unwrap(), "128-255".parse().unwrap());
+        assert!(low.covers(inside) && !low.misses(inside));
+        assert!(!low.covers(across) && !low.misses(across));
+        assert!(!low.covers(outside) && low.misses(outside));
+        assert!(OwnedSlots::Nothing.misses(inside) && !OwnedSlots::Nothing.covers(inside));
     }
 
     #[test]

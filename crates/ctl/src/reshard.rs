@@ -230,10 +230,14 @@ impl End {
     /// The shard's ranges and moves; with `move_id` (a move this run knows
     /// of), that move's record whenever it finished.
     async fn status(&self, kind: Kind, move_id: &str) -> Result<Status, CtlError> {
+        self.status_for(kind, pb::MoveStatusRequest { move_id: move_id.to_owned(), ..Default::default() }).await
+    }
+
+    async fn status_for(&self, kind: Kind, asked: pb::MoveStatusRequest) -> Result<Status, CtlError> {
         let reply = self
             .client
             .clone()
-            .move_status(self.request(pb::MoveStatusRequest { move_id: move_id.to_owned() }))
+            .move_status(self.request(asked))
             .await
             .map_err(|s| self.failed("MoveStatus", s))?
             .into_inner();
@@ -325,7 +329,17 @@ async fn run_between(
     if source.address == target.address {
         return Err(CtlError::Usage("--from and --to are the same shard".into()));
     }
-    let (mut from, mut to) = (source.status(args.kind, "").await?, target.status(args.kind, "").await?);
+    // Each shard's last finished move is the one the command names, if the
+    // shard finished one like it: a rerun of any earlier move is then known
+    // as done, not only of the last one.
+    let typed = pb::MoveStatusRequest {
+        slots: args.slots.map(span),
+        source: source.address.clone(),
+        target: target.address.clone(),
+        ..Default::default()
+    };
+    let (mut from, mut to) =
+        (source.status_for(args.kind, typed.clone()).await?, target.status_for(args.kind, typed).await?);
     if args.status {
         print_status(out, &source, &from)?;
         print_status(out, &target, &to)?;
@@ -335,7 +349,14 @@ async fn run_between(
         Chosen::Move(identity) => identity,
         Chosen::Finished(record) => {
             let what = if record.step == Step::Done { "done" } else { "abandoned" };
-            writeln!(out, "{} is already {what} on both shards: nothing to do", record.identity)?;
+            let (source, target, identity) = (&source.address, &target.address, &record.identity);
+            // `--resume` or `--abandon` alone names no move: say first that
+            // none is in progress, then which one finished last.
+            let named = match args.slots {
+                Some(_) => identity.to_string(),
+                None => format!("no move is in progress between {source} and {target}; the last one, {identity},"),
+            };
+            writeln!(out, "{named} is already {what} on both shards: nothing to do")?;
             return Ok(Exit::Ok);
         }
     };
@@ -346,7 +367,7 @@ async fn run_between(
     let holder = holder();
     writeln!(
         out,
-        "{} slots {} from {} to {} (move {}; run {holder}, epoch {epoch})",
+        "{} {} from {} to {} (move {}; run {holder}, epoch {epoch})",
         if args.abandon {
             format!("abandoning the move of {} slots", args.kind)
         } else {
@@ -514,6 +535,7 @@ fn which_move(args: &ReshardArgs, source: &End, from: &Status, target: &End, to:
     let finished = from.last.as_ref().filter(|last| {
         to.last.as_ref().is_some_and(|other| other.identity == last.identity && other.step == last.step)
             && check_asked(&last.identity, from_address, to_address, args.slots).is_ok()
+            && left_where_it_put_them(last, from, to)
     });
     // The same move again: done, or abandoned and asked to abandon (a new
     // move of the same slots after an abandon is a new move).
@@ -541,6 +563,15 @@ fn which_move(args: &ReshardArgs, source: &End, from: &Status, target: &End, to:
         source: from_address.clone(),
         target: to_address.clone(),
     }))
+}
+
+/// The slots of a finished move are still where it left them: on the
+/// target after a take, on the source after an abandon. Moved away since
+/// (back, say), the same command is a new move, not a rerun.
+fn left_where_it_put_them(finished: &Record, from: &Status, to: &Status) -> bool {
+    let slots = finished.identity.slots;
+    let (holder, other) = if finished.step == Step::Done { (to, from) } else { (from, to) };
+    holder.owned.covers(slots) && other.owned.misses(slots)
 }
 
 /// The steps of one move, each idempotent, run in the order

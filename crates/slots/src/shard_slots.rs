@@ -592,9 +592,28 @@ impl ShardSlots {
     /// The most recent move this shard finished (`--status`, and a rerun
     /// of a finished move).
     pub async fn last_finished(&self) -> Result<Option<Record>, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(format!("{MOVE_COLUMNS} WHERE {FINISHED_LAST}")))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(move_from_row).transpose()
+    }
+
+    /// The most recent move of exactly `slots` from `source` to `target`
+    /// this shard finished: a rerun of it, typed again after later moves
+    /// between the same shards, is recognised as done.
+    pub async fn last_finished_like(
+        &self,
+        slots: SlotRange,
+        source: &str,
+        target: &str,
+    ) -> Result<Option<Record>, sqlx::Error> {
         let row = sqlx::query(AssertSqlSafe(format!(
-            "{MOVE_COLUMNS} WHERE step IN ('done', 'abandoned') ORDER BY updated_at DESC, move_id DESC LIMIT 1"
+            "{MOVE_COLUMNS} WHERE first_slot = $1 AND last_slot = $2 AND source = $3 AND target = $4 AND {FINISHED_LAST}"
         )))
+        .bind(i64::from(slots.first().0))
+        .bind(i64::from(slots.last().0))
+        .bind(source)
+        .bind(target)
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(move_from_row).transpose()
@@ -621,6 +640,9 @@ impl Applied {
 /// the UPDATE takes the row's lock, so the check holds until the commit).
 pub const IMPORT_FENCE: &str = "UPDATE slot_moves SET lease_until = lease_until
      WHERE move_id = $1 AND epoch = $2 AND holder = $3 AND step = 'importing' AND abandoning = 0";
+
+/// The last finished move first, by this shard's clock.
+const FINISHED_LAST: &str = "step IN ('done', 'abandoned') ORDER BY updated_at DESC, move_id DESC LIMIT 1";
 
 const MOVE_COLUMNS: &str = "SELECT move_id, role, first_slot, last_slot, peer, step, started_at, updated_at, source, \
                             target, epoch, holder, lease_until, abandoning, release_token, \

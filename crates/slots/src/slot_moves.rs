@@ -73,13 +73,18 @@ impl SlotMovesService {
         pastebin_core::to_millis(self.clock.now())
     }
 
-    /// The shard's ranges and moves. `last` is move `asked` when this shard
-    /// finished it, else the move it finished last.
-    async fn status(&self, asked: &str) -> Result<pb::MoveStatusResponse, Status> {
+    /// The shard's ranges and moves. `last` is the move `asked` names (by
+    /// id, or as typed: slots, source and target) when this shard finished
+    /// it, else the move it finished last.
+    async fn status(&self, asked: &pb::MoveStatusRequest) -> Result<pb::MoveStatusResponse, Status> {
         let ownership = self.slots.ownership().await;
-        let asked = match asked {
-            "" => None,
-            id => self.slots.finished_move(id).await.map_err(database)?,
+        let asked = match (asked.move_id.as_str(), &asked.slots) {
+            ("", None) => None,
+            ("", Some(slots)) => {
+                let slots = span_range(Some(slots)).map_err(bad)?;
+                self.slots.last_finished_like(slots, &asked.source, &asked.target).await.map_err(database)?
+            }
+            (id, _) => self.slots.finished_move(id).await.map_err(database)?,
         };
         let last = match asked {
             Some(record) => Some(record),
@@ -435,7 +440,7 @@ impl SlotMoves for SlotMovesService {
         &self,
         request: Request<pb::MoveStatusRequest>,
     ) -> Result<Response<pb::MoveStatusResponse>, Status> {
-        Ok(Response::new(self.status(&request.into_inner().move_id).await?))
+        Ok(Response::new(self.status(&request.into_inner()).await?))
     }
 
     async fn prepare_import(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
@@ -448,18 +453,18 @@ impl SlotMoves for SlotMovesService {
                 tracing::warn!(move_id = %request.get_ref().move_id, %slots, stale, "deleted rows an abandoned move left here");
             }
         }
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn prepare_export(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.check_columns().await?;
         self.apply(Some(request.get_ref()), Call::PrepareExport).await?;
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn freeze(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.apply(Some(request.get_ref()), Call::Freeze).await?;
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn export_rows(&self, request: Request<pb::ExportRequest>) -> Result<Response<pb::ExportResponse>, Status> {
@@ -536,7 +541,7 @@ impl SlotMoves for SlotMovesService {
         // The lost-commits window of these slots leaves with them (docs/design.md#adopting-after-a-k-loss).
         let search_first = self.slots.window_for(slots, self.now_ms());
         self.apply(Some(request.get_ref()), Call::Release { token, search_first }).await?;
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn take(&self, request: Request<pb::TakeRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
@@ -549,7 +554,7 @@ impl SlotMoves for SlotMovesService {
                 self.slots.hold_window(taken.identity.slots, since, until).await.map_err(database)?;
             }
         }
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn delete_moved(
@@ -577,7 +582,7 @@ impl SlotMoves for SlotMovesService {
 
     async fn abandon(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.apply(Some(request.get_ref()), Call::Abandon).await?;
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn undo(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
@@ -586,12 +591,12 @@ impl SlotMoves for SlotMovesService {
             self.delete_all(Self::moving(&applied)?.identity.slots).await?;
         }
         tracing::warn!(move_id = %request.get_ref().move_id, "slot move undone here");
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn renew(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.apply(Some(request.get_ref()), Call::Read(None)).await?;
-        Ok(Response::new(self.status("").await?))
+        Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 }
 

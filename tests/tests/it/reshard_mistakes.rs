@@ -76,14 +76,33 @@ async fn a_wrong_to_after_a_crash_between_release_and_take_is_refused_and_the_ri
 
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, HIGH), "").await;
     assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    assert!(output.contains(&format!("moving key slots 128-255 from {a} to {b} (move ")), "{output}");
     assert_eq!(described(&cluster, "key", 1).await, range(HIGH).into());
     check_replays_and_reads(&cluster, &created).await;
     check_each_create_stored_once(&cluster, &created).await;
 
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, HIGH), "").await;
     assert!(ok && output.contains("is already done on both shards"), "a rerun of a finished move: {output}");
+    let (ok, output) = ctl_reshard(&cluster, &["--kind", "key", "--from", a, "--to", b, "--resume"], "").await;
+    let said = format!("no move is in progress between {a} and {b}; the last one, move ");
+    assert!(ok && output.contains(&said) && output.contains("of slots 128-255 from"), "a --resume after it: {output}");
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, c, HIGH), "").await;
     assert!(!ok && !output.contains("already done"), "another --to is not this move: {output}");
+
+    // After a later move between the same shards the first is still known
+    // as done: an operator may rerun any command whose answer they lost.
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, "64-127"), "").await;
+    assert!(ok && output.contains("done: slots 64-127 moved"), "{output}");
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, HIGH), "").await;
+    let said = format!("of slots 128-255 from {a} to {b} is already done on both shards");
+    assert!(ok && output.contains(&said), "a rerun of the earlier move: {output}");
+    // Moved back since, the same command is a new move, not a rerun.
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", b, a, "64-127"), "").await;
+    assert!(ok && output.contains("done: slots 64-127 moved"), "{output}");
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, "64-127"), "").await;
+    assert!(ok && output.contains("done: slots 64-127 moved"), "moved again, not 'already done': {output}");
+    assert_eq!(described(&cluster, "key", 1).await, range("64-255").into());
+    check_replays_and_reads(&cluster, &created).await;
 }
 
 /// A run stopped between the two records of the move (the source records

@@ -255,6 +255,9 @@ struct Cell {
     rediscover: OnceLock<Rediscover>,
     /// Held by the one refresh in flight; when the last one ended.
     refreshing: tokio::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Why the map could not be discovered again, since when: logged once
+    /// per cause, not once per refresh.
+    undiscovered: std::sync::Mutex<Option<(String, tokio::time::Instant)>>,
 }
 
 /// A refresh this soon after the last one is not repeated: the callers that
@@ -306,7 +309,8 @@ impl SlotMapCell {
     /// silent one keeps its slots. A map that cannot be built now (a move
     /// between its release and its take, or two shards claiming a slot)
     /// leaves the current one: the calls it routes are refused as "not
-    /// executed" and retried. Logged at INFO only when the map changed.
+    /// executed" and retried. Logged only when the map changed, and once
+    /// per cause while it cannot be discovered.
     pub async fn refresh(&self) {
         let Some(rediscover) = self.0.rediscover.get() else { return };
         let mut last = self.0.refreshing.lock().await;
@@ -315,15 +319,85 @@ impl SlotMapCell {
         }
         match rediscover().await {
             Ok(map) => {
+                if let Some((_, since)) = self.undiscovered().take() {
+                    tracing::info!(after_secs = since.elapsed().as_secs(), "slot map discovered again");
+                }
                 if self.follow(map) {
                     let now = self.get().map(|map| map.to_string()).unwrap_or_default();
                     tracing::info!(map = %now, "slot map changed");
                 }
             }
-            Err(error) => {
-                tracing::info!(error = %format!("{error:#}"), "the slot map cannot be discovered again yet; keeping the current one")
-            }
+            Err(error) => self.cannot_discover(format!("{error:#}")),
         }
         *last = Some(tokio::time::Instant::now());
+    }
+
+    /// A gap lasts between a move's release and its take, and for good
+    /// when a shard owns slots no caller lists (docs/operations.md#slot-maps).
+    fn cannot_discover(&self, cause: String) {
+        let mut undiscovered = self.undiscovered();
+        if undiscovered.as_ref().is_some_and(|(known, _)| *known == cause) {
+            return;
+        }
+        tracing::warn!(
+            error = %cause,
+            "the slot map cannot be discovered again; keeping the current one, and the calls for those slots are \
+             refused as moving until a shard claims them. If no ctl reshard is running, compare this process's \
+             shard lists with `pastebin ctl stats`"
+        );
+        *undiscovered = Some((cause, tokio::time::Instant::now()));
+    }
+
+    fn undiscovered(&self) -> std::sync::MutexGuard<'_, Option<(String, tokio::time::Instant)>> {
+        self.0.undiscovered.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// What the test's subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Written(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_map_that_cannot_be_discovered_is_logged_once_per_cause() {
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let cell = SlotMapCell::default();
+        let counted = calls.clone();
+        cell.rediscover_with(Arc::new(move || {
+            let call = counted.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                let slots = if call < 5 { "0-63" } else { "0-127" };
+                Err(anyhow::anyhow!("no key shard claims slots {slots}"))
+            })
+        }));
+        for _ in 0..8 {
+            cell.refresh().await;
+            tokio::time::sleep(REFRESH_SPACING).await;
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 8, "every refresh asked the shards");
+        let logs = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<_> = logs.lines().filter(|line| line.contains("cannot be discovered again")).collect();
+        assert_eq!(lines.len(), 2, "once per cause: {logs}");
+        assert!(lines[0].contains("WARN") && lines[0].contains("no key shard claims slots 0-63"), "{logs}");
+        assert!(lines[1].contains("no key shard claims slots 0-127") && lines[1].contains("ctl stats"), "{logs}");
     }
 }

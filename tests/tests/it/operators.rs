@@ -165,6 +165,9 @@ async fn recover_reads_p_first_dry_run_changes_nothing_and_blind_means_pending()
     let (exit, out, _) = ctl(&cluster, &["recover", &committed.canonical(), "--dry-run"]).await;
     assert_eq!(exit, Exit::Ok);
     assert!(out.contains("would mark done"), "{out}");
+    // The paste shard by address and range, never a list position (docs/operations.md#operator-tools).
+    let on = format!(" on {} (slots 0-255)", cluster.paste_addresses[0]);
+    assert!(out.contains(&on) && !out.contains("on P0"), "{out}");
     let (exit, out, _) = ctl(&cluster, &["recover", &orphaned.canonical(), "--dry-run", "--json"]).await;
     assert_eq!(exit, Exit::Ok);
     let dry: Value = serde_json::from_str(out.trim()).unwrap();
@@ -336,7 +339,13 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     for name in m::ALL.iter().filter(|n| !elsewhere.contains(n)) {
         assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");
     }
-    assert!(body.contains(r#"pastebin_paste_shard_reachable{shard="0"} 1"#), "{body}");
+    // A shard is labelled by its address, never its position in a list
+    // (docs/alerts.md#paste-shard-unreachable).
+    let reachable = format!(r#"pastebin_paste_shard_reachable{{address="{}"}} 1"#, cluster.paste_addresses[0]);
+    assert!(body.contains(&reachable), "{body}");
+    let pending = format!(r#"pastebin_pending_keys{{address="{}"}} 0"#, cluster.key_addresses[0]);
+    assert!(body.contains(&pending), "{body}");
+    assert!(!body.contains("shard=\""), "no shard is named by its position in a list:\n{body}");
     assert!(!body.contains("key=") && !body.contains("paste_id="), "no per-key labels");
 }
 
@@ -364,6 +373,13 @@ fn metric_names(expr: &str) -> Vec<String> {
         rest = &tail[end..];
     }
     names
+}
+
+/// Whether an alert or a legend names a shard as `P0`/`K1` (a position in a
+/// list, which differs between processes) instead of its address
+/// (docs/alerts.md#paste-shard-unreachable).
+fn names_a_shard_by_position(text: &str) -> bool {
+    ["P{{", "K{{", "$labels.shard", "{{shard}}", "by (shard)"].iter().any(|by_position| text.contains(by_position))
 }
 
 #[test]
@@ -400,6 +416,14 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
     let climbing = pastebin_core::alert::CLIMBING_PER_MINUTE;
     let text = std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap();
     assert!(text.contains(&format!("> {climbing}")), "the rule and the dashboard climb at the same rate");
+    for file in
+        ["deploy/prometheus/alerts.yml", "deploy/kubernetes/base/prometheus-rule.yaml", "deploy/grafana/pastebin.json"]
+    {
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        assert!(!names_a_shard_by_position(&text), "{file} names a shard by its position in a list");
+        assert!(text.contains("address"), "{file} names shards by address");
+    }
+    assert!(names_a_shard_by_position(r#"summary: "Paste shard P{{ $labels.shard }} unreachable""#));
 
     let grafana: Value =
         serde_json::from_str(&std::fs::read_to_string(workspace().join("deploy/grafana/pastebin.json")).unwrap())

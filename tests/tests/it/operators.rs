@@ -504,6 +504,8 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     round.recovery.examined = 2;
     round.recovery.marked_done = 1;
     round.recovery.aborted = 1;
+    // check.mjs finds it under "Cleanup errors", its row marked.
+    round.reap.errors = 1;
     state.record_round(round);
     let admin = serve_admin(state).await;
     let dashboard = format!("{admin}/dashboard");
@@ -550,6 +552,27 @@ async fn status_when(admin: &str, what: &str, ready: impl Fn(&Value) -> bool) ->
     }
 }
 
+/// `pastebin_slot_move_step_age_seconds` of K shard `address` on the admin
+/// listener's `/metrics`, once `ready` holds for it (the sampler sets it
+/// every 500 ms; a sample taken while a shard restarts sets 0).
+async fn step_age_gauge_when(admin: &str, address: &str, ready: impl Fn(f64) -> bool) {
+    let labels = [format!(r#"address="{address}""#), r#"kind="key""#.to_owned()];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = reqwest::get(format!("{admin}/metrics")).await.unwrap().text().await.unwrap();
+        let line = body.lines().find(|line| {
+            line.starts_with(pastebin_runtime::metrics::SLOT_MOVE_STEP_AGE_SECONDS)
+                && labels.iter().all(|label| line.contains(label.as_str()))
+        });
+        let age = line.and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok());
+        if age.is_some_and(&ready) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{address}'s move step age on /metrics: {line:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A `ctl reshard` killed mid-copy leaves its move in the copy step on both
 /// shards: the dashboard shows it, in status.json and in Chromium, with
 /// both shards by address, their steps and its age; once it has made no
@@ -586,6 +609,7 @@ async fn dashboard_shows_a_move_killed_mid_copy_and_alerts_once_it_stalls() {
     assert!(moving["age_seconds"].as_f64().is_some_and(|age| age >= 0.0), "{moving}");
     assert_eq!(status["key_shards"][0]["address"], k[0].as_str(), "shards are named by address");
     assert_eq!(status["key_shards"][0]["slots"], "0-255");
+    step_age_gauge_when(&admin, &k[0], |age| (0.0..900.0).contains(&age)).await;
     let dashboard = format!("{admin}/dashboard");
     tokio::task::spawn_blocking({
         let (dashboard, source) = (dashboard.clone(), k[0].clone());
@@ -605,6 +629,10 @@ async fn dashboard_shows_a_move_killed_mid_copy_and_alerts_once_it_stalls() {
     }
     let status = status_when(&admin, "the move stalls", |s| s["moves_stalled"] == true).await;
     assert!(status["moving"][0]["step_age_seconds"].as_f64().is_some_and(|age| age >= 1200.0), "{status:#}");
+    // What PastebinSlotMoveStalled reads (> 900 s), per shard by address (docs/alerts.md#slot-move-stalled).
+    for address in &k {
+        step_age_gauge_when(&admin, address, |age| age >= 1200.0).await;
+    }
     let rerun = format!("rerun `pastebin ctl reshard --kind key --from {} --to {}`", k[0], k[1]);
     tokio::task::spawn_blocking(move || check_in_chromium_with(&dashboard, "healthy", &["STALLED", &rerun]))
         .await

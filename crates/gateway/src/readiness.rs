@@ -34,8 +34,9 @@ impl Gateway {
     /// address and range.
     pub async fn check_shards(&self) -> Result<(), String> {
         let slots = self.slot_map()?;
-        // Named by address and range, not list position (docs/operations.md#operator-tools).
-        let slots = &slots;
+        // Borrowed by every check below, which names its shard by address
+        // and range, never by list position (docs/operations.md#operator-tools).
+        let slots = &*slots;
         let keys = slots.key_shards().iter().enumerate().map(|(shard, client)| async move {
             let answer = within_part(client.check_serving()).await;
             answer.map_err(|why| format!("key shard {} {why}", slots.key_shard_name(shard)))

@@ -1,8 +1,9 @@
 // Opens the pending-age dashboard in Debian's chromium (headless, through
 // playwright-core), waits for the first data, and checks what an operator
 // would look at: the level banner, the highlighted card row, the numbers,
-// both plots, the shard list, the edge refusals; no console error and no CSP violation; the
-// dark mode toggle, remembered across a reload.
+// both plots (the count axis's labels distinct), the shard list, the rounds'
+// cleanup errors, the edge refusals; no console error and no CSP violation;
+// the dark mode toggle, remembered across a reload.
 //
 //   node check.mjs <dashboard-url> <expected-level> <screenshot.png> [<expected-move-text>...]
 //
@@ -84,6 +85,13 @@ try {
     keyShards: document.querySelectorAll("#key-shards tbody tr").length,
     refusals: [...document.querySelectorAll("#edge-refusals tbody tr")].map((tr) => tr.innerText),
     moves: [...document.querySelectorAll("#moving li")].map((li) => li.textContent),
+    // The count plot's y labels (its x labels are "−15 min" and "now").
+    countTicks: [...document.querySelectorAll("#plot-count text.axis")].map((t) => t.textContent).filter((t) => /^\d/.test(t)),
+    roundsHeader: [...document.querySelectorAll("#rounds thead th")].map((th) => th.textContent),
+    rounds: [...document.querySelectorAll("#rounds tbody tr")].map((tr) => ({
+      cells: [...tr.cells].map((td) => td.textContent),
+      bad: tr.classList.contains("bad"),
+    })),
     text: document.body.innerText,
   }));
   check(seen.level === expectedLevel, `level is ${expectedLevel} (page shows ${seen.level})`);
@@ -100,6 +108,17 @@ try {
   check(/never mass-abort/i.test(seen.text), "the page says never mass-abort");
   check(seen.refusals.some((row) => /grpc/.test(row) && /client_streams/.test(row) && /\d/.test(row)),
     `the edge refusals are listed by protocol and reason (${JSON.stringify(seen.refusals)})`);
+  check(seen.countTicks.length === 3 && new Set(seen.countTicks).size === 3,
+    `the count plot's axis has three distinct labels (${JSON.stringify(seen.countTicks)})`);
+  // A round whose cleanup calls failed shows it, in its own column, marked bad.
+  const errorsColumn = seen.roundsHeader.indexOf("Cleanup errors");
+  check(errorsColumn >= 0, `the rounds table has a "Cleanup errors" column (${JSON.stringify(seen.roundsHeader)})`);
+  for (const round of seen.rounds) {
+    check(round.cells.length === seen.roundsHeader.length,
+      `a round's row has a cell under every heading (${JSON.stringify(round.cells)})`);
+    check(round.cells[errorsColumn] === "0" || round.bad,
+      `a round with cleanup errors is marked bad (${JSON.stringify(round.cells)})`);
+  }
   if (expectedMove.length > 0) {
     check(seen.moves.some((line) => expectedMove.every((t) => line.includes(t))),
       `a slot move shows with ${JSON.stringify(expectedMove)} (moves shown: ${JSON.stringify(seen.moves)})`);

@@ -12,7 +12,7 @@ mod secret;
 mod up;
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use pastebin_admin::AdminState;
 use pastebin_core::{Clock, OwnedSlots, SystemClock};
 use pastebin_proto::shard::v1::ShardKind;
@@ -183,7 +183,38 @@ pub fn ended(result: anyhow::Result<()>) -> std::process::ExitCode {
 pub fn main_from_args() -> anyhow::Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     config_file::load_from_env(&Cli::command(), &args)?;
-    run(Cli::parse_from(args))
+    let matches = command().get_matches_from(args);
+    run(Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit()))
+}
+
+/// The parts that drain after a signal: `--drain-timeout-secs` is theirs.
+const DRAINING: [&str; 5] = ["key-service", "paste-service", "gateway", "sweeper", "up"];
+
+/// [`Cli`]'s command line, with the global flags that do nothing for a
+/// command hidden from its `--help` (still accepted, as every part reads
+/// one `PASTEBIN_CONFIG` file and environment): `--drain-timeout-secs`
+/// outside the serving parts, the object-store flags in the ctl commands
+/// that never read the object store.
+fn command() -> clap::Command {
+    let mut cli = Cli::command();
+    // Propagates the global flags into every command first, so that each
+    // command's own copy can be hidden.
+    cli.build();
+    for part in cli.get_subcommands_mut().filter(|part| !DRAINING.contains(&part.get_name())) {
+        hide_everywhere(part, "drain_timeout_secs");
+        if part.get_name() == "ctl" {
+            pastebin_ctl::hide_idle_flags(part);
+        }
+    }
+    cli
+}
+
+/// Hides flag `id` from the help of `command` and of all its commands.
+fn hide_everywhere(command: &mut clap::Command, id: &str) {
+    *command = std::mem::take(command).mut_args(|arg| if arg.get_id() == id { arg.hide(true) } else { arg });
+    for inner in command.get_subcommands_mut() {
+        hide_everywhere(inner, id);
+    }
 }
 
 /// The part's name in logs and traces: `pastebin-<subcommand>`.
@@ -449,17 +480,10 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    /// The command line as `pastebin` builds it (global flags propagated).
-    fn built() -> clap::Command {
-        let mut cli = Cli::command();
-        cli.build();
-        cli
-    }
-
     /// What `pastebin WORDS --help` prints.
     fn help_of(words: &[&str]) -> String {
         let argv = std::iter::once("pastebin").chain(words.iter().copied()).chain(["--help"]);
-        let shown = Cli::try_parse_from(argv).expect_err("--help ends the parse");
+        let shown = command().try_get_matches_from(argv).expect_err("--help ends the parse");
         assert_eq!(shown.kind(), clap::error::ErrorKind::DisplayHelp, "{shown}");
         shown.render().to_string()
     }
@@ -468,11 +492,45 @@ mod tests {
     fn the_top_level_help_names_every_ctl_command() {
         let help = help_of(&[]);
         let line = help.lines().find(|line| line.trim_start().starts_with("ctl ")).expect("ctl is listed");
-        let cli = built();
+        let cli = command();
         let commands = cli.find_subcommand("ctl").unwrap().get_subcommands().map(|c| c.get_name().to_owned());
         for command in commands.filter(|name| name != "help") {
             assert!(line.contains(&command), "`pastebin --help` does not name `ctl {command}`: {line}");
         }
+    }
+
+    /// Flags that do nothing for a command are not in its help
+    /// (`--drain-timeout-secs` outside the serving parts, the object store
+    /// where it is never read), and are still accepted.
+    #[test]
+    fn a_command_s_help_lists_no_flag_that_does_nothing_for_it() {
+        let objects = ["--objects-dir", "--s3-bucket", "--s3-endpoint", "--s3-region", "--s3-path-style"];
+        let drain = "--drain-timeout-secs";
+        let listed = |help: &str, flag: &str| help.lines().any(|line| line.trim_start().starts_with(flag));
+        for words in [&["ctl", "reshard"][..], &["ctl", "stats"], &["ctl", "pending"], &["ctl", "recover"]] {
+            let help = help_of(words);
+            for flag in objects.iter().chain([&drain]) {
+                assert!(!listed(&help, flag), "`pastebin {words:?} --help` lists {flag}:\n{help}");
+            }
+        }
+        for words in [&["ctl"][..], &["healthcheck"], &["bench"], &["paste"]] {
+            let help = help_of(words);
+            assert!(!listed(&help, drain), "`pastebin {words:?} --help` lists {drain}:\n{help}");
+        }
+        for words in [&["ctl", "reconcile"][..], &["ctl", "repair"], &["ctl", "takedown"]] {
+            let help = help_of(words);
+            for flag in objects.iter().chain([&"--key-shards"]) {
+                assert!(listed(&help, flag), "`pastebin {words:?} --help` does not list {flag}:\n{help}");
+            }
+        }
+        for words in [&["gateway"][..], &["sweeper"], &["key-service"], &["up"]] {
+            assert!(listed(&help_of(words), drain), "`pastebin {words:?} --help` lists {drain}");
+        }
+        // Hidden, not refused: a config file or a shared environment may set them.
+        let quiet = ["pastebin", "ctl", "reshard", "--kind", "key", "--from", "a:1", "--to", "b:2", "--slots", "0-1"];
+        let argv = quiet.iter().chain(&["--objects-dir", "/tmp/objects", "--drain-timeout-secs", "5"]);
+        let matches = command().try_get_matches_from(argv).unwrap();
+        assert!(Cli::from_arg_matches(&matches).is_ok());
     }
 
     /// One terminal screen: what a part cannot run without is on it.
@@ -510,7 +568,7 @@ mod tests {
 
     #[test]
     fn every_flag_of_every_serving_part_and_of_ctl_is_under_a_heading() {
-        let cli = built();
+        let cli = command();
         for part in ["key-service", "paste-service", "gateway", "sweeper", "up", "ctl"] {
             let command = cli.find_subcommand(part).unwrap();
             let loose: Vec<String> = command

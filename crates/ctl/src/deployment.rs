@@ -108,15 +108,14 @@ impl Deployment {
         self.slots.paste_addresses()
     }
 
-    /// How K shard `shard` is named to people: `ADDRESS (slots 0-127)`. Its
-    /// position in a list is no name: tools may list shards in other orders.
+    /// How K shard `shard` is named to people: `ADDRESS (slots 0-127)`.
     pub fn key_name(&self, shard: usize) -> String {
-        format!("{} (slots {})", self.key_addresses()[shard], self.slots.key_shard_slots(shard))
+        self.slots.key_shard_name(shard)
     }
 
-    /// How P shard `shard` is named to people; see [`Self::key_name`].
+    /// How P shard `shard` is named to people: `ADDRESS (slots 128-255)`.
     pub fn paste_name(&self, shard: usize) -> String {
-        format!("{} (slots {})", self.paste_addresses()[shard], self.slots.paste_shard_slots(shard))
+        self.slots.paste_shard_name(shard)
     }
 
     /// The deadline for a call started now.

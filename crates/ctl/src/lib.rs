@@ -83,8 +83,7 @@ pub enum CtlCommand {
     /// Move a slot range from one K (or P) shard to another while gateways
     /// and sweepers keep running; rerun it to finish a move that stopped.
     /// --from and --to are HOST:PORT entries of --key-shards or --paste-shards
-    /// (the lists the callers are given); the object-store flags do not
-    /// affect it.
+    /// (the lists the callers are given).
     #[command(after_help = reshard::MISTAKES)]
     Reshard(reshard::ReshardArgs),
     /// Live pastes readers reported, newest (or most reported) first, with
@@ -96,6 +95,23 @@ pub enum CtlCommand {
     /// Make a development CA and a certificate and key for each part
     /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.
     Certs(certs::CertsArgs),
+}
+
+/// The commands that read the object store; the others hide its flags from
+/// their `--help`, since the flags do nothing for them.
+const READS_OBJECTS: [&str; 3] = ["reconcile", "repair", "takedown"];
+
+/// Hides the object-store flags from the help of every command of a built
+/// `ctl` command line (one whose global flags reached its commands) that
+/// does not read the object store. They are still accepted, as every
+/// command shares one `PASTEBIN_CONFIG` file and environment.
+pub fn hide_idle_flags(ctl: &mut clap::Command) {
+    let objects = <pastebin_shards::ObjectStoreArgs as clap::Args>::augment_args(clap::Command::new("objects"));
+    let ids: Vec<clap::Id> = objects.get_arguments().map(|arg| arg.get_id().clone()).collect();
+    for command in ctl.get_subcommands_mut().filter(|command| !READS_OBJECTS.contains(&command.get_name())) {
+        *command =
+            std::mem::take(command).mut_args(|arg| if ids.contains(arg.get_id()) { arg.hide(true) } else { arg });
+    }
 }
 
 /// How a command ended, as the process exit code.

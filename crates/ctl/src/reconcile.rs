@@ -224,11 +224,12 @@ pub async fn run(
     Ok(report.exit())
 }
 
-/// The part a failure is about, so each is warned about once.
-fn part(error: &ReconcileError) -> String {
+/// The part a failure is about, so each is warned about once (the warning
+/// itself names a shard by its address).
+pub(crate) fn part(error: &ReconcileError) -> String {
     match error {
-        ReconcileError::KeyShard(shard, ..) => format!("K{shard}"),
-        ReconcileError::PasteShard(shard, ..) => format!("P{shard}"),
+        ReconcileError::KeyShard(_, address, _) => format!("key shard {address}"),
+        ReconcileError::PasteShard(_, address, _) => format!("paste shard {address}"),
         ReconcileError::Objects(_) => "objects".into(),
     }
 }

@@ -118,7 +118,7 @@ pub async fn run(
         let mut context = Vec::new();
         if let Some(id) = &report.paste_id {
             context.push(match report.paste_shard {
-                Some(p) => format!("paste id {id} on P{p}"),
+                Some(p) => format!("paste id {id} on {}", deployment.paste_name(p)),
                 None => format!("paste id {id}, its P shard unknown"),
             });
         }

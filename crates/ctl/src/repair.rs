@@ -24,7 +24,7 @@ use pastebin_core::{DeleteToken, KeyState, PasteAttributes, PasteOrigin, Slot};
 use pastebin_gateway::Created;
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{InsertOutcome, NewPaste};
-use pastebin_shards::reconcile::{reconcile_slot, LostPaste, ReconcileError};
+use pastebin_shards::reconcile::{reconcile_slot, LostPaste};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -155,7 +155,7 @@ pub async fn run(
             Err(error) => {
                 bar.slot_done(0, err)?;
                 report.complete = false;
-                unreachable.entry(part(&error)).or_insert_with(|| error.to_string());
+                unreachable.entry(crate::reconcile::part(&error)).or_insert_with(|| error.to_string());
             }
         }
     }
@@ -179,14 +179,6 @@ pub async fn run(
     } else {
         Exit::Ok
     })
-}
-
-fn part(error: &ReconcileError) -> String {
-    match error {
-        ReconcileError::KeyShard(shard, ..) => format!("K{shard}"),
-        ReconcileError::PasteShard(shard, ..) => format!("P{shard}"),
-        ReconcileError::Objects(_) => "objects".into(),
-    }
 }
 
 fn record(

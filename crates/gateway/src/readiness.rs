@@ -30,14 +30,20 @@ impl Gateway {
             .map_err(|why| format!("object store {why}"))
     }
 
-    /// `Err` names every K and P shard that does not serve right now.
+    /// `Err` names every K and P shard that does not serve right now, by
+    /// address and range.
     pub async fn check_shards(&self) -> Result<(), String> {
         let slots = self.slot_map()?;
+        // Borrowed by every check below, which names its shard by address
+        // and range, never by list position (docs/operations.md#operator-tools).
+        let slots = &*slots;
         let keys = slots.key_shards().iter().enumerate().map(|(shard, client)| async move {
-            within_part(client.check_serving()).await.map_err(|why| format!("key shard {shard} {why}"))
+            let answer = within_part(client.check_serving()).await;
+            answer.map_err(|why| format!("key shard {} {why}", slots.key_shard_name(shard)))
         });
         let pastes = slots.paste_shards().iter().enumerate().map(|(shard, client)| async move {
-            within_part(client.check_serving()).await.map_err(|why| format!("paste shard {shard} {why}"))
+            let answer = within_part(client.check_serving()).await;
+            answer.map_err(|why| format!("paste shard {} {why}", slots.paste_shard_name(shard)))
         });
         let (keys, pastes) = tokio::join!(futures::future::join_all(keys), futures::future::join_all(pastes));
         let failures: Vec<String> = keys.into_iter().chain(pastes).filter_map(Result::err).collect();

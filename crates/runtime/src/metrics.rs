@@ -10,7 +10,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 pub const CREATES: &str = "pastebin_creates_total";
 /// Seconds per saga step: `k_begin`, `put`, `p_insert`, `k_done`, and `create` for the whole.
 pub const SAGA_STEP_SECONDS: &str = "pastebin_saga_step_duration_seconds";
-/// Pending keys now, per K shard (`shard` label), as last seen by the sweeper.
+/// Pending keys now, per K shard (`address` label: the shard's address as the
+/// sweeper lists it), as last seen by the sweeper.
 pub const PENDING_KEYS: &str = "pastebin_pending_keys";
 /// Age of the oldest pending key, per K shard; 0 when none is pending.
 pub const OLDEST_PENDING_AGE_SECONDS: &str = "pastebin_oldest_pending_age_seconds";
@@ -33,7 +34,7 @@ pub const DIVERGENT_IDS: &str = "pastebin_divergent_ids";
 pub const COMMITS_SURVIVE_SERVER_LOSS: &str = "pastebin_commits_survive_server_loss";
 /// Unix time of the last sweeper round that reached every shard.
 pub const SWEEPER_LAST_SUCCESS: &str = "pastebin_sweeper_last_success_timestamp_seconds";
-/// 1 if the sweeper reached this P shard in its last round, else 0 (`shard` label).
+/// 1 if the sweeper reached this P shard in its last round, else 0 (`address` label).
 pub const PASTE_SHARD_REACHABLE: &str = "pastebin_paste_shard_reachable";
 /// Done and aborted keys deleted by retention.
 pub const RETIRED_KEYS: &str = "pastebin_retired_keys_total";

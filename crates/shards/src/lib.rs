@@ -174,6 +174,18 @@ impl SlotMap {
         self.pastes.slots_of(shard)
     }
 
+    /// How K shard `shard` is named to people: `ADDRESS (slots 0-127)`. Its
+    /// position in a list is no name: tools may list shards in other orders
+    /// (docs/operations.md#operator-tools).
+    pub fn key_shard_name(&self, shard: usize) -> String {
+        format!("{} (slots {})", self.keys.addresses[shard], self.key_shard_slots(shard))
+    }
+
+    /// How P shard `shard` is named to people; see [`Self::key_shard_name`].
+    pub fn paste_shard_name(&self, shard: usize) -> String {
+        format!("{} (slots {})", self.pastes.addresses[shard], self.paste_shard_slots(shard))
+    }
+
     pub fn key_shard(&self, slot: Slot) -> &KeyClient {
         &self.keys.clients[self.key_shard_index(slot)]
     }

@@ -118,25 +118,28 @@ impl Sweeper {
         let mut observation = Observation::default();
         let slots = self.slot_map();
         for (shard, keys) in slots.key_shards().iter().enumerate() {
+            // Labelled by address, not list position: two sweepers may list
+            // the shards in different orders (docs/operations.md#operator-tools).
+            let address = &slots.key_addresses()[shard];
             let stats = keys.with_deadline(self.deadline()).pending_stats().await.ok();
             if let Some(stats) = &stats {
-                let shard = shard.to_string();
-                metrics::gauge!(names::PENDING_KEYS, "shard" => shard.clone()).set(stats.pending as f64);
-                metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, "shard" => shard.clone()).set(age_seconds(stats));
-                metrics::gauge!(names::PENDING_KEYS_OLDER_THAN, "shard" => shard.clone(), "older_than" => "2s")
+                metrics::gauge!(names::PENDING_KEYS, "address" => address.clone()).set(stats.pending as f64);
+                metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, "address" => address.clone())
+                    .set(age_seconds(stats));
+                metrics::gauge!(names::PENDING_KEYS_OLDER_THAN, "address" => address.clone(), "older_than" => "2s")
                     .set(stats.older_than_2s as f64);
-                metrics::gauge!(names::PENDING_KEYS_OLDER_THAN, "shard" => shard, "older_than" => "60s")
+                metrics::gauge!(names::PENDING_KEYS_OLDER_THAN, "address" => address.clone(), "older_than" => "60s")
                     .set(stats.older_than_60s as f64);
             }
             observation.key_shards.push(stats);
-            let address = &slots.key_addresses()[shard];
             observation.key_names.push(ShardName { address: address.clone(), slots: slots.key_shard_slots(shard) });
             let answer = keys.with_deadline(self.deadline()).move_status().await;
             observation.moves.extend(observed_move("key", address, answer));
         }
         for (shard, pastes) in slots.paste_shards().iter().enumerate() {
+            let address = &slots.paste_addresses()[shard];
             let reachable = pastes.with_deadline(self.deadline()).resolve_batch(&[]).await.is_ok();
-            metrics::gauge!(names::PASTE_SHARD_REACHABLE, "shard" => shard.to_string()).set(if reachable {
+            metrics::gauge!(names::PASTE_SHARD_REACHABLE, "address" => address.clone()).set(if reachable {
                 1.0
             } else {
                 0.0
@@ -144,7 +147,6 @@ impl Sweeper {
             observation.paste_shards_reachable.push(reachable);
             let reports = pastes.with_deadline(self.deadline()).reports(ReportOrder::Newest, 1).await;
             observation.open_reports.push(reports.ok().map(|(_, open)| open));
-            let address = &slots.paste_addresses()[shard];
             observation.paste_names.push(ShardName { address: address.clone(), slots: slots.paste_shard_slots(shard) });
             let answer = pastes.with_deadline(self.deadline()).move_status().await;
             observation.moves.extend(observed_move("paste", address, answer));

@@ -141,19 +141,32 @@ async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_every_client_of_k_and_
     let cluster = Cluster::start(options).await;
     // host:port without TLS files means plaintext: to a TLS shard.
     let plain: Vec<String> = shard_flags(&cluster).iter().map(|flag| flag.replace("https://", "")).collect();
-    let (exit, _, err) = ctl(&with(&["stats"], &plain)).await;
-    assert_eq!(exit, Exit::Usage, "{err}");
-    assert!(err.contains("serves TLS, but this part has no TLS files: add --tls-ca"), "{err}");
+    // Every ctl command that calls a shard names the flags to add, exit 2;
     // `reshard` calls the two shards of the move itself: the same sentence.
     let (from, to) =
         (cluster.key_addresses[0].replace("https://", ""), cluster.key_addresses[1].replace("https://", ""));
-    let reshard = ["reshard", "--kind", "key", "--from", &from, "--to", &to, "--slots", "128-255"];
-    let (exit, out, err) = ctl(&with(&reshard, &plain)).await;
-    assert_eq!(exit, Exit::Usage, "{out}{err}");
-    assert!(
-        err.contains(&format!("key shard {from} serves TLS, but this part has no TLS files: add --tls-ca")),
-        "{err}"
-    );
+    let (key, id) = (IdempotencyKey::new_random().canonical(), PasteId::mint(pastebin_core::Slot(7)).to_string());
+    let reshard = ["reshard", "--kind", "key", "--from", &from, "--to", &to];
+    let commands = [
+        vec!["stats"],
+        vec!["pending"],
+        vec!["recover", &key],
+        vec!["reconcile"],
+        vec!["repair"],
+        vec!["reports"],
+        vec!["takedown", &id, "--reason", "spam"],
+        [&reshard[..], &["--slots", "128-255"]].concat(),
+        [&reshard[..], &["--status"]].concat(),
+    ];
+    let no_tls_files =
+        "serves TLS, but this part has no TLS files: add --tls-ca CA.pem --tls-cert CERT.pem --tls-key KEY.pem";
+    for command in commands {
+        let (exit, out, err) = ctl(&with(&command, &plain)).await;
+        assert_eq!(exit, Exit::Usage, "ctl {command:?}: {out}{err}");
+        let named =
+            if command[0] == "reshard" { format!("key shard {from} {no_tls_files}") } else { no_tls_files.into() };
+        assert!(err.contains(&named), "ctl {command:?}: {err}");
+    }
     assert_eq!(
         cluster.key_client(1).describe().await.unwrap().owned,
         pastebin_core::OwnedSlots::Nothing,
@@ -162,7 +175,6 @@ async fn a_tls_mismatch_is_named_with_the_flags_to_add_by_every_client_of_k_and_
 
     let objects = tempfile::tempdir().unwrap();
     let (keys, pastes) = (&plain[1..2], &plain[3..4]);
-    let no_tls_files = "serves TLS, but this part has no TLS files: add --tls-ca";
     let gateway = refused(&gateway_args(keys, pastes, objects.path())).await;
     assert!(gateway.contains(no_tls_files), "the gateway: {gateway}");
     let objects_dir = objects.path().to_str().unwrap().to_owned();

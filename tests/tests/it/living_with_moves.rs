@@ -1,7 +1,7 @@
 //! How the rest of the deployment lives with slot moves
 //! (docs/design.md#moving-slots): recovery goes on for every slot a stopped
 //! move has not frozen, and callers follow a move between the shards that
-//! answer while an unrelated shard is down.
+//! answer while an unrelated shard is down, and say once that they did.
 
 use std::time::Duration;
 
@@ -118,4 +118,51 @@ async fn callers_follow_a_move_while_an_unrelated_shard_is_down() {
     assert!(logs.contains("following it"), "the gateway followed the move: {logs}");
     let errors = cluster.gateway.logged_at("ERROR");
     assert!(errors.is_empty(), "a create that answered 201 logged an error: {errors:#?}");
+}
+
+/// A sweeper process says once that its slot map changed after a move, with
+/// the shards by address and range, and then stays quiet round after round
+/// (docs/operations.md#moving-slots-resharding). Before, it logged the map
+/// "discovered again" at INFO every round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sweeper_logs_a_changed_slot_map_once_not_every_round() {
+    let cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let sweeper = cluster.start_sweeper(&["--sweep-interval-secs", "1"]).await;
+    let admin = format!("http://{}", sweeper.address("admin"));
+    let k = cluster.key_addresses.clone();
+    rounds_after(&admin, None, 1).await;
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], "128-255"), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+
+    assert!(sweeper.wait_for_log("slot map changed", Duration::from_secs(60)).await, "{}", sweeper.logs());
+    let changed =
+        || sweeper.logs().lines().filter(|line| line.contains("slot map changed")).map(str::to_owned).collect();
+    let lines: Vec<String> = changed();
+    assert!(lines[0].contains(&format!("{} 0-127, {} 128-255", k[0], k[1])), "{lines:?}");
+    // Three rounds that began after the change was logged.
+    rounds_after(&admin, last_round_at(&admin).await, 3).await;
+    let lines: Vec<String> = changed();
+    assert_eq!(lines.len(), 1, "logged once, not every round: {lines:#?}");
+}
+
+/// When the sweeper's latest recorded round ended (its dashboard's status).
+async fn last_round_at(admin: &str) -> Option<String> {
+    let status: serde_json::Value =
+        reqwest::get(format!("{admin}/dashboard/status.json")).await.unwrap().json().await.unwrap();
+    status["last_round_at"].as_str().map(str::to_owned)
+}
+
+/// Waits until `rounds` more rounds than the one that ended at `after` have
+/// ended (the sweeper runs one a second here; polled five times as often).
+async fn rounds_after(admin: &str, after: Option<String>, rounds: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut seen = vec![after];
+    while seen.len() <= rounds {
+        let last = last_round_at(admin).await;
+        if !seen.contains(&last) {
+            seen.push(last);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{rounds} sweeper rounds did not end in time: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

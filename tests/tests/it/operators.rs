@@ -165,6 +165,9 @@ async fn recover_reads_p_first_dry_run_changes_nothing_and_blind_means_pending()
     let (exit, out, _) = ctl(&cluster, &["recover", &committed.canonical(), "--dry-run"]).await;
     assert_eq!(exit, Exit::Ok);
     assert!(out.contains("would mark done"), "{out}");
+    // The paste shard by address and range, never a list position (docs/operations.md#operator-tools).
+    let on = format!(" on {} (slots 0-255)", cluster.paste_addresses[0]);
+    assert!(out.contains(&on) && !out.contains("on P0"), "{out}");
     let (exit, out, _) = ctl(&cluster, &["recover", &orphaned.canonical(), "--dry-run", "--json"]).await;
     assert_eq!(exit, Exit::Ok);
     let dry: Value = serde_json::from_str(out.trim()).unwrap();
@@ -336,7 +339,13 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     for name in m::ALL.iter().filter(|n| !elsewhere.contains(n)) {
         assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");
     }
-    assert!(body.contains(r#"pastebin_paste_shard_reachable{shard="0"} 1"#), "{body}");
+    // A shard is labelled by its address, never its position in a list
+    // (docs/alerts.md#paste-shard-unreachable).
+    let reachable = format!(r#"pastebin_paste_shard_reachable{{address="{}"}} 1"#, cluster.paste_addresses[0]);
+    assert!(body.contains(&reachable), "{body}");
+    let pending = format!(r#"pastebin_pending_keys{{address="{}"}} 0"#, cluster.key_addresses[0]);
+    assert!(body.contains(&pending), "{body}");
+    assert!(!body.contains("shard=\""), "no shard is named by its position in a list:\n{body}");
     assert!(!body.contains("key=") && !body.contains("paste_id="), "no per-key labels");
 }
 
@@ -364,6 +373,13 @@ fn metric_names(expr: &str) -> Vec<String> {
         rest = &tail[end..];
     }
     names
+}
+
+/// Whether an alert or a legend names a shard as `P0`/`K1` (a position in a
+/// list, which differs between processes) instead of its address
+/// (docs/alerts.md#paste-shard-unreachable).
+fn names_a_shard_by_position(text: &str) -> bool {
+    ["P{{", "K{{", "$labels.shard", "{{shard}}", "by (shard)"].iter().any(|by_position| text.contains(by_position))
 }
 
 #[test]
@@ -400,6 +416,14 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
     let climbing = pastebin_core::alert::CLIMBING_PER_MINUTE;
     let text = std::fs::read_to_string(workspace().join("deploy/prometheus/alerts.yml")).unwrap();
     assert!(text.contains(&format!("> {climbing}")), "the rule and the dashboard climb at the same rate");
+    for file in
+        ["deploy/prometheus/alerts.yml", "deploy/kubernetes/base/prometheus-rule.yaml", "deploy/grafana/pastebin.json"]
+    {
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        assert!(!names_a_shard_by_position(&text), "{file} names a shard by its position in a list");
+        assert!(text.contains("address"), "{file} names shards by address");
+    }
+    assert!(names_a_shard_by_position(r#"summary: "Paste shard P{{ $labels.shard }} unreachable""#));
 
     let grafana: Value =
         serde_json::from_str(&std::fs::read_to_string(workspace().join("deploy/grafana/pastebin.json")).unwrap())
@@ -480,6 +504,8 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
     round.recovery.examined = 2;
     round.recovery.marked_done = 1;
     round.recovery.aborted = 1;
+    // check.mjs finds it under "Cleanup errors", its row marked.
+    round.reap.errors = 1;
     state.record_round(round);
     let admin = serve_admin(state).await;
     let dashboard = format!("{admin}/dashboard");
@@ -526,6 +552,27 @@ async fn status_when(admin: &str, what: &str, ready: impl Fn(&Value) -> bool) ->
     }
 }
 
+/// `pastebin_slot_move_step_age_seconds` of K shard `address` on the admin
+/// listener's `/metrics`, once `ready` holds for it (the sampler sets it
+/// every 500 ms; a sample taken while a shard restarts sets 0).
+async fn step_age_gauge_when(admin: &str, address: &str, ready: impl Fn(f64) -> bool) {
+    let labels = [format!(r#"address="{address}""#), r#"kind="key""#.to_owned()];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = reqwest::get(format!("{admin}/metrics")).await.unwrap().text().await.unwrap();
+        let line = body.lines().find(|line| {
+            line.starts_with(pastebin_runtime::metrics::SLOT_MOVE_STEP_AGE_SECONDS)
+                && labels.iter().all(|label| line.contains(label.as_str()))
+        });
+        let age = line.and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok());
+        if age.is_some_and(&ready) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{address}'s move step age on /metrics: {line:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A `ctl reshard` killed mid-copy leaves its move in the copy step on both
 /// shards: the dashboard shows it, in status.json and in Chromium, with
 /// both shards by address, their steps and its age; once it has made no
@@ -562,6 +609,7 @@ async fn dashboard_shows_a_move_killed_mid_copy_and_alerts_once_it_stalls() {
     assert!(moving["age_seconds"].as_f64().is_some_and(|age| age >= 0.0), "{moving}");
     assert_eq!(status["key_shards"][0]["address"], k[0].as_str(), "shards are named by address");
     assert_eq!(status["key_shards"][0]["slots"], "0-255");
+    step_age_gauge_when(&admin, &k[0], |age| (0.0..900.0).contains(&age)).await;
     let dashboard = format!("{admin}/dashboard");
     tokio::task::spawn_blocking({
         let (dashboard, source) = (dashboard.clone(), k[0].clone());
@@ -581,6 +629,10 @@ async fn dashboard_shows_a_move_killed_mid_copy_and_alerts_once_it_stalls() {
     }
     let status = status_when(&admin, "the move stalls", |s| s["moves_stalled"] == true).await;
     assert!(status["moving"][0]["step_age_seconds"].as_f64().is_some_and(|age| age >= 1200.0), "{status:#}");
+    // What PastebinSlotMoveStalled reads (> 900 s), per shard by address (docs/alerts.md#slot-move-stalled).
+    for address in &k {
+        step_age_gauge_when(&admin, address, |age| age >= 1200.0).await;
+    }
     let rerun = format!("rerun `pastebin ctl reshard --kind key --from {} --to {}`", k[0], k[1]);
     tokio::task::spawn_blocking(move || check_in_chromium_with(&dashboard, "healthy", &["STALLED", &rerun]))
         .await

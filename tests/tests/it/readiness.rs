@@ -113,10 +113,12 @@ async fn gateway_stays_ready_while_a_shard_is_down_and_names_it() {
     assert_eq!(before.status, 201, "{}", before.body);
     let before_id = before.json()["id"].as_str().unwrap().to_owned();
 
+    // Shards are named by address and range (docs/operations.md#operator-tools).
     cluster.pastes[1].kill().await;
-    let body = readyz_says(&admin, 200, "paste shard 1").await;
+    let dead = format!("paste shard {} (slots 128-255)", cluster.paste_addresses[1]);
+    let body = readyz_says(&admin, 200, &dead).await;
     assert!(body.contains(r#""status":"degraded""#), "{body}");
-    assert!(!body.contains("paste shard 0"), "only the dead shard is named: {body}");
+    assert!(!body.contains(&cluster.paste_addresses[0]), "only the dead shard is named: {body}");
     assert_eq!(grpc_health(&grpc).await, Ok(()), "gRPC health follows readiness: still serving");
     alive(&admin).await;
     let unserved = create(&cluster.http, Some(&key_for_shard(1, 2)), "needs the dead shard").await.unwrap();
@@ -130,7 +132,7 @@ async fn gateway_stays_ready_while_a_shard_is_down_and_names_it() {
     readyz_says(&admin, 200, r#""status":"ready""#).await;
 
     cluster.keys[0].kill().await;
-    let body = readyz_says(&admin, 200, "key shard 0").await;
+    let body = readyz_says(&admin, 200, &format!("key shard {} (slots 0-127)", cluster.key_addresses[0])).await;
     assert!(body.contains(r#""status":"degraded""#), "{body}");
     cluster.keys[0].restart(&[], &["key-service"]).await;
     readyz_says(&admin, 200, r#""status":"ready""#).await;

@@ -4,12 +4,13 @@
 //! two shards' records of the move) is refused with what the shards have, an abandon that stopped half-way is finished (never turned
 //! into a take), two runs of one move end with one owner and every row as
 //! of the freeze, a write whose caller gave up is never lost in a move, and
-//! a rerun of a finished move says so and exits 0.
+//! a rerun of a finished move says so and exits 0. Between a release and
+//! its take, `ctl stats` exits 2: no shard claims the slots.
 
 use std::{path::Path, time::Duration};
 
 use pastebin_core::{OwnedSlots, SlotRange};
-use pastebin_ctl::reshard::failpoint;
+use pastebin_ctl::{reshard::failpoint, Exit};
 use pastebin_tests::{
     api::{create, new_key},
     cluster::{key_table, scalar, Cluster, ClusterOptions},
@@ -63,6 +64,11 @@ async fn a_wrong_to_after_a_crash_between_release_and_take_is_refused_and_the_ri
     let on_source = scalar(&cluster.key_database_urls[0], KEYS).await;
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, b, HIGH), failpoint::AFTER_RELEASE).await;
     assert!(!ok && output.contains("failpoint reshard_after_release"), "{output}");
+    // Meanwhile every shard answers and none claims the moving slots: the
+    // other ctl commands say so, exit 2 (docs/alerts.md#pastebin-ctl).
+    let (exit, _, err) = crate::operators::ctl(&cluster, &["stats"]).await;
+    assert_eq!(exit, Exit::Usage, "{err}");
+    assert!(err.contains("cannot build the slot map: no key shard claims slots 128-255"), "{err}");
 
     let (ok, output) = ctl_reshard(&cluster, &move_args("key", a, c, HIGH), "").await;
     assert!(!ok, "a typo in --to is refused: {output}");
@@ -78,6 +84,8 @@ async fn a_wrong_to_after_a_crash_between_release_and_take_is_refused_and_the_ri
     assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
     assert!(output.contains(&format!("moving key slots 128-255 from {a} to {b} (move ")), "{output}");
     assert_eq!(described(&cluster, "key", 1).await, range(HIGH).into());
+    let (exit, _, err) = crate::operators::ctl(&cluster, &["stats"]).await;
+    assert_eq!(exit, Exit::Ok, "the map is whole again: {err}");
     check_replays_and_reads(&cluster, &created).await;
     check_each_create_stored_once(&cluster, &created).await;
 

@@ -160,8 +160,12 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
             Ok(pb::ReportOrder::Newest) => ReportOrder::Newest,
             Err(_) => return Err(Status::invalid_argument("unknown order")),
         };
-        let pastes = self.store.reported(order, request.limit).await?;
-        let open_reports = self.store.open_reports().await?;
+        // Only the slots this shard owns: each paste is listed by its one owner.
+        let Some(owned) = self.slots.ownership().await.owned.range() else {
+            return Ok(Response::new(pb::ListReportsResponse { pastes: Vec::new(), open_reports: 0 }));
+        };
+        let pastes = self.store.reported(order, request.limit, owned).await?;
+        let open_reports = self.store.open_reports(owned).await?;
         Ok(Response::new(pb::ListReportsResponse {
             pastes: pastes.into_iter().map(convert::reported_to_pb).collect(),
             open_reports,

@@ -2,7 +2,9 @@
 //! docs/configuration.md#expiry-policy), on real processes: a takedown
 //! reaches every gateway within the read cache's bound while a replay of
 //! the create's key still answers its 201; reports from the API and from a
-//! page in Chromium reach `ctl reports`; the operator's expiry choices are
+//! page in Chromium reach `ctl reports`, in either order; reports and
+//! takedowns move with their slots, a late one whose caller gave up too;
+//! the dashboard counts the open reports; the operator's expiry choices are
 //! what the page offers and all the API takes; `/api/v1/limits` says what
 //! the flags set, and the client refuses locally with the server's words;
 //! `pastebin get` round-trips text and bytes; no user error prints a
@@ -525,6 +527,12 @@ async fn reports_and_takedowns_move_with_their_slots(late: LateWrite) {
     let wait = format!("{}=wait:{}", failpoint::AFTER_COPY, go.display());
     let mover = ctl_reshard_command(&cluster, &move_args("paste", &p[0], &p[1], HIGH), &wait).spawn().unwrap();
     reached(&go).await;
+    // Copied but not yet moved: the target holds the rows, the source still
+    // owns them, and the paste is listed once, by its owner.
+    let (listed_ids, listed) = reported_ids(&cluster, &[]).await;
+    assert_eq!(listed_ids, [reported.clone()], "listed once mid-move: {listed}");
+    assert_eq!(listed["open_reports"], 2, "{listed}");
+    assert_eq!(rows_of(&cluster.paste_database_urls[1], reported).await, 1, "the target holds the copy");
     let impatient = cluster.paste_client(0).with_deadline(tokio::time::Instant::now() + Duration::from_millis(500));
     let gave_up = match late {
         LateWrite::Takedown => {

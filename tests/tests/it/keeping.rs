@@ -530,7 +530,7 @@ async fn reports_and_takedowns_move_with_their_slots(late: LateWrite) {
     // Copied but not yet moved: the target holds the rows, the source still
     // owns them, and the paste is listed once, by its owner.
     let (listed_ids, listed) = reported_ids(&cluster, &[]).await;
-    assert_eq!(listed_ids, [reported.clone()], "listed once mid-move: {listed}");
+    assert_eq!(listed_ids, [reported.as_str()], "listed once mid-move: {listed}");
     assert_eq!(listed["open_reports"], 2, "{listed}");
     assert_eq!(rows_of(&cluster.paste_database_urls[1], reported).await, 1, "the target holds the copy");
     let impatient = cluster.paste_client(0).with_deadline(tokio::time::Instant::now() + Duration::from_millis(500));
@@ -552,7 +552,7 @@ async fn reports_and_takedowns_move_with_their_slots(late: LateWrite) {
 
     // The reported paste is listed once, from its new shard, with every report.
     let (listed_ids, listed) = reported_ids(&cluster, &[]).await;
-    assert_eq!(listed_ids, [reported.clone()], "listed once: {listed}");
+    assert_eq!(listed_ids, [reported.as_str()], "listed once: {listed}");
     let (count, reasons) = match late {
         LateWrite::Report => (3, vec!["personal-data", "malware", "spam"]),
         LateWrite::Takedown => (2, vec!["malware", "spam"]),

@@ -22,8 +22,8 @@ use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
 use crate::{
-    command::{read_password, ClientArgs},
-    server::http_client,
+    command::{read_password, ClientArgs, EXIT_CONFIG},
+    server::{http_client, tls_failure},
     trust::Trust,
 };
 
@@ -125,7 +125,17 @@ pub async fn run(args: GetArgs) -> anyhow::Result<i32> {
     let password = args.password_file.as_deref().map(read_password).transpose()?;
     let trust = args.client.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default();
     let http = http_client(args.client.timeout, &trust)?;
-    let fetched = fetch(&http, &target, &args).await?;
+    let fetched = match fetch(&http, &target, &args).await {
+        Ok(fetched) => fetched,
+        // A setup problem, as `paste` reports it (docs/security.md#what-an-operator-must-put-in-front).
+        Err(error) => match error.downcast::<TlsFailure>() {
+            Ok(TlsFailure(explained)) => {
+                eprintln!("pastebin: {explained}");
+                return Ok(EXIT_CONFIG);
+            }
+            Err(error) => return Err(error),
+        },
+    };
     let content = reveal(&fetched, target.fragment.as_deref(), password.as_deref())?;
     match &args.output {
         Some(path) => std::fs::write(path, &content).with_context(|| format!("cannot write {}", path.display()))?,
@@ -165,7 +175,7 @@ async fn refuse_keyless_sealed(http: &reqwest::Client, target: &Target) -> anyho
         return Ok(());
     }
     let url = format!("{}/api/v1/pastes/{}", target.base, target.id);
-    let head = http.head(&url).send().await.with_context(|| format!("cannot reach {}", target.base))?;
+    let head = http.head(&url).send().await.map_err(|error| unreachable(target, error))?;
     if is_sealed(&head) {
         bail!(pastebin_sealed::SealedError::MissingKey);
     }
@@ -177,7 +187,7 @@ async fn refuse_keyless_sealed(http: &reqwest::Client, target: &Target) -> anyho
 async fn fetch(http: &reqwest::Client, target: &Target, args: &GetArgs) -> anyhow::Result<Fetched> {
     if !args.yes {
         let shared = http.get(format!("{}/{}", target.base, target.id)).header(header::ACCEPT, "*/*").send().await;
-        let shared = shared.with_context(|| format!("cannot reach {}", target.base))?;
+        let shared = shared.map_err(|error| unreachable(target, error))?;
         match shared.status() {
             StatusCode::OK => {
                 let sealed = is_sealed(&shared);
@@ -213,12 +223,27 @@ async fn fetch(http: &reqwest::Client, target: &Target, args: &GetArgs) -> anyho
 async fn read_json(http: &reqwest::Client, target: &Target) -> anyhow::Result<PasteJson> {
     let url = format!("{}/api/v1/pastes/{}", target.base, target.id);
     let answer = http.get(&url).header(header::ACCEPT, "application/json").send().await;
-    let answer = answer.with_context(|| format!("cannot reach {}", target.base))?;
+    let answer = answer.map_err(|error| unreachable(target, error))?;
     if answer.status() != StatusCode::OK {
         return Err(refusal(answer).await);
     }
     answer.json().await.context("the server's answer is not a paste")
 }
+
+/// The server could not be asked: a TLS handshake that failed is the
+/// setup problem [`TlsFailure`] explains; anything else says what failed.
+fn unreachable(target: &Target, error: reqwest::Error) -> anyhow::Error {
+    match tls_failure(&error) {
+        Some(explained) => TlsFailure(explained).into(),
+        None => anyhow::Error::new(error).context(format!("cannot reach {}", target.base)),
+    }
+}
+
+/// A TLS handshake failure, explained: `get` exits with [`EXIT_CONFIG`] for
+/// it, as `paste` does.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct TlsFailure(String);
 
 /// A refusal in the server's words (410 names the operator's reason).
 async fn refusal(answer: reqwest::Response) -> anyhow::Error {

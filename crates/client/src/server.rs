@@ -282,7 +282,7 @@ fn is_refusal(status: StatusCode) -> bool {
 
 /// A TLS handshake failure, explained as the setup problem it is; `None`
 /// for any other failure.
-fn tls_failure(error: &reqwest::Error) -> Option<String> {
+pub(crate) fn tls_failure(error: &reqwest::Error) -> Option<String> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = cause {
         if let Some(tls) = rustls_error_in(current) {

@@ -241,18 +241,30 @@ fn meta(view: &PasteView) -> String {
         parts.push(escape(language.as_str()));
     }
     parts.push(format!("created {}", time(&view.created_at)));
-    if view.never_expires() {
-        parts.push("never expires".into());
-    } else {
-        parts.push(format!("expires {}", time(&view.expires_at)));
-    }
+    parts.push(expiry(view));
     if !attributes.burn_after_reading {
         parts.push(format!("<a href=\"/raw/{id}\">raw</a>"));
         parts.push(format!("<a id=\"download\" href=\"/raw/{id}?download\">download</a>"));
     }
     parts.push(format!("<a href=\"/{id}/delete\">delete</a>"));
-    parts.push(format!("<a id=\"report\" href=\"/{id}/report\">report</a>"));
+    parts.push(report_link(view));
     format!("<p class=\"meta\">{}</p>", parts.join(" · "))
+}
+
+/// When the paste expires, in words for one that never does (its expiry is
+/// the far-future "never" time, docs/configuration.md#expiry-policy).
+pub(crate) fn expiry(view: &PasteView) -> String {
+    if view.never_expires() {
+        "never expires".into()
+    } else {
+        format!("expires {}", time(&view.expires_at))
+    }
+}
+
+/// The link to the paste's report form (docs/operations.md#reports-and-takedowns),
+/// on every paste's page, sealed or not.
+pub(crate) fn report_link(view: &PasteView) -> String {
+    format!("<a id=\"report\" href=\"/{}/report\">report</a>", escape(&view.id))
 }
 
 /// A time as its exact UTC value, which the script turns into "in 3 days"

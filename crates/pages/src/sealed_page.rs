@@ -8,7 +8,7 @@
 
 use pastebin_gateway::PasteView;
 
-use crate::html::{escape, time};
+use crate::html::{escape, expiry, report_link, time};
 
 /// `/assets/sealed.js`: sealing on the new-paste page and opening on a
 /// sealed paste's page, with the browser's Web Crypto and nothing else.
@@ -49,8 +49,8 @@ pub(crate) fn page_main(view: &PasteView, public_url: &str) -> String {
          <input type=\"password\" id=\"sealed-password-input\" class=\"short\" autocomplete=\"off\">\
          <button type=\"submit\">Open</button></form>\
          <div id=\"sealed-opened\" hidden>\
-         <p class=\"meta\">Sealed · created {created} · expires {expires} · \
-         <a href=\"/{id}/delete\">delete</a></p>\
+         <p class=\"meta\">Sealed · created {created} · {expires} · \
+         <a href=\"/{id}/delete\">delete</a> · {report}</p>\
          <div class=\"share\" id=\"share\"><div class=\"copy\">\
          <input id=\"page-url\" aria-label=\"Link to this paste, with its key\" readonly value=\"{url}/{id}\">\
          <button type=\"button\" data-copy=\"page-url\">Copy link</button>\
@@ -60,7 +60,8 @@ pub(crate) fn page_main(view: &PasteView, public_url: &str) -> String {
          <ol class=\"code\" id=\"sealed-lines\"></ol></div></section>",
         url = escape(public_url),
         created = time(&view.created_at),
-        expires = time(&view.expires_at),
+        expires = expiry(view),
+        report = report_link(view),
     )
 }
 
@@ -83,5 +84,21 @@ mod tests {
         assert!(page.contains("data-id=\"00abc\" data-burn=\"true\""), "{page}");
         assert!(page.contains("<div id=\"sealed-opened\" hidden>"), "{page}");
         assert!(!page.contains("/raw/00abc"), "no link reads the envelope: {page}");
+        assert!(page.contains("· <a id=\"report\" href=\"/00abc/report\">report</a></p>"), "{page}");
+        assert!(page.contains("expires <time datetime=\"2026-12-31T05:58:46Z\""), "{page}");
+    }
+
+    #[test]
+    fn a_sealed_paste_that_never_expires_says_so() {
+        let view = PasteView {
+            id: "00abc".into(),
+            created_at: "2026-12-01T05:58:46Z".into(),
+            // The "never" time as the gateway writes it (pastebin_core::never_expires_at).
+            expires_at: "9999-12-31T23:59:59Z".into(),
+            size: 120,
+            attributes: PasteAttributes { sealed: true, ..Default::default() },
+        };
+        let page = page_main(&view, "https://paste.example");
+        assert!(page.contains("· never expires ·") && !page.contains("9999"), "{page}");
     }
 }

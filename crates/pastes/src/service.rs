@@ -114,8 +114,11 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         if reason.is_empty() || reason.chars().count() > MAX_TAKEDOWN_REASON_CHARS {
             return Err(Status::invalid_argument("reason must be 1 to 500 characters"));
         }
-        let _writing = self.slots.writable([&id]).await?;
-        let outcome = self.store.take_down(&id, reason).await?;
+        // Through the permit like every other write: a move waits for it to
+        // commit even if this call is cancelled (docs/design.md#moving-slots).
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let (paste, why) = (id.clone(), reason.to_owned());
+        let outcome = permit.complete(async move { store.take_down(&paste, &why).await }).await??;
         if outcome == TakedownOutcome::TakenDown {
             // The audit line: who took what down and why (never the content).
             tracing::warn!(
@@ -136,9 +139,10 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let invalid = |e: pastebin_core::ReportError| Status::invalid_argument(e.to_string());
         let reason = ReportReason::parse(&request.reason).map_err(invalid)?;
         let note = pastebin_core::report_note(Some(&request.note)).map_err(invalid)?;
-        let _writing = self.slots.writable([&id]).await?;
-        let report = Report { reason: reason.as_str().to_owned(), note, at: to_millis(self.store.clock().now()) };
-        let report_count = self.store.report(&id, report).await?.ok_or_else(not_found)?;
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let report = Report { reason: reason.as_str().to_owned(), note, at: to_millis(store.clock().now()) };
+        let report_count =
+            permit.complete(async move { store.report(&id, report).await }).await??.ok_or_else(not_found)?;
         metrics::counter!(names::REPORTS, "reason" => reason.as_str()).increment(1);
         Ok(Response::new(pb::ReportResponse { report_count }))
     }
@@ -156,8 +160,12 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
             Ok(pb::ReportOrder::Newest) => ReportOrder::Newest,
             Err(_) => return Err(Status::invalid_argument("unknown order")),
         };
-        let pastes = self.store.reported(order, request.limit).await?;
-        let open_reports = self.store.open_reports().await?;
+        // Only the slots this shard owns: each paste is listed by its one owner.
+        let Some(owned) = self.slots.ownership().await.owned.range() else {
+            return Ok(Response::new(pb::ListReportsResponse { pastes: Vec::new(), open_reports: 0 }));
+        };
+        let pastes = self.store.reported(order, request.limit, owned).await?;
+        let open_reports = self.store.open_reports(owned).await?;
         Ok(Response::new(pb::ListReportsResponse {
             pastes: pastes.into_iter().map(convert::reported_to_pb).collect(),
             open_reports,

@@ -2,7 +2,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use pastebin_core::{
     from_millis, to_millis, Clock, DeleteToken, DeleteTokenHash, FileName, KeyHash, Language, MediaType,
-    PasteAttributes, PasteId, RequestHash, Slot,
+    PasteAttributes, PasteId, RequestHash, Slot, SlotRange,
 };
 use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
@@ -232,21 +232,34 @@ impl PasteStore {
         Err(PasteStoreError::Busy("too many reports of this paste at once; retry"))
     }
 
-    /// Up to `limit` live, reported pastes in `order` (expired ones are
-    /// left out: the reaper takes them anyway).
-    pub async fn reported(&self, order: ReportOrder, limit: u32) -> Result<Vec<ReportedPaste>, PasteStoreError> {
+    /// Up to `limit` live, reported pastes of the `owned` slots in `order`
+    /// (expired ones are left out: the reaper takes them anyway). Only the
+    /// owned slots: mid-move, the target holds copies of slots it does not
+    /// own yet, which the source still lists (docs/design.md#moving-slots).
+    pub async fn reported(
+        &self,
+        order: ReportOrder,
+        limit: u32,
+        owned: SlotRange,
+    ) -> Result<Vec<ReportedPaste>, PasteStoreError> {
         let now = to_millis(self.clock.now());
         let order_by = match order {
             ReportOrder::Newest => "last_reported_at DESC, id",
             ReportOrder::Most => "report_count DESC, last_reported_at DESC, id",
         };
+        let prefixes = slot_prefixes(owned);
         let sql = format!(
             "SELECT id, created_at, size, report_count, last_reported_at, reports, sealed FROM pastes
-              WHERE report_count > 0 AND state = 'live' AND expires_at > $1 ORDER BY {order_by} LIMIT $2"
+              WHERE report_count > 0 AND state = 'live' AND expires_at > $1 AND substr(id, 1, 2) IN ({})
+              ORDER BY {order_by} LIMIT $2",
+            placeholders(prefixes.len(), |i| format!("${}", i + 3))
         );
         let rows = self
             .db
-            .read(|pool| sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit)).fetch_all(pool))
+            .read(|pool| {
+                let query = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(i64::from(limit));
+                prefixes.iter().fold(query, |query, prefix| query.bind(prefix.as_str())).fetch_all(pool)
+            })
             .await?;
         rows.iter()
             .map(|row| {
@@ -268,19 +281,21 @@ impl PasteStore {
             .collect()
     }
 
-    /// Open reports: those on live, unexpired pastes (a takedown, a delete
-    /// or the expiry closes a paste's reports).
-    pub async fn open_reports(&self) -> Result<u64, PasteStoreError> {
+    /// Open reports of the `owned` slots: those on live, unexpired pastes (a
+    /// takedown, a delete or the expiry closes a paste's reports).
+    pub async fn open_reports(&self, owned: SlotRange) -> Result<u64, PasteStoreError> {
         let now = to_millis(self.clock.now());
+        let prefixes = slot_prefixes(owned);
+        let sql = format!(
+            "SELECT CAST(SUM(report_count) AS BIGINT) FROM pastes
+              WHERE report_count > 0 AND state = 'live' AND expires_at > $1 AND substr(id, 1, 2) IN ({})",
+            placeholders(prefixes.len(), |i| format!("${}", i + 2))
+        );
         let open: Option<i64> = self
             .db
             .read(|pool| {
-                sqlx::query_scalar(
-                    "SELECT CAST(SUM(report_count) AS BIGINT) FROM pastes
-                      WHERE report_count > 0 AND state = 'live' AND expires_at > $1",
-                )
-                .bind(now)
-                .fetch_one(pool)
+                let query = sqlx::query_scalar(AssertSqlSafe(sql)).bind(now);
+                prefixes.iter().fold(query, |query, prefix| query.bind(prefix.as_str())).fetch_one(pool)
             })
             .await?;
         Ok(u64::try_from(open.unwrap_or(0)).unwrap_or(0))
@@ -612,6 +627,11 @@ impl PasteStore {
 /// The youngest a tombstone may be when purged: the 25 h key retention plus
 /// an hour of margin.
 pub const MIN_TOMBSTONE_AGE: std::time::Duration = std::time::Duration::from_secs(26 * 3600);
+
+/// The id prefixes of `slots` (an id's first two characters name its slot).
+fn slot_prefixes(slots: SlotRange) -> Vec<String> {
+    slots.slots().map(PasteId::slot_prefix_of).collect()
+}
 
 /// An id's fate from its row's state; `None` when there is no row.
 fn fate_of(state: Option<&str>) -> Result<Option<IdFate>, PasteStoreError> {

@@ -45,8 +45,9 @@ pub struct MovedTable {
     pub slot_column: &'static str,
 }
 
-/// Rows per INSERT of an import: 13 columns × 250 rows stays far below
-/// SQLite's and PostgreSQL's limits on bound parameters.
+/// Rows per INSERT of an import: 250 rows of the widest moved table (P's,
+/// 20 columns: 5,000 bound parameters) stay far below SQLite's (32,766)
+/// and PostgreSQL's (65,535) limits on bound parameters.
 const INSERT_CHUNK: usize = 250;
 
 /// The largest page of rows asked for at once.

@@ -40,7 +40,7 @@ fn in_the_mode() -> Vec<(String, String)> {
 }
 
 /// A fresh key whose slot the P shard `index` of two owns (0: slots 0 to 127, 1: 128 to 255).
-fn key_on_paste_shard(index: u8) -> String {
+pub(crate) fn key_on_paste_shard(index: u8) -> String {
     loop {
         let key = api::new_key();
         if IdempotencyKey::parse(&key).unwrap().slot().0 / 128 == index {

@@ -81,13 +81,19 @@ fn paste(server: &str, file: &Path, state: &Path, ca: Option<&Path>) -> (i32, St
 
 /// [`paste`] with `extra` flags.
 fn paste_with(server: &str, file: &Path, state: &Path, ca: Option<&Path>, extra: &[&str]) -> (i32, String, String) {
+    let paste = ["paste", file.to_str().unwrap(), "--server", server, "--state-dir", state.to_str().unwrap()];
+    client(&[&paste[..], extra].concat(), ca)
+}
+
+/// `pastebin get ID --server URL` with `SSL_CERT_FILE` set or not, and `extra` flags.
+fn get(server: &str, id: &str, ca: Option<&Path>, extra: &[&str]) -> (i32, String, String) {
+    client(&[&["get", id, "--server", server][..], extra].concat(), ca)
+}
+
+/// The client with `args`, trusting only the CA in `ca` (as `SSL_CERT_FILE`) or none.
+fn client(args: &[&str], ca: Option<&Path>) -> (i32, String, String) {
     let mut command = Command::new(testbed_binary());
-    command
-        .args(["paste", file.to_str().unwrap(), "--server", server, "--state-dir", state.to_str().unwrap()])
-        .args(extra)
-        .env_remove("SSL_CERT_FILE")
-        .env_remove("SSL_CERT_DIR")
-        .env_remove("PASTEBIN_CONFIG");
+    command.args(args).env_remove("SSL_CERT_FILE").env_remove("SSL_CERT_DIR").env_remove("PASTEBIN_CONFIG");
     if let Some(ca) = ca {
         command.env("SSL_CERT_FILE", ca);
     }
@@ -142,9 +148,18 @@ async fn the_client_pastes_over_https_with_the_ca_from_ssl_cert_file() {
     .unwrap();
     assert_eq!(code, 0, "{stderr}");
     let url = stdout.trim();
-    let id = url.rsplit('/').next().unwrap();
-    let read = pastebin_tests::api::get(&format!("http://{}", up.address("gateway-http")), id).await;
+    let id = url.rsplit('/').next().unwrap().to_owned();
+    let read = pastebin_tests::api::get(&format!("http://{}", up.address("gateway-http")), &id).await;
     assert_eq!(read.json()["content"], "over TLS");
+    // `pastebin get` follows the same trust: refused without the CA, read with it.
+    let ca = dir.path().join("ca.pem");
+    let (untrusted, trusted) =
+        tokio::task::spawn_blocking(move || (get(&server, &id, None, &[]), get(&server, &id, Some(&ca), &[])))
+            .await
+            .unwrap();
+    assert_eq!(untrusted.0, pastebin_client::EXIT_CONFIG, "{}", untrusted.2);
+    assert!(untrusted.2.contains("TLS") && untrusted.2.contains("SSL_CERT_FILE"), "{}", untrusted.2);
+    assert_eq!((trusted.0, trusted.1.as_str()), (0, "over TLS"), "{}", trusted.2);
 }
 
 /// The usual one-liner: a self-signed certificate (`CA:TRUE`, as OpenSSL
@@ -195,8 +210,15 @@ async fn a_self_signed_server_certificate_is_trusted_as_itself_or_pinned_and_its
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.trim().starts_with("http"), "{stdout}");
     // Pinned, with no CA at all.
-    let (code, _, stderr) = run(&server, "pinned", None, &["--server-cert", our_cert.to_str().unwrap()]).await.unwrap();
+    let (code, stdout, stderr) =
+        run(&server, "pinned", None, &["--server-cert", our_cert.to_str().unwrap()]).await.unwrap();
     assert_eq!(code, 0, "{stderr}");
+    // `pastebin get` takes the same pin.
+    let id = stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let (s, pin) = (server.clone(), our_cert.to_str().unwrap().to_owned());
+    let (code, content, stderr) =
+        tokio::task::spawn_blocking(move || get(&s, &id, None, &["--server-cert", &pin])).await.unwrap();
+    assert_eq!((code, content.as_str()), (0, "self-signed"), "{stderr}");
     // A pin of another certificate refuses the server, before anything is sent.
     let (code, _, stderr) =
         run(&server, "wrong-pin", None, &["--server-cert", other_cert.to_str().unwrap()]).await.unwrap();

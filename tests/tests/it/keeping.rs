@@ -2,7 +2,9 @@
 //! docs/configuration.md#expiry-policy), on real processes: a takedown
 //! reaches every gateway within the read cache's bound while a replay of
 //! the create's key still answers its 201; reports from the API and from a
-//! page in Chromium reach `ctl reports`; the operator's expiry choices are
+//! page in Chromium reach `ctl reports`, in either order; reports and
+//! takedowns move with their slots, a late one whose caller gave up too;
+//! the dashboard counts the open reports; the operator's expiry choices are
 //! what the page offers and all the API takes; `/api/v1/limits` says what
 //! the flags set, and the client refuses locally with the server's words;
 //! `pastebin get` round-trips text and bytes; no user error prints a
@@ -10,15 +12,22 @@
 
 use std::{path::Path, process::Output, time::Duration};
 
-use pastebin_core::ManualClock;
+use pastebin_core::{ManualClock, PasteId};
+use pastebin_ctl::reshard::failpoint;
 use pastebin_tests::{
     api::new_key,
     cluster::{testbed_binary, Cluster, ClusterOptions, Process},
+    postgres::sqlite_url,
 };
 use reqwest::{header, Client, StatusCode};
 use serde_json::{json, Value};
 
-use crate::operators::ctl;
+use crate::{
+    adopt::key_on_paste_shard,
+    operators::{ctl, status_when},
+    reshard::{ctl_reshard_command, finished, move_args, HIGH},
+    reshard_mistakes::reached,
+};
 
 /// How long a gateway trusts P's "live" for a cached paste
 /// (pastebin_gateway's `cache::LIVE_FOR`, docs/design.md#caching): the bound
@@ -89,13 +98,26 @@ async fn a_takedown_reaches_every_gateway_within_the_cache_bound_and_a_replay_st
     assert_eq!((exit, out.contains("already taken down")), (pastebin_ctl::Exit::Ok, true), "{out}");
     let (exit, _, err) = ctl(&cluster, &["takedown", "00000000000000", "--reason", "x"]).await;
     assert_eq!(exit, pastebin_ctl::Exit::Failed, "{err}");
-    // The sweeper's reapers (expiry, objects, tombstones) leave the takedown as it is.
+    // One round of every reaper (expiry, objects, tombstones), the
+    // sweeper's clock 400 days on so everything it times itself is due; P
+    // times expiry and tombstone retention by its own clock, so the
+    // takedown's tombstone is kept (for --tombstone-retention-secs,
+    // docs/operations.md#reports-and-takedowns) and still answers 410.
     let clock = ManualClock::starting_at(chrono::Utc::now() + chrono::Duration::days(400));
     cluster.sweeper(clock).await.round(true).await;
     let (status, body) = read(&format!("{}/api/v1/pastes/{id}", gateways[1]), "application/json").await;
     assert_eq!(status, StatusCode::GONE, "{body}");
     let audit = cluster.pastes[0].logs();
     assert!(audit.contains("paste taken down by the operator") && audit.contains("alice"), "{audit}");
+}
+
+/// `ctl reports --json` with `extra`: the listed pastes' ids in its order, and the whole answer.
+async fn reported_ids(cluster: &Cluster, extra: &[&str]) -> (Vec<String>, Value) {
+    let (exit, out, err) = ctl(cluster, &[&["reports", "--json"], extra].concat()).await;
+    assert_eq!(exit, pastebin_ctl::Exit::Ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).expect("reports --json is JSON");
+    let ids = listed["pastes"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap().to_owned()).collect();
+    (ids, listed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,11 +191,15 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
         .await
         .unwrap();
     assert_eq!(reported.status(), StatusCode::CREATED);
-    let (_, out, _) = ctl(&cluster, &["reports", "--json"]).await;
-    let listed: Value = serde_json::from_str(&out).expect("reports --json is JSON");
-    let sealed_row = listed["pastes"].as_array().unwrap().iter().find(|p| p["id"] == sealed_id.as_str()).cloned();
-    assert_eq!(sealed_row.expect("the sealed paste is listed")["encrypted"], true, "{listed}");
+    // By default the newest report comes first: the sealed paste's, reported
+    // once after the other's three; `--order most` puts the three first.
+    let (newest, listed) = reported_ids(&cluster, &["--order", "newest"]).await;
+    assert_eq!(newest, [sealed_id.clone(), id.clone()], "newest first: {listed}");
     assert_eq!(listed["open_reports"], 4, "{listed}");
+    assert_eq!((&listed["pastes"][0]["reports"], &listed["pastes"][0]["encrypted"]), (&json!(1), &json!(true)));
+    assert_eq!(reported_ids(&cluster, &[]).await.0, newest, "newest is the default order");
+    let (most, listed) = reported_ids(&cluster, &["--order", "most"]).await;
+    assert_eq!(most, [id.clone(), sealed_id.clone()], "most reported first: {listed}");
 
     let (_, table, _) = ctl(&cluster, &["reports", "--order", "most"]).await;
     assert!(table.starts_with("open reports: 4") && table.contains(&id), "{table}");
@@ -182,6 +208,33 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
     assert_eq!(exit, pastebin_ctl::Exit::Ok, "{err}");
     let (_, out, _) = ctl(&cluster, &["reports", "--json"]).await;
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["open_reports"], 1, "only the sealed paste's: {out}");
+
+    // The sealed paste's page offers the report link too (it shows once the
+    // script opens the paste), and its form answers.
+    let (status, page) = read(&format!("{}/{sealed_id}", cluster.http), "text/html").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let link = format!("<a id=\"report\" href=\"/{sealed_id}/report\">report</a>");
+    assert!(page.contains("id=\"sealed-paste\"") && page.contains(&link), "{page}");
+    let (status, form) = read(&format!("{}/{sealed_id}/report", cluster.http), "text/html").await;
+    assert_eq!(status, StatusCode::OK, "{form}");
+    // A sealed paste is taken down by its id alone, the server never having
+    // its key: readers get 410 with the reason, on the API and the page.
+    let reason = "court order 12/2026";
+    let (exit, out, err) = ctl(&cluster, &["takedown", &sealed_id, "--reason", reason]).await;
+    assert_eq!(exit, pastebin_ctl::Exit::Ok, "{out}{err}");
+    tokio::time::sleep(LIVE_FOR + Duration::from_millis(50)).await;
+    let (status, body) = read(&format!("{}/api/v1/pastes/{sealed_id}", cluster.http), "application/json").await;
+    assert_eq!(
+        (status, body.contains("removed_by_operator") && body.contains(reason)),
+        (StatusCode::GONE, true),
+        "{body}"
+    );
+    let (status, page) = read(&format!("{}/{sealed_id}", cluster.http), "text/html").await;
+    assert_eq!(status, StatusCode::GONE, "{page}");
+    assert!(page.contains("removed by the operator") && page.contains(reason), "{page}");
+    assert!(!page.contains("id=\"sealed-paste\""), "nothing left for the script to open: {page}");
+    let (_, out, _) = ctl(&cluster, &["reports", "--json"]).await;
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["open_reports"], 0, "{out}");
 }
 
 fn up_args(data: &Path, extra: &[&str]) -> Vec<String> {
@@ -356,6 +409,10 @@ async fn takedowns_and_reports_are_counted_where_p_runs() {
     let id = serde_json::from_str::<Value>(&body).unwrap()["id"].as_str().unwrap().to_owned();
     let report = Client::new().post(format!("{http}/api/v1/pastes/{id}/reports")).json(&json!({ "reason": "illegal" }));
     assert_eq!(report.send().await.unwrap().status(), StatusCode::CREATED);
+    // The dashboard shows the open report once the sweeper's next round
+    // (every 5 s) has asked P.
+    let admin = format!("http://{}", up.address("admin"));
+    status_when(&admin, "the dashboard counts the open report", |status| status["open_reports"] == 1).await;
     let state = tempfile::tempdir().unwrap();
     let data_dir = data.path().to_str().unwrap();
     let taken = pastebin(
@@ -364,6 +421,7 @@ async fn takedowns_and_reports_are_counted_where_p_runs() {
     )
     .await;
     assert!(taken.status.success(), "{}", String::from_utf8_lossy(&taken.stderr));
+    status_when(&admin, "the takedown closes the report on the dashboard", |status| status["open_reports"] == 0).await;
     let metrics = reqwest::get(format!("http://{}/metrics", up.address("admin"))).await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l == "pastebin_takedowns_total 1"), "{metrics}");
     assert!(metrics.lines().any(|l| l == r#"pastebin_reports_total{reason="illegal"} 1"#), "{metrics}");
@@ -409,4 +467,124 @@ async fn no_user_error_prints_a_backtrace_even_with_rust_backtrace_set() {
     let help = run(vec!["--help".into()]).await;
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("Run the gateway") && !help.contains("Boxed"), "{help}");
+}
+
+/// How many rows a P database holds for `id`, in any state.
+async fn rows_of(url: &str, id: &str) -> i64 {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.expect("the shard's database opens");
+    sqlx::query_scalar("SELECT COUNT(*) FROM pastes WHERE id = $1").bind(id).fetch_one(&pool).await.unwrap()
+}
+
+/// The write sent during the move, whose caller gives up.
+#[derive(Clone, Copy, PartialEq)]
+enum LateWrite {
+    Report,
+    Takedown,
+}
+
+/// Reports and takedowns are stored on the paste's row, so they move with
+/// its slot (docs/operations.md#reports-and-takedowns). One more report or
+/// takedown, sent while ctl waits after its copy, has a caller that gives
+/// up while the source's write is still queued (the source is on SQLite
+/// with each group commit held 3 s before it begins): it holds its write
+/// permit until the write is done, so the move's freeze waits for it and
+/// copies its row (docs/design.md#moving-slots). The late write is the only
+/// one in flight: a later write held to its commit would hold the freeze
+/// back for it too, so each kind has its own test.
+async fn reports_and_takedowns_move_with_their_slots(late: LateWrite) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        empty_paste_shards: 1,
+        paste_database_urls: vec![sqlite_url(dir.path(), "p0.db")],
+        ..Default::default()
+    };
+    let mut cluster = Cluster::start(options).await;
+    // Three pastes in the slots that move (128-255).
+    let mut ids = Vec::new();
+    for content in ["reported", "taken down before the move", "taken down during the move or not"] {
+        let (status, body, _) = create(&cluster.http, &key_on_paste_shard(1), json!({ "content": content })).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        ids.push(serde_json::from_str::<Value>(&body).unwrap()["id"].as_str().unwrap().to_owned());
+    }
+    let [reported, taken, taken_late] = [&ids[0], &ids[1], &ids[2]];
+    for reason in ["spam", "malware"] {
+        let answer = Client::new()
+            .post(format!("{}/api/v1/pastes/{reported}/reports", cluster.http))
+            .json(&json!({ "reason": reason }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::CREATED);
+    }
+    let (exit, out, err) = ctl(&cluster, &["takedown", taken, "--reason", "before the move"]).await;
+    assert_eq!(exit, pastebin_ctl::Exit::Ok, "{out}{err}");
+
+    let hold = format!("{}=sleep:3000", pastebin_runtime::failpoints::BEFORE_GROUP_COMMIT);
+    cluster.pastes[0].restart(&[("PASTEBIN_FAILPOINTS", hold.as_str())], &["paste-service"]).await;
+    let p = cluster.paste_addresses.clone();
+    let go = dir.path().join("copied");
+    let wait = format!("{}=wait:{}", failpoint::AFTER_COPY, go.display());
+    let mover = ctl_reshard_command(&cluster, &move_args("paste", &p[0], &p[1], HIGH), &wait).spawn().unwrap();
+    reached(&go).await;
+    // Copied but not yet moved: the target holds the rows, the source still
+    // owns them, and the paste is listed once, by its owner.
+    let (listed_ids, listed) = reported_ids(&cluster, &[]).await;
+    assert_eq!(listed_ids, [reported.as_str()], "listed once mid-move: {listed}");
+    assert_eq!(listed["open_reports"], 2, "{listed}");
+    assert_eq!(rows_of(&cluster.paste_database_urls[1], reported).await, 1, "the target holds the copy");
+    let impatient = cluster.paste_client(0).with_deadline(tokio::time::Instant::now() + Duration::from_millis(500));
+    let gave_up = match late {
+        LateWrite::Takedown => {
+            impatient.take_down(&PasteId::parse(taken_late).unwrap(), "during the move", "bob").await.is_err()
+        }
+        LateWrite::Report => impatient
+            .report(&PasteId::parse(reported).unwrap(), "personal-data", Some("during the move"))
+            .await
+            .is_err(),
+    };
+    assert!(gave_up, "the caller gives up before the write commits");
+    std::fs::write(&go, "").unwrap();
+    let (ok, output) = finished(mover).await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    cluster.pastes[0].forget_flag("--slots");
+    cluster.pastes[0].restart(&[("PASTEBIN_FAILPOINTS", "")], &["paste-service"]).await;
+
+    // The reported paste is listed once, from its new shard, with every report.
+    let (listed_ids, listed) = reported_ids(&cluster, &[]).await;
+    assert_eq!(listed_ids, [reported.as_str()], "listed once: {listed}");
+    let (count, reasons) = match late {
+        LateWrite::Report => (3, vec!["personal-data", "malware", "spam"]),
+        LateWrite::Takedown => (2, vec!["malware", "spam"]),
+    };
+    assert_eq!((&listed["open_reports"], &listed["pastes"][0]["reports"]), (&json!(count), &json!(count)), "{listed}");
+    let listed_reasons: Vec<&str> =
+        listed["pastes"][0]["recent"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
+    assert_eq!(listed_reasons, reasons, "{listed}");
+    // The takedowns hold on the new shard: 410 with the reason, on the API and the page.
+    let mut taken_down = vec![(taken, "before the move")];
+    if late == LateWrite::Takedown {
+        taken_down.push((taken_late, "during the move"));
+    }
+    for (id, reason) in taken_down {
+        let (status, body) = read(&format!("{}/api/v1/pastes/{id}", cluster.http), "application/json").await;
+        assert_eq!((status, body.contains(reason)), (StatusCode::GONE, true), "{id}: {body}");
+        let (status, page) = read(&format!("{}/{id}", cluster.http), "text/html").await;
+        assert_eq!(status, StatusCode::GONE, "{id}: {page}");
+        assert!(page.contains("removed by the operator") && page.contains(reason), "{id}: {page}");
+    }
+    for id in &ids {
+        assert_eq!(rows_of(&cluster.paste_database_urls[0], id).await, 0, "the source holds nothing of {id}");
+        assert_eq!(rows_of(&cluster.paste_database_urls[1], id).await, 1, "the target holds {id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reports_and_takedowns_move_with_their_slots_and_a_takedown_whose_caller_gave_up_is_kept() {
+    reports_and_takedowns_move_with_their_slots(LateWrite::Takedown).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reports_and_takedowns_move_with_their_slots_and_a_report_whose_caller_gave_up_is_kept() {
+    reports_and_takedowns_move_with_their_slots(LateWrite::Report).await;
 }

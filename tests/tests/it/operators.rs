@@ -540,7 +540,7 @@ async fn dashboard_shows_the_level_of_seeded_pendings_in_a_real_browser() {
 }
 
 /// `status.json` once `ready` holds for it (the sampler runs every 500 ms).
-async fn status_when(admin: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn status_when(admin: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let status: Value = reqwest::get(format!("{admin}/dashboard/status.json")).await.unwrap().json().await.unwrap();

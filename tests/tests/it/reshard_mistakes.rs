@@ -37,7 +37,7 @@ async fn create_some(cluster: &Cluster, count: usize) -> Vec<Created> {
 }
 
 /// Waits (bounded) until a ctl run held at a `wait:` failpoint reached it.
-async fn reached(go: &Path) {
+pub(crate) async fn reached(go: &Path) {
     let (reached, deadline) = (go.with_extension("reached"), tokio::time::Instant::now() + Duration::from_secs(120));
     while !reached.exists() {
         assert!(tokio::time::Instant::now() < deadline, "ctl reaches {}", go.display());

@@ -1180,6 +1180,88 @@ async fn grpc_calls_past_an_address_share_are_refused_with_a_retry_hint_and_behi
     drop(held);
 }
 
+/// A raw HTTP/2 connection to the up's public gRPC listener from `local`
+/// that grants no stream any window: the server can send each answer's
+/// headers and not one byte of its body. The task ends when the server
+/// closes the connection.
+async fn zero_window_connection(
+    up: &Up,
+    local: &str,
+) -> (h2::client::SendRequest<bytes::Bytes>, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    let stream = socket.connect(up.process.address("gateway-grpc").parse().unwrap()).await.unwrap();
+    let (client, connection) =
+        h2::client::Builder::new().initial_window_size(0).handshake::<_, bytes::Bytes>(stream).await.unwrap();
+    (
+        client,
+        tokio::spawn(async move {
+            connection.await.ok();
+        }),
+    )
+}
+
+/// A GetPaste of `id` on a raw HTTP/2 connection: the answer, whose body is never read.
+async fn raw_get_paste(client: &mut h2::client::SendRequest<bytes::Bytes>, id: &str) -> h2::client::ResponseFuture {
+    use prost::Message;
+    let message = pastebin_proto::api::v1::GetPasteRequest { id: id.into() }.encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    framed.extend(message);
+    let request = http::Request::post("http://pastebin/pastebin.v1.PasteApi/GetPaste")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    std::future::poll_fn(|cx| client.poll_ready(cx)).await.unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(framed.into(), true).unwrap();
+    response
+}
+
+#[tokio::test]
+async fn answers_a_client_never_lets_the_server_send_end_at_the_send_timeout_and_give_the_share_back() {
+    // The stalled reader of docs/security.md#total-bounds: 4 calls fill the
+    // address's share; a 3 s send timeout; the call timeout and keepalive
+    // would never end them (the client answers every ping).
+    let up = Up::start(&["--max-requests-in-flight-per-client", "4", "--grpc-send-timeout-secs", "3"]).await;
+    let response = client_from("127.0.0.1")
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", new_key())
+        .body("x".repeat(1024 * 1024 - 10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let id = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+
+    let started = tokio::time::Instant::now();
+    let (mut stalled, connection) = zero_window_connection(&up, "127.0.0.9").await;
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        let answer = tokio::time::timeout(BOUND, raw_get_paste(&mut stalled, &id).await).await;
+        let answer = answer.expect("the answer's headers are sent").expect("answered");
+        assert_eq!(answer.status(), http::StatusCode::OK);
+        answers.push(answer);
+    }
+    // The address's share is held by answers the server cannot send...
+    let from_same_address = grpc_channel_from(&up, "127.0.0.9").await;
+    let refused = grpc_create(&from_same_address, "refused".into()).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+    // ...until the server gives up on them: it closes the connection.
+    tokio::time::timeout(Duration::from_secs(60), connection).await.expect("the server closed the connection").unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(3), "not before the send timeout");
+    assert!(refusals_over(&up, Some("grpc"), "send_timeout").await >= 1);
+    // The share is given back: the same address's calls are admitted again.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while let Err(status) = grpc_create(&from_same_address, "admitted".into()).await {
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(tokio::time::Instant::now() < deadline, "the stalled answers kept the share: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(answers);
+}
+
 /// What one run of the stalled-stream wave measured.
 struct Wave {
     /// Latencies of the other address's creates, HTTP and gRPC.

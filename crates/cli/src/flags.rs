@@ -246,7 +246,8 @@ pub struct LimitArgs {
     pub max_requests_in_flight_per_client: u64,
     /// Request-body (gRPC: request-message) bytes in flight for one client address, as declared; past
     /// it a body is answered 503 (RESOURCE_EXHAUSTED) before it is read.
-    #[arg(long, env = "PASTEBIN_MAX_BODY_BYTES_PER_CLIENT", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, env = "PASTEBIN_MAX_BODY_BYTES_PER_CLIENT",
+          default_value_t = pastebin_edge::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT)]
     pub max_body_bytes_per_client: usize,
     /// Request-body bytes the whole process holds in flight, HTTP and gRPC together; past it new
     /// bodies are answered 503 (UNAVAILABLE) before they are read.

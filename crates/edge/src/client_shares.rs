@@ -13,6 +13,14 @@ use std::{
 
 use ipnet::IpNet;
 
+/// `--max-body-bytes-per-client` when not given: 7 MiB. Enough for one
+/// JSON create of the largest paste at the default `--max-content-bytes`
+/// (6 MiB + 4 KiB on the wire), and few enough that 16 addresses at their
+/// full share (112 MiB) fit in the default body budget
+/// ([`crate::body_budget::DEFAULT_BODY_BUDGET_BYTES`], 128 MiB), so the
+/// global cap stays the last line (docs/security.md#total-bounds).
+pub const DEFAULT_BODY_BYTES_PER_CLIENT: usize = 7 * 1024 * 1024;
+
 /// The address a client's shares are counted by: an IPv6 host's /64, an
 /// IPv4-mapped IPv6 address as the IPv4 address it is.
 pub fn share_key(ip: IpAddr) -> IpAddr {
@@ -124,6 +132,11 @@ mod tests {
         assert!(shares.try_take(ip("192.0.2.1"), 2).is_some(), "given back when dropped");
         assert!(shares.try_take(ip("192.0.2.9"), usize::MAX).is_none(), "an amount past any cap never overflows");
         assert!(shares.held.lock().unwrap().len() <= 2, "idle clients leave no entry");
+    }
+
+    #[test]
+    fn sixteen_addresses_at_their_default_share_fit_in_the_default_body_budget() {
+        assert!(16 * DEFAULT_BODY_BYTES_PER_CLIENT <= crate::body_budget::DEFAULT_BODY_BUDGET_BYTES);
     }
 
     #[test]

@@ -143,7 +143,12 @@ pub struct ClientLimits {
 
 impl Default for ClientLimits {
     fn default() -> Self {
-        Self { connections: 64, streams: 32, message_bytes: 16 * 1024 * 1024, trusted_proxies: Vec::new() }
+        Self {
+            connections: 64,
+            streams: 32,
+            message_bytes: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
+            trusted_proxies: Vec::new(),
+        }
     }
 }
 

@@ -90,7 +90,7 @@ impl Default for HttpLimits {
             max_requests_in_flight: 256,
             max_connections_per_client: 64,
             max_requests_in_flight_per_client: 32,
-            max_body_bytes_in_flight_per_client: 16 * 1024 * 1024,
+            max_body_bytes_in_flight_per_client: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
             trusted_proxies: Vec::new(),
         }
     }

@@ -325,3 +325,15 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Api
     }
     Ok(collected.freeze())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_json_create_of_the_largest_paste_fits_in_a_clients_default_body_share() {
+        let largest = crate::gateway::GatewaySettings::new("http://pastebin").max_content_bytes;
+        let on_the_wire = wire_limit(&BodyKind::Json, largest);
+        assert!(on_the_wire <= pastebin_edge::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT, "{on_the_wire} bytes");
+    }
+}

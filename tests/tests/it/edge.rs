@@ -1297,6 +1297,62 @@ async fn answers_a_client_never_lets_the_server_send_end_at_the_send_timeout_and
     drop(answers);
 }
 
+/// A raw HTTP/2 connection to the up's public gRPC listener, with the
+/// library's default windows; the task ends with how the server closed it.
+async fn raw_connection(
+    up: &Up,
+) -> (h2::client::SendRequest<bytes::Bytes>, tokio::task::JoinHandle<Result<(), h2::Error>>) {
+    let stream = TcpStream::connect(up.process.address("gateway-grpc")).await.unwrap();
+    let (client, connection) = h2::client::handshake(stream).await.unwrap();
+    (client, tokio::spawn(connection))
+}
+
+/// A health check's request head with `metadata` bytes of one custom header.
+fn health_check_with(metadata: usize) -> http::Request<()> {
+    http::Request::post("http://pastebin/grpc.health.v1.Health/Check")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("x-padding", "a".repeat(metadata))
+        .body(())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn http2_rapid_resets_past_the_flag_close_the_connection_with_goaway() {
+    // h2 allows 20 by default; the flag lowers it, so 10 are already too many.
+    let up = Up::start(&["--grpc-max-pending-resets", "5"]).await;
+    let (mut client, connection) = raw_connection(&up).await;
+    // Each stream is opened and reset at once, before the server can serve it
+    // (CVE-2023-44487): all of them leave in one write.
+    for _ in 0..10 {
+        std::future::poll_fn(|cx| client.poll_ready(cx)).await.unwrap();
+        let (_response, mut body) = client.send_request(health_check_with(0), false).unwrap();
+        body.send_reset(h2::Reason::CANCEL);
+    }
+    let closed = tokio::time::timeout(BOUND, connection).await.expect("the server closed the connection").unwrap();
+    let error = closed.expect_err("closed for the resets, not cleanly");
+    assert!(error.is_go_away() && error.is_remote(), "{error:?}");
+    assert_eq!(error.reason(), Some(h2::Reason::ENHANCE_YOUR_CALM), "{error:?}");
+}
+
+#[tokio::test]
+async fn an_http2_header_list_past_the_flag_is_refused_431_and_the_connection_serves_on() {
+    // 4 KiB: a 6 KiB header list, which the default 16 KiB would take, is refused.
+    let up = Up::start(&["--grpc-max-header-list-bytes", "4096"]).await;
+    let (mut client, connection) = raw_connection(&up).await;
+    let mut ask = |metadata| {
+        let (response, mut body) = client.send_request(health_check_with(metadata), false).unwrap();
+        // An empty HealthCheckRequest: the 5-byte prefix of a 0-byte message.
+        body.send_data(vec![0u8; 5].into(), true).unwrap();
+        response
+    };
+    let refused = tokio::time::timeout(BOUND, ask(6 * 1024)).await.expect("answered").unwrap();
+    assert_eq!(refused.status(), http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    let served = tokio::time::timeout(BOUND, ask(1024)).await.expect("answered").unwrap();
+    assert_eq!(served.status(), http::StatusCode::OK, "a small header list on the same connection is served");
+    assert!(!connection.is_finished(), "the connection stays open");
+}
+
 /// What one run of the stalled-stream wave measured.
 struct Wave {
     /// Latencies of the other address's creates, HTTP and gRPC.

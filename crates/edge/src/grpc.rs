@@ -44,7 +44,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use crate::{
-    body_budget::{self, BodyReservation},
+    body_budget::{self, BodyCharge, Short},
     client_shares::{client_address, Share, Shares},
     refusals::{refused, Protocol},
 };
@@ -413,7 +413,7 @@ struct ChargedMessages<B> {
     prefix: [u8; PREFIX_BYTES],
     prefix_read: usize,
     message_left: usize,
-    charge: Option<(Option<Share>, BodyReservation)>,
+    charge: Option<BodyCharge>,
     /// When the message now arriving must be in; `None` between messages.
     due: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -473,7 +473,7 @@ impl<B> ChargedMessages<B> {
     /// (RESOURCE_EXHAUSTED, as tonic's decoder says); past the client's
     /// share RESOURCE_EXHAUSTED with a retry hint; past what the process
     /// has free now UNAVAILABLE, to be retried.
-    fn charge_for(&self, bytes: usize) -> Result<(Option<Share>, BodyReservation), tonic::Status> {
+    fn charge_for(&self, bytes: usize) -> Result<BodyCharge, tonic::Status> {
         let largest = self.rules.max_bytes.unwrap_or(usize::MAX).min(body_budget::budget_bytes());
         if bytes > largest {
             refused(Protocol::Grpc, "message_too_large");
@@ -481,24 +481,19 @@ impl<B> ChargedMessages<B> {
                 "a message of {bytes} bytes is longer than this server takes ({largest} bytes)"
             )));
         }
-        let share = match &self.client {
-            Some((shares, client)) => Some(shares.try_take(*client, bytes).ok_or_else(|| {
-                refusal(
-                    "client_message_bytes",
-                    tonic::Status::resource_exhausted(
-                        "this address has as many request bytes in flight as it may; retry when a call has ended",
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        let reservation = body_budget::reserve(bytes).ok_or_else(|| {
-            refusal(
+        let client = self.client.as_ref().map(|(shares, client)| (shares, *client));
+        body_budget::charge(client, bytes).map_err(|short| match short {
+            Short::ClientShare => refusal(
+                "client_message_bytes",
+                tonic::Status::resource_exhausted(
+                    "this address has as many request bytes in flight as it may; retry when a call has ended",
+                ),
+            ),
+            Short::Budget => refusal(
                 "body_budget",
                 tonic::Status::unavailable("the server holds as many request bytes as it may; retry shortly"),
-            )
-        })?;
-        Ok((share, reservation))
+            ),
+        })
     }
 
     /// The message that was due has not arrived: its charge goes back now.

@@ -106,9 +106,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// `bytes` of this client's share of body bytes in flight, or `None` past it.
-    pub fn take_body_bytes(&self, bytes: usize) -> Option<Share> {
-        self.body_bytes.try_take(self.address, bytes)
+    /// This client's share of body bytes in flight, for [`crate::body_budget::charge`].
+    pub fn body_share(&self) -> (&Arc<Shares>, IpAddr) {
+        (&self.body_bytes, self.address)
     }
 }
 

@@ -139,7 +139,7 @@ impl GatewayArgs {
 
     /// The public gRPC listener's limits: the same shares per client address
     /// as the HTTP listener's (connections, calls, message bytes in flight),
-    /// counted by the same rule.
+    /// counted by the same rule, and a send timeout for its answers.
     pub fn public_grpc_limits(&self) -> GrpcLimits {
         let limits = &self.limits;
         let per_client = ClientLimits {
@@ -148,7 +148,11 @@ impl GatewayArgs {
             message_bytes: limits.max_body_bytes_per_client,
             trusted_proxies: self.trusted_proxy.clone(),
         };
-        GrpcLimits { per_client: Some(per_client), ..limits.grpc() }
+        GrpcLimits {
+            per_client: Some(per_client),
+            send_timeout: Some(Duration::from_secs(limits.grpc_send_timeout_secs)),
+            ..limits.grpc()
+        }
     }
 }
 
@@ -242,7 +246,8 @@ pub struct LimitArgs {
     pub max_requests_in_flight_per_client: u64,
     /// Request-body (gRPC: request-message) bytes in flight for one client address, as declared; past
     /// it a body is answered 503 (RESOURCE_EXHAUSTED) before it is read.
-    #[arg(long, env = "PASTEBIN_MAX_BODY_BYTES_PER_CLIENT", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, env = "PASTEBIN_MAX_BODY_BYTES_PER_CLIENT",
+          default_value_t = pastebin_edge::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT)]
     pub max_body_bytes_per_client: usize,
     /// Request-body bytes the whole process holds in flight, HTTP and gRPC together; past it new
     /// bodies are answered 503 (UNAVAILABLE) before they are read.
@@ -267,6 +272,10 @@ pub struct LimitArgs {
     /// message's first byte); later, the call ends DEADLINE_EXCEEDED and its bytes are given back.
     #[arg(long, env = "PASTEBIN_GRPC_MESSAGE_DEADLINE_SECS", default_value_t = 5, value_parser = timeout_flag())]
     pub grpc_message_deadline_secs: u64,
+    /// Seconds an answer on the public gRPC listener may take to be sent whole, from its headers;
+    /// later, its connection is closed (a client that stops reading holds nothing past it).
+    #[arg(long, env = "PASTEBIN_GRPC_SEND_TIMEOUT_SECS", default_value_t = 60, value_parser = timeout_flag())]
+    pub grpc_send_timeout_secs: u64,
     /// Bytes of one gRPC request's headers (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE).
     #[arg(long, env = "PASTEBIN_GRPC_MAX_HEADER_LIST_BYTES", default_value_t = 16 * 1024,
           value_parser = clap::value_parser!(u32).range(1024..=1024 * 1024))]
@@ -314,6 +323,7 @@ impl LimitArgs {
             call_timeout: Duration::from_secs(self.grpc_call_timeout_secs),
             message_deadline: Duration::from_secs(self.grpc_message_deadline_secs),
             max_message_bytes: None,
+            send_timeout: None,
             max_header_list_bytes: self.grpc_max_header_list_bytes,
             max_pending_accept_reset_streams: usize::try_from(self.grpc_max_pending_resets).unwrap_or(usize::MAX),
             max_local_error_reset_streams: usize::try_from(self.grpc_max_error_resets).unwrap_or(usize::MAX),

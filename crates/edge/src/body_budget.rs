@@ -5,9 +5,14 @@
 //! UNAVAILABLE over gRPC) rather than read. Without it each request is
 //! bounded but their sum is not: 256 creates of 6 MiB each.
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    net::IpAddr,
+    sync::{Arc, OnceLock},
+};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::client_shares::{Share, Shares};
 
 /// `--body-budget-bytes` when not given: 128 MiB.
 pub const DEFAULT_BODY_BUDGET_BYTES: usize = 128 * 1024 * 1024;
@@ -55,4 +60,35 @@ pub fn reserve(bytes: usize) -> Option<BodyReservation> {
 #[derive(Debug)]
 pub struct BodyReservation {
     _permit: OwnedSemaphorePermit,
+}
+
+/// What a body's charge ran short of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Short {
+    /// Its client's share of body bytes in flight.
+    ClientShare,
+    /// The process's budget.
+    Budget,
+}
+
+/// What one body in flight holds, HTTP or gRPC alike: of its client's
+/// share, then of the budget, both given back when dropped.
+#[derive(Debug)]
+pub struct BodyCharge {
+    _share: Option<Share>,
+    _reservation: BodyReservation,
+}
+
+/// `bytes` for one body, from `client`'s share (on a public listener: the
+/// shares and the client's address) and then from the budget, or what ran
+/// short. The share comes first, so a client past it never holds bytes of
+/// the budget everyone draws from. Each listener answers a shortfall in its
+/// own protocol.
+pub fn charge(client: Option<(&Arc<Shares>, IpAddr)>, bytes: usize) -> Result<BodyCharge, Short> {
+    let share = match client {
+        Some((shares, address)) => Some(shares.try_take(address, bytes).ok_or(Short::ClientShare)?),
+        None => None,
+    };
+    let reservation = reserve(bytes).ok_or(Short::Budget)?;
+    Ok(BodyCharge { _share: share, _reservation: reservation })
 }

@@ -13,6 +13,17 @@ use std::{
 
 use ipnet::IpNet;
 
+/// `--max-body-bytes-per-client` when not given: 7 MiB. Enough for one
+/// JSON create of the largest paste at the default `--max-content-bytes`
+/// (6 MiB + 4 KiB on the wire), and few enough that 16 addresses at their
+/// full share (112 MiB) fit in the default body budget
+/// ([`crate::body_budget::DEFAULT_BODY_BUDGET_BYTES`], 128 MiB), so the
+/// global cap stays the last line (docs/security.md#total-bounds).
+pub const DEFAULT_BODY_BYTES_PER_CLIENT: usize = 7 * 1024 * 1024;
+
+// Checked when the crate builds: a larger default share would not compile.
+const _: () = assert!(16 * DEFAULT_BODY_BYTES_PER_CLIENT <= crate::body_budget::DEFAULT_BODY_BUDGET_BYTES);
+
 /// The address a client's shares are counted by: an IPv6 host's /64, an
 /// IPv4-mapped IPv6 address as the IPv4 address it is.
 pub fn share_key(ip: IpAddr) -> IpAddr {

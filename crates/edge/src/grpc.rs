@@ -15,16 +15,20 @@
 //!   its prefix, and one that has not arrived within the message deadline
 //!   ends its call (DEADLINE_EXCEEDED) and gives its charge back at once,
 //!   rather than hold it for the whole call timeout;
+//! - answers: on the public listener each must be sent whole within the
+//!   send timeout of its headers, or its connection is closed
+//!   ([`GrpcLimits::send_timeout`]);
 //! - HTTP/2 itself: header lists, streams reset before they are served
 //!   (rapid reset), streams the server resets for a client's error
 //!   ([`GrpcLimits::server`]).
 
 use std::{
+    collections::BTreeMap,
     future::Future,
     net::IpAddr,
     pin::Pin,
-    sync::Arc,
-    task::{ready, Context, Poll},
+    sync::{Arc, Mutex, PoisonError},
+    task::{ready, Context, Poll, Waker},
     time::Duration,
 };
 
@@ -34,12 +38,13 @@ use ipnet::IpNet;
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use crate::{
-    body_budget::{self, BodyReservation},
+    body_budget::{self, BodyCharge, Short},
     client_shares::{client_address, Share, Shares},
     refusals::{refused, Protocol},
 };
@@ -74,6 +79,16 @@ pub struct GrpcLimits {
     /// The longest message the server decodes, when it says: a prefix that
     /// declares more is refused (RESOURCE_EXHAUSTED) before anything is charged.
     pub max_message_bytes: Option<usize>,
+    /// Longest an answer may take to be sent whole, from its headers; past
+    /// it the answer's connection is closed, ending its calls and giving
+    /// their shares back. `None` on the internal listeners, whose one
+    /// client (the gateway) reads as fast as its callers do.
+    ///
+    /// A total, not a rate: a client that sets its HTTP/2 window to 0 is
+    /// never sent a byte, so hyper never polls the answer's body and no
+    /// timer inside it could fire; the connection, which is polled while
+    /// it reads, keeps the clock ([`AdmittedConnection`]).
+    pub send_timeout: Option<Duration>,
     /// Bytes of one request's header list (HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`).
     pub max_header_list_bytes: u32,
     /// Streams a client may open and reset before the server has served
@@ -100,6 +115,7 @@ impl Default for GrpcLimits {
             call_timeout: Duration::from_secs(30),
             message_deadline: Duration::from_secs(5),
             max_message_bytes: None,
+            send_timeout: None,
             // hyper's own default, set here so that it is written down.
             max_header_list_bytes: 16 * 1024,
             // h2's own default.
@@ -127,7 +143,12 @@ pub struct ClientLimits {
 
 impl Default for ClientLimits {
     fn default() -> Self {
-        Self { connections: 64, streams: 32, message_bytes: 16 * 1024 * 1024, trusted_proxies: Vec::new() }
+        Self {
+            connections: 64,
+            streams: 32,
+            message_bytes: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
+            trusted_proxies: Vec::new(),
+        }
     }
 }
 
@@ -174,6 +195,7 @@ impl GrpcLimits {
             let trusted: Arc<[IpNet]> = limits.trusted_proxies.clone().into();
             (Shares::new(limits.connections.max(1)), trusted)
         });
+        let send_timeout = self.send_timeout;
         incoming.filter_map(move |accepted| match accepted {
             Err(error) => Some(Err(error)),
             Ok(io) => {
@@ -193,7 +215,12 @@ impl GrpcLimits {
                     }
                     _ => None,
                 };
-                Some(Ok(AdmittedConnection { io, _held: (permit, share) }))
+                let answers = send_timeout.map(|timeout| SendClock {
+                    answers: Arc::new(OpenAnswers { timeout, state: Mutex::default() }),
+                    timer: None,
+                    cut: false,
+                });
+                Some(Ok(AdmittedConnection { io, answers, _held: (permit, share) }))
             }
         })
     }
@@ -280,7 +307,8 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
-        let client = client_of(&request, self.admission.shares.as_deref());
+        let connection = connection_of(&request).cloned();
+        let client = client_of(&request, connection.as_ref(), self.admission.shares.as_deref());
         let mut stream = None;
         let mut bytes = None;
         if let (Some(shares), Some(client)) = (&self.admission.shares, client) {
@@ -299,6 +327,11 @@ where
         if let Some(client) = client {
             request.extensions_mut().insert(Client(client));
         }
+        let answers = connection.and_then(|connection| {
+            // tonic's `Request::remote_addr` finds the peer here.
+            request.extensions_mut().insert(connection.inner);
+            connection.answers
+        });
         let messages = self.admission.messages;
         let request = request.map(|body| tonic::body::Body::new(ChargedMessages::new(body, messages, bytes)));
         // The service that was polled ready answers this call; its clone waits for the next.
@@ -306,21 +339,30 @@ where
         let call = std::mem::replace(&mut self.inner, ready).call(request);
         Box::pin(async move {
             let response = call.await?;
-            // The stream's share is held until the answer has been sent whole.
-            Ok(response.map(|body| tonic::body::Body::new(Holding { body, _share: stream })))
+            // The stream's share is held until the answer has been sent
+            // whole, and the answer is on its connection's clock till then.
+            let open = answers.as_ref().map(OpenAnswers::open);
+            Ok(response.map(|body| tonic::body::Body::new(Holding { body, _share: stream, _open: open })))
         })
     }
 }
 
+/// The admitted TCP connection a call came on, over TLS or not; `None` on a Unix socket.
+fn connection_of<B>(request: &http::Request<B>) -> Option<&ConnectionInfo<TcpConnectInfo>> {
+    let extensions = request.extensions();
+    extensions
+        .get::<ConnectionInfo<TcpConnectInfo>>()
+        .or_else(|| extensions.get::<TlsConnectInfo<ConnectionInfo<TcpConnectInfo>>>().map(TlsConnectInfo::get_ref))
+}
+
 /// The call's client: the connection's peer, or behind a trusted proxy the
 /// address it forwarded (`x-forwarded-for`); `None` on a Unix socket.
-fn client_of<B>(request: &http::Request<B>, shares: Option<&CallShares>) -> Option<IpAddr> {
-    let extensions = request.extensions();
-    let peer = extensions
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
-        .or_else(|| extensions.get::<TlsConnectInfo<TcpConnectInfo>>().and_then(|tls| tls.get_ref().remote_addr()))?
-        .ip();
+fn client_of<B>(
+    request: &http::Request<B>,
+    connection: Option<&ConnectionInfo<TcpConnectInfo>>,
+    shares: Option<&CallShares>,
+) -> Option<IpAddr> {
+    let peer = connection?.inner.remote_addr()?.ip();
     let Some(shares) = shares else { return Some(peer) };
     let forwarded: Vec<&str> =
         request.headers().get_all("x-forwarded-for").iter().filter_map(|value| value.to_str().ok()).collect();
@@ -334,10 +376,12 @@ fn refusal(reason: &'static str, mut status: tonic::Status) -> tonic::Status {
     status
 }
 
-/// An answer's body holding the call's stream share until it is dropped.
+/// An answer's body holding the call's stream share, and its place on its
+/// connection's clock, until it is dropped.
 struct Holding {
     body: tonic::body::Body,
     _share: Option<Share>,
+    _open: Option<OpenAnswer>,
 }
 
 impl HttpBody for Holding {
@@ -369,7 +413,7 @@ struct ChargedMessages<B> {
     prefix: [u8; PREFIX_BYTES],
     prefix_read: usize,
     message_left: usize,
-    charge: Option<(Option<Share>, BodyReservation)>,
+    charge: Option<BodyCharge>,
     /// When the message now arriving must be in; `None` between messages.
     due: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -429,7 +473,7 @@ impl<B> ChargedMessages<B> {
     /// (RESOURCE_EXHAUSTED, as tonic's decoder says); past the client's
     /// share RESOURCE_EXHAUSTED with a retry hint; past what the process
     /// has free now UNAVAILABLE, to be retried.
-    fn charge_for(&self, bytes: usize) -> Result<(Option<Share>, BodyReservation), tonic::Status> {
+    fn charge_for(&self, bytes: usize) -> Result<BodyCharge, tonic::Status> {
         let largest = self.rules.max_bytes.unwrap_or(usize::MAX).min(body_budget::budget_bytes());
         if bytes > largest {
             refused(Protocol::Grpc, "message_too_large");
@@ -437,24 +481,19 @@ impl<B> ChargedMessages<B> {
                 "a message of {bytes} bytes is longer than this server takes ({largest} bytes)"
             )));
         }
-        let share = match &self.client {
-            Some((shares, client)) => Some(shares.try_take(*client, bytes).ok_or_else(|| {
-                refusal(
-                    "client_message_bytes",
-                    tonic::Status::resource_exhausted(
-                        "this address has as many request bytes in flight as it may; retry when a call has ended",
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        let reservation = body_budget::reserve(bytes).ok_or_else(|| {
-            refusal(
+        let client = self.client.as_ref().map(|(shares, client)| (shares, *client));
+        body_budget::charge(client, bytes).map_err(|short| match short {
+            Short::ClientShare => refusal(
+                "client_message_bytes",
+                tonic::Status::resource_exhausted(
+                    "this address has as many request bytes in flight as it may; retry when a call has ended",
+                ),
+            ),
+            Short::Budget => refusal(
                 "body_budget",
                 tonic::Status::unavailable("the server holds as many request bytes as it may; retry shortly"),
-            )
-        })?;
-        Ok((share, reservation))
+            ),
+        })
     }
 
     /// The message that was due has not arrived: its charge goes back now.
@@ -511,28 +550,139 @@ where
     }
 }
 
-/// A connection holding its place under the caps until it closes.
+/// The answers open on one connection, by when each started (oldest
+/// first), and the connection's task to wake when one opens.
+#[derive(Debug)]
+struct OpenAnswers {
+    timeout: Duration,
+    state: Mutex<AnswersState>,
+}
+
+#[derive(Debug, Default)]
+struct AnswersState {
+    started: BTreeMap<u64, Instant>,
+    next: u64,
+    waker: Option<Waker>,
+}
+
+impl OpenAnswers {
+    /// An answer starts now; it is on the clock until the guard is dropped.
+    fn open(self: &Arc<Self>) -> OpenAnswer {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = state.next;
+        state.next += 1;
+        state.started.insert(id, Instant::now());
+        // The connection may be waiting with no timer set: it sets one now.
+        if let Some(waker) = &state.waker {
+            waker.wake_by_ref();
+        }
+        OpenAnswer { answers: self.clone(), id }
+    }
+
+    /// When the oldest open answer is due, if one is open; the connection's
+    /// task is woken when another opens.
+    fn due(&self, waker: &Waker) -> Option<Instant> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if !state.waker.as_ref().is_some_and(|known| known.will_wake(waker)) {
+            state.waker = Some(waker.clone());
+        }
+        state.started.first_key_value().map(|(_, started)| *started + self.timeout)
+    }
+}
+
+/// One answer's place on its connection's clock.
+#[derive(Debug)]
+struct OpenAnswer {
+    answers: Arc<OpenAnswers>,
+    id: u64,
+}
+
+impl Drop for OpenAnswer {
+    fn drop(&mut self) {
+        self.answers.state.lock().unwrap_or_else(PoisonError::into_inner).started.remove(&self.id);
+    }
+}
+
+/// A connection's send timeout: its open answers, and the timer set for the oldest.
+struct SendClock {
+    answers: Arc<OpenAnswers>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Once an answer was overdue the connection only fails (and is counted once).
+    cut: bool,
+}
+
+impl SendClock {
+    /// An error once the oldest open answer is overdue. Polled on every
+    /// read and write: hyper reads a connection for as long as it serves
+    /// it, so the timer wakes the connection's task even when no byte moves.
+    fn overdue(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        if !self.cut {
+            let Some(due) = self.answers.due(cx.waker()) else {
+                self.timer = None;
+                return Ok(());
+            };
+            let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+            if timer.deadline() != due {
+                timer.as_mut().reset(due);
+            }
+            if timer.as_mut().poll(cx).is_pending() {
+                return Ok(());
+            }
+            self.cut = true;
+            refused(Protocol::Grpc, "send_timeout");
+            tracing::debug!(timeout = ?self.answers.timeout, "a gRPC answer was not sent in time; closing its connection");
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "an answer was not sent whole within --grpc-send-timeout-secs",
+        ))
+    }
+}
+
+/// A connection holding its place under the caps until it closes, and, on
+/// a listener with a send timeout, closing itself once one of its answers
+/// is overdue.
 pub struct AdmittedConnection<IO> {
     io: IO,
+    answers: Option<SendClock>,
     _held: (OwnedSemaphorePermit, Option<Share>),
 }
 
+impl<IO> AdmittedConnection<IO> {
+    fn overdue(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        self.answers.as_mut().map_or(Ok(()), |clock| clock.overdue(cx))
+    }
+}
+
+/// What tonic puts in each call's extensions for an [`AdmittedConnection`]:
+/// the connection's own info, and its answers' clock, which the call joins.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo<I> {
+    pub inner: I,
+    answers: Option<Arc<OpenAnswers>>,
+}
+
 impl<IO: Connected> Connected for AdmittedConnection<IO> {
-    type ConnectInfo = IO::ConnectInfo;
+    type ConnectInfo = ConnectionInfo<IO::ConnectInfo>;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
+        ConnectionInfo {
+            inner: self.io.connect_info(),
+            answers: self.answers.as_ref().map(|clock| clock.answers.clone()),
+        }
     }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for AdmittedConnection<IO> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        self.overdue(cx)?;
         Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
 
 impl<IO: AsyncWrite + Unpin> AsyncWrite for AdmittedConnection<IO> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.overdue(cx)?;
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
@@ -541,6 +691,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for AdmittedConnection<IO> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        self.overdue(cx)?;
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
@@ -549,6 +700,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for AdmittedConnection<IO> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.overdue(cx)?;
         Pin::new(&mut self.io).poll_flush(cx)
     }
 
@@ -648,6 +800,48 @@ mod tests {
         assert_eq!(ended.unwrap().unwrap_err().code(), tonic::Code::DeadlineExceeded);
         assert!(started.elapsed() >= Duration::from_secs(1), "not before its deadline");
         assert!(shares.try_take(client, 2000).is_some(), "given back at the deadline, with the body still alive");
+    }
+
+    /// A connection over `io` with a send timeout of 1 s, and its answers' clock.
+    fn on_the_clock<IO>(io: IO) -> (AdmittedConnection<IO>, Arc<OpenAnswers>) {
+        let answers = Arc::new(OpenAnswers { timeout: Duration::from_secs(1), state: Mutex::default() });
+        let permit = Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap();
+        let clock = SendClock { answers: answers.clone(), timer: None, cut: false };
+        (AdmittedConnection { io, answers: Some(clock), _held: (permit, None) }, answers)
+    }
+
+    #[tokio::test]
+    async fn a_connection_fails_once_an_answer_opened_while_it_waited_is_overdue() {
+        use tokio::io::AsyncReadExt;
+        let (near, _far) = tokio::io::duplex(64);
+        let (mut connection, answers) = on_the_clock(near);
+        let mut buffer = [0; 8];
+        // The read waits with no answer open (no timer), then one opens and wakes it.
+        let started = Instant::now();
+        let opened = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            answers.open()
+        };
+        let (read, _open) =
+            tokio::join!(tokio::time::timeout(Duration::from_secs(60), connection.read(&mut buffer)), opened);
+        let failed = read.expect("cut off by the server").unwrap_err();
+        assert_eq!(failed.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(1200), "not before the answer's timeout");
+    }
+
+    #[tokio::test]
+    async fn answers_sent_in_time_leave_the_connection_open() {
+        use tokio::io::AsyncReadExt;
+        let (near, _far) = tokio::io::duplex(64);
+        let (mut connection, answers) = on_the_clock(near);
+        let open = answers.open();
+        let mut buffer = [0; 8];
+        let read = tokio::time::timeout(Duration::from_millis(300), connection.read(&mut buffer)).await;
+        assert!(read.is_err(), "waiting for the peer, within the timeout");
+        drop(open);
+        // Three times the timeout: had the sent answer stayed on the clock, the read would have failed.
+        let read = tokio::time::timeout(Duration::from_secs(3), connection.read(&mut buffer)).await;
+        assert!(read.is_err(), "an idle connection has no send deadline");
     }
 
     #[tokio::test]

@@ -90,7 +90,7 @@ impl Default for HttpLimits {
             max_requests_in_flight: 256,
             max_connections_per_client: 64,
             max_requests_in_flight_per_client: 32,
-            max_body_bytes_in_flight_per_client: 16 * 1024 * 1024,
+            max_body_bytes_in_flight_per_client: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
             trusted_proxies: Vec::new(),
         }
     }
@@ -106,9 +106,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// `bytes` of this client's share of body bytes in flight, or `None` past it.
-    pub fn take_body_bytes(&self, bytes: usize) -> Option<Share> {
-        self.body_bytes.try_take(self.address, bytes)
+    /// This client's share of body bytes in flight, for [`crate::body_budget::charge`].
+    pub fn body_share(&self) -> (&Arc<Shares>, IpAddr) {
+        (&self.body_bytes, self.address)
     }
 }
 

@@ -13,7 +13,10 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use pastebin_core::IdempotencyKey;
-use pastebin_edge::{body_budget::BodyReservation, client_shares::Share, http::BodyDeadlineExceeded};
+use pastebin_edge::{
+    body_budget::{BodyCharge, Short},
+    http::BodyDeadlineExceeded,
+};
 use serde::Deserialize;
 
 use crate::{ApiError, CreateCommand, Gateway};
@@ -137,7 +140,7 @@ pub(crate) struct AdmittedCreate {
     kind: BodyKind,
     wire_limit: usize,
     wants_text: bool,
-    _body_bytes: (Option<Share>, BodyReservation),
+    _body_bytes: BodyCharge,
 }
 
 impl FromRequestParts<Gateway> for AdmittedCreate {
@@ -160,11 +163,11 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
         }
         // What the body may hold: its declared length, or the most it may be.
         let reserved = declared.map_or(wire_limit, |length| usize::try_from(length).unwrap_or(wire_limit));
-        let share = match client {
-            Some(client) => Some(client.take_body_bytes(reserved).ok_or_else(|| refused("client_body_bytes"))?),
-            None => None,
-        };
-        let budget = pastebin_edge::body_budget::reserve(reserved).ok_or_else(|| refused("body_budget"))?;
+        let body_bytes = pastebin_edge::body_budget::charge(client.map(|client| client.body_share()), reserved)
+            .map_err(|short| match short {
+                Short::ClientShare => refused("client_body_bytes"),
+                Short::Budget => refused("body_budget"),
+            })?;
         gateway.check_create_rate(client.map(|client| client.address))?;
         Ok(Self {
             idempotency_key,
@@ -173,7 +176,7 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
             kind,
             wire_limit,
             wants_text: crate::http::wants_text(headers),
-            _body_bytes: (share, budget),
+            _body_bytes: body_bytes,
         })
     }
 }
@@ -324,4 +327,16 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Api
         return Err(ApiError::TooLarge { limit });
     }
     Ok(collected.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_json_create_of_the_largest_paste_fits_in_a_clients_default_body_share() {
+        let largest = crate::gateway::GatewaySettings::new("http://pastebin").max_content_bytes;
+        let on_the_wire = wire_limit(&BodyKind::Json, largest);
+        assert!(on_the_wire <= pastebin_edge::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT, "{on_the_wire} bytes");
+    }
 }

@@ -23,7 +23,8 @@ use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 /// A handshake that has not finished by then is dropped, so a client that
-/// opens connections and stalls cannot hold them open forever.
+/// opens connections and stalls cannot hold them open forever. The public
+/// listener's is `--tls-handshake-timeout-secs`, this unless set.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `--tls-cert`, `--tls-key`, `--tls-ca`: this part's identity and the CA it trusts.
@@ -45,7 +46,7 @@ pub struct TlsArgs {
 
 /// `--public-tls-cert`, `--public-tls-key`: the gateway's public gRPC
 /// listener's own certificate, for the names its clients dial.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = crate::help::TLS)]
 pub struct PublicTlsArgs {
     /// The public gRPC listener's certificate (PEM, leaf first), for the names
@@ -56,12 +57,18 @@ pub struct PublicTlsArgs {
     /// The private key of --public-tls-cert (PEM).
     #[arg(long, env = "PASTEBIN_PUBLIC_TLS_KEY")]
     pub public_tls_key: Option<PathBuf>,
+    /// Seconds a client of the public gRPC listener may take to finish its TLS handshake; then it
+    /// is disconnected.
+    #[arg(long, env = "PASTEBIN_TLS_HANDSHAKE_TIMEOUT_SECS", default_value_t = HANDSHAKE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub tls_handshake_timeout_secs: u64,
 }
 
 /// The public gRPC listener's identity.
 #[derive(Debug, Clone)]
 pub struct PublicTls {
     identity: Identity,
+    handshake_timeout: Duration,
 }
 
 /// Whether a TLS server asks its clients for a certificate.
@@ -130,15 +137,17 @@ impl PublicTlsArgs {
         let cert = read_certificates("--public-tls-cert", cert)?;
         let key = read_key("--public-tls-key", key)?;
         choose_ring_provider();
-        Ok(Some(PublicTls { identity: Identity::from_pem(cert, key) }))
+        let handshake_timeout = Duration::from_secs(self.tls_handshake_timeout_secs);
+        Ok(Some(PublicTls { identity: Identity::from_pem(cert, key), handshake_timeout }))
     }
 }
 
 impl PublicTls {
     /// The public listener's TLS: its own certificate, and, as `client_auth`
-    /// says, a client certificate signed by `clients_ca`'s CA.
+    /// says, a client certificate signed by `clients_ca`'s CA; a handshake not
+    /// finished within `--tls-handshake-timeout-secs` is dropped.
     pub fn server(&self, client_auth: ClientAuth, clients_ca: Option<&MutualTls>) -> ServerTlsConfig {
-        let config = ServerTlsConfig::new().identity(self.identity.clone()).timeout(HANDSHAKE_TIMEOUT);
+        let config = ServerTlsConfig::new().identity(self.identity.clone()).timeout(self.handshake_timeout);
         match clients_ca {
             Some(internal) => internal.asking_clients(config, client_auth),
             None => config,
@@ -227,6 +236,7 @@ mod tests {
         let public = |cert: Option<&str>, key: Option<&str>| PublicTlsArgs {
             public_tls_cert: cert.map(PathBuf::from),
             public_tls_key: key.map(PathBuf::from),
+            tls_handshake_timeout_secs: 10,
         };
         assert!(public(None, None).load().unwrap().is_none());
         let error = public(Some("p.pem"), None).load().unwrap_err();

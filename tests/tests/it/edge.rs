@@ -1107,13 +1107,7 @@ async fn grpc_messages_are_charged_to_the_body_budget_before_they_arrive() {
 #[tokio::test]
 async fn grpc_connections_past_the_cap_are_closed() {
     let up = Up::start(&["--grpc-max-connections", "2"]).await;
-    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
-    let connect = || async {
-        let channel = tonic::transport::Channel::from_shared(grpc.clone()).unwrap().connect().await.ok()?;
-        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-        let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
-        health.check(request).await.ok().map(|_| channel)
-    };
+    let connect = || grpc_served_from(&up, "127.0.0.1");
     let first = connect().await.expect("the first connection is served");
     let _second = connect().await.expect("the second connection is served");
     assert!(connect().await.is_none(), "a third is closed");
@@ -1124,6 +1118,47 @@ async fn grpc_connections_past_the_cap_are_closed() {
         assert!(tokio::time::Instant::now() < deadline, "a closed connection gives its place back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A new connection to the up's public gRPC listener from `local`, if the
+/// server serves a call on it (a health check); `None` if it closed it.
+async fn grpc_served_from(up: &Up, local: &str) -> Option<tonic::transport::Channel> {
+    let grpc = format!("http://{}", up.process.address("gateway-grpc"));
+    let endpoint = tonic::transport::Endpoint::from_shared(grpc).unwrap().local_address(Some(local.parse().unwrap()));
+    let channel = endpoint.connect().await.ok()?;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let request = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    health.check(request).await.ok().map(|_| channel)
+}
+
+#[tokio::test]
+async fn grpc_connections_past_an_address_share_are_closed_and_forwarded_for_from_a_stranger_is_ignored() {
+    let up = Up::start(&[
+        "--max-connections-per-client",
+        "2",
+        "--max-requests-in-flight-per-client",
+        "2",
+        "--grpc-message-deadline-secs",
+        "600",
+    ])
+    .await;
+    let first = grpc_served_from(&up, "127.0.0.5").await.expect("the first connection is served");
+    let _second = grpc_served_from(&up, "127.0.0.5").await.expect("the second connection is served");
+    assert!(grpc_served_from(&up, "127.0.0.5").await.is_none(), "a third from the same address is closed");
+    assert!(refusals_over(&up, Some("grpc"), "client_connections").await >= 1);
+    grpc_served_from(&up, "127.0.0.6").await.expect("another address has its own share");
+
+    // No --trusted-proxy: whatever x-forwarded-for a client sends, its calls
+    // are its own address's. Two stalled calls that name two other clients
+    // fill 127.0.0.5's share, and a third naming a third client is refused.
+    let claims = ["203.0.113.1", "203.0.113.2"];
+    let held: Vec<_> =
+        claims.iter().map(|claim| half_sent_grpc_create_with(&first, 100, 1, &[("x-forwarded-for", claim)])).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_third, third) = half_sent_grpc_create_with(&first, 100, 1, &[("x-forwarded-for", "203.0.113.3")]);
+    let third = tokio::time::timeout(BOUND, third).await.expect("refused at once").unwrap();
+    assert_eq!(third.as_deref(), Some("8 retry-after=1"), "counted as 127.0.0.5's: RESOURCE_EXHAUSTED");
+    drop(held);
 }
 
 /// One HTTP/2 connection to the up's public gRPC listener from the loopback
@@ -1180,11 +1215,152 @@ async fn grpc_calls_past_an_address_share_are_refused_with_a_retry_hint_and_behi
     drop(held);
 }
 
+/// A raw HTTP/2 connection to the up's public gRPC listener from `local`
+/// that grants no stream any window: the server can send each answer's
+/// headers and not one byte of its body. The task ends when the server
+/// closes the connection.
+async fn zero_window_connection(
+    up: &Up,
+    local: &str,
+) -> (h2::client::SendRequest<bytes::Bytes>, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    let stream = socket.connect(up.process.address("gateway-grpc").parse().unwrap()).await.unwrap();
+    let (client, connection) =
+        h2::client::Builder::new().initial_window_size(0).handshake::<_, bytes::Bytes>(stream).await.unwrap();
+    (
+        client,
+        tokio::spawn(async move {
+            connection.await.ok();
+        }),
+    )
+}
+
+/// A GetPaste of `id` on a raw HTTP/2 connection: the answer, whose body is never read.
+async fn raw_get_paste(client: &mut h2::client::SendRequest<bytes::Bytes>, id: &str) -> h2::client::ResponseFuture {
+    use prost::Message;
+    let message = pastebin_proto::api::v1::GetPasteRequest { id: id.into() }.encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    framed.extend(message);
+    let request = http::Request::post("http://pastebin/pastebin.v1.PasteApi/GetPaste")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    std::future::poll_fn(|cx| client.poll_ready(cx)).await.unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(framed.into(), true).unwrap();
+    response
+}
+
+#[tokio::test]
+async fn answers_a_client_never_lets_the_server_send_end_at_the_send_timeout_and_give_the_share_back() {
+    // The stalled reader of docs/security.md#total-bounds: 4 calls fill the
+    // address's share; a 3 s send timeout; the call timeout and keepalive
+    // would never end them (the client answers every ping).
+    let up = Up::start(&["--max-requests-in-flight-per-client", "4", "--grpc-send-timeout-secs", "3"]).await;
+    let response = client_from("127.0.0.1")
+        .post(format!("{}/api/v1/pastes", up.http))
+        .header("Idempotency-Key", new_key())
+        .body("x".repeat(1024 * 1024 - 10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let id = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+
+    let started = tokio::time::Instant::now();
+    let (mut stalled, connection) = zero_window_connection(&up, "127.0.0.9").await;
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        let answer = tokio::time::timeout(BOUND, raw_get_paste(&mut stalled, &id).await).await;
+        let answer = answer.expect("the answer's headers are sent").expect("answered");
+        assert_eq!(answer.status(), http::StatusCode::OK);
+        answers.push(answer);
+    }
+    // The address's share is held by answers the server cannot send...
+    let from_same_address = grpc_channel_from(&up, "127.0.0.9").await;
+    let refused = grpc_create(&from_same_address, "refused".into()).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+    // ...until the server gives up on them: it closes the connection.
+    tokio::time::timeout(Duration::from_secs(60), connection).await.expect("the server closed the connection").unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(3), "not before the send timeout");
+    assert!(refusals_over(&up, Some("grpc"), "send_timeout").await >= 1);
+    // The share is given back: the same address's calls are admitted again.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while let Err(status) = grpc_create(&from_same_address, "admitted".into()).await {
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(tokio::time::Instant::now() < deadline, "the stalled answers kept the share: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(answers);
+}
+
+/// A raw HTTP/2 connection to the up's public gRPC listener, with the
+/// library's default windows; the task ends with how the server closed it.
+async fn raw_connection(
+    up: &Up,
+) -> (h2::client::SendRequest<bytes::Bytes>, tokio::task::JoinHandle<Result<(), h2::Error>>) {
+    let stream = TcpStream::connect(up.process.address("gateway-grpc")).await.unwrap();
+    let (client, connection) = h2::client::handshake(stream).await.unwrap();
+    (client, tokio::spawn(connection))
+}
+
+/// A health check's request head with `metadata` bytes of one custom header.
+fn health_check_with(metadata: usize) -> http::Request<()> {
+    http::Request::post("http://pastebin/grpc.health.v1.Health/Check")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("x-padding", "a".repeat(metadata))
+        .body(())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn http2_rapid_resets_past_the_flag_close_the_connection_with_goaway() {
+    // h2 allows 20 by default; the flag lowers it, so 10 are already too many.
+    let up = Up::start(&["--grpc-max-pending-resets", "5"]).await;
+    let (mut client, connection) = raw_connection(&up).await;
+    // Each stream is opened and reset at once, before the server can serve it
+    // (CVE-2023-44487): all of them leave in one write.
+    for _ in 0..10 {
+        std::future::poll_fn(|cx| client.poll_ready(cx)).await.unwrap();
+        let (_response, mut body) = client.send_request(health_check_with(0), false).unwrap();
+        body.send_reset(h2::Reason::CANCEL);
+    }
+    let closed = tokio::time::timeout(BOUND, connection).await.expect("the server closed the connection").unwrap();
+    let error = closed.expect_err("closed for the resets, not cleanly");
+    assert!(error.is_go_away() && error.is_remote(), "{error:?}");
+    assert_eq!(error.reason(), Some(h2::Reason::ENHANCE_YOUR_CALM), "{error:?}");
+}
+
+#[tokio::test]
+async fn an_http2_header_list_past_the_flag_is_refused_431_and_the_connection_serves_on() {
+    // 4 KiB: a 6 KiB header list, which the default 16 KiB would take, is refused.
+    let up = Up::start(&["--grpc-max-header-list-bytes", "4096"]).await;
+    let (mut client, connection) = raw_connection(&up).await;
+    let mut ask = |metadata| {
+        let (response, mut body) = client.send_request(health_check_with(metadata), false).unwrap();
+        // An empty HealthCheckRequest: the 5-byte prefix of a 0-byte message.
+        body.send_data(vec![0u8; 5].into(), true).unwrap();
+        response
+    };
+    let refused = tokio::time::timeout(BOUND, ask(6 * 1024)).await.expect("answered").unwrap();
+    assert_eq!(refused.status(), http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    let served = tokio::time::timeout(BOUND, ask(1024)).await.expect("answered").unwrap();
+    assert_eq!(served.status(), http::StatusCode::OK, "a small header list on the same connection is served");
+    assert!(!connection.is_finished(), "the connection stays open");
+}
+
 /// What one run of the stalled-stream wave measured.
 struct Wave {
     /// Latencies of the other address's creates, HTTP and gRPC.
     http: Vec<Duration>,
     grpc: Vec<Duration>,
+    /// The slowest create before the wave, and the bound each create met during it.
+    quiet: Duration,
+    bound: Duration,
     /// How the stalled calls ended, by gRPC code.
     ended: std::collections::BTreeMap<String, usize>,
     /// Resident memory of the up process: idle before the wave, and the most during it.
@@ -1197,18 +1373,51 @@ struct Wave {
 /// `streams` CreatePaste calls, each message's prefix declaring 1 MiB and
 /// then one byte, the whole wave opened again every 10 s; meanwhile
 /// 127.0.0.100 creates over HTTP and over gRPC every 2 s for 40 s. Every
-/// create must succeed and every stalled call must be ended by the server
-/// (the attacker keeps each one's body open).
+/// create must succeed within 2 s (or 5 x the slowest create before the
+/// wave, on a slow machine) and every stalled call must be ended by the
+/// server (the attacker keeps each one's body open).
 async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, streams: usize) -> Wave {
     const ROUNDS: u32 = 20;
     const EVERY: Duration = Duration::from_secs(2);
     const WAVE_EVERY: u32 = 5;
     let honest_http = client_from("127.0.0.100");
     let honest_grpc = grpc_channel_from(up, "127.0.0.100").await;
-    // Warm both paths, then measure what the process holds idle.
-    grpc_create(&honest_grpc, "warm".into()).await.unwrap();
-    let (status, _, _) = up.create(&new_key(), "warm", &[]).await;
-    assert_eq!(status, StatusCode::CREATED);
+    // One create over each protocol, each timed; any failure fails the test.
+    let create_both = |what: String| {
+        let (honest_http, honest_grpc) = (&honest_http, &honest_grpc);
+        async move {
+            let started = tokio::time::Instant::now();
+            let created = honest_http
+                .post(format!("{}/api/v1/pastes", up.http))
+                .header("Idempotency-Key", new_key())
+                .body(format!("created over HTTP {what}"))
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .unwrap_or_else(|error| panic!("{what}: the HTTP create failed: {error}"));
+            assert_eq!(created.status(), StatusCode::CREATED, "{what}: {}", created.text().await.unwrap());
+            let http = started.elapsed();
+            let started = tokio::time::Instant::now();
+            let created =
+                tokio::time::timeout(Duration::from_secs(30), grpc_create(honest_grpc, format!("over gRPC {what}")))
+                    .await;
+            let created = created.unwrap_or_else(|_| panic!("{what}: the gRPC create did not finish"));
+            created.unwrap_or_else(|status| panic!("{what}: the gRPC create failed: {status:?}"));
+            (http, started.elapsed())
+        }
+    };
+    // Warm both paths, then time a few creates with no wave. The issue asks
+    // each create during the wave to take under 2 s; the machine the tests
+    // run on is shared and at times much slower than any server, so the
+    // bound is 5 x the slowest quiet create when that is more: the wave
+    // must not make creates slow, the machine may.
+    create_both("to warm up".into()).await;
+    let mut quiet = Duration::ZERO;
+    for n in 0..5 {
+        let (http, grpc) = create_both(format!("before the wave, {n}")).await;
+        quiet = quiet.max(http).max(grpc);
+    }
+    let bound = Duration::from_secs(2).max(quiet * 5);
     let idle = resident_bytes(up);
     let mut channels = Vec::new();
     for attacker in attackers {
@@ -1231,23 +1440,15 @@ async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, 
                 }
             }
         }
-        let started = tokio::time::Instant::now();
-        let created = honest_http
-            .post(format!("{}/api/v1/pastes", up.http))
-            .header("Idempotency-Key", new_key())
-            .body(format!("created over HTTP during the wave, round {round}"))
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .unwrap_or_else(|error| panic!("round {round}: the HTTP create failed: {error}"));
-        assert_eq!(created.status(), StatusCode::CREATED, "round {round}: {}", created.text().await.unwrap());
-        http.push(started.elapsed());
-        let started = tokio::time::Instant::now();
-        let content = format!("created over gRPC during the wave, round {round}");
-        let created = tokio::time::timeout(Duration::from_secs(30), grpc_create(&honest_grpc, content)).await;
-        let created = created.unwrap_or_else(|_| panic!("round {round}: the gRPC create did not finish"));
-        created.unwrap_or_else(|status| panic!("round {round}: the gRPC create failed: {status:?}"));
-        grpc.push(started.elapsed());
+        let (over_http, over_grpc) = create_both(format!("during the wave, round {round}")).await;
+        for (protocol, took) in [("HTTP", over_http), ("gRPC", over_grpc)] {
+            assert!(
+                took < bound,
+                "round {round}: a create over {protocol} took {took:?}, past {bound:?} (quiet: {quiet:?})"
+            );
+        }
+        http.push(over_http);
+        grpc.push(over_grpc);
         peak = peak.max(resident_bytes(up));
     }
     // Every stalled call is ended by the server while the attacker still
@@ -1262,7 +1463,7 @@ async fn stalled_stream_wave(up: &Up, attackers: &[String], connections: usize, 
         *ended.entry(code_of(&code).to_owned()).or_insert(0) += 1;
     }
     drop(bodies);
-    Wave { http, grpc, ended, idle, peak }
+    Wave { http, grpc, quiet, bound, ended, idle, peak }
 }
 
 /// The figures of a wave, for the test's output (BENCHMARKS.md records them).
@@ -1279,9 +1480,11 @@ fn report(what: &str, wave: &Wave) {
         )
     };
     eprintln!(
-        "{what}: HTTP {}; gRPC {}; stalled calls ended by code {:?}; RSS idle {} MB, peak +{} MB",
+        "{what}: HTTP {}; gRPC {}; each under {:?} (slowest before the wave {:?}); stalled calls ended by code {:?}; RSS idle {} MB, peak +{} MB",
         summary(&wave.http),
         summary(&wave.grpc),
+        wave.bound,
+        wave.quiet,
         wave.ended,
         wave.idle >> 20,
         wave.peak.saturating_sub(wave.idle) >> 20
@@ -1290,7 +1493,7 @@ fn report(what: &str, wave: &Wave) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_stream_wave_from_one_address_never_refuses_another_addresses_creates() {
-    // Default shares and caps: 32 calls and 16 MiB of message bytes per
+    // Default shares and caps: 32 calls and 7 MiB of message bytes per
     // address, a 5 s message deadline, a 128 MiB body budget.
     let up = Up::start(&[]).await;
     let wave = stalled_stream_wave(&up, &["127.0.0.1".to_string()], 3, 90).await;
@@ -1323,10 +1526,10 @@ async fn a_stalled_stream_wave_from_one_address_never_refuses_another_addresses_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_stream_wave_spread_over_16_addresses_stays_within_the_global_caps() {
-    // 16 addresses at their full share of message bytes (4 MiB each) hold
-    // 64 MiB, half the 128 MiB body budget: the global cap stays the last
-    // line, never reached (docs/security.md#total-bounds sizes it).
-    let up = Up::start(&["--max-body-bytes-per-client", "4194304"]).await;
+    // Default shares and caps: 16 addresses at their full share of message
+    // bytes (7 MiB each) hold 112 MiB, within the 128 MiB body budget: the
+    // global cap stays the last line, never reached (docs/security.md#total-bounds).
+    let up = Up::start(&[]).await;
     let attackers: Vec<String> = (2..18).map(|n| format!("127.0.0.{n}")).collect();
     // The same 270 calls as from one address, spread: 17 on one connection from each.
     let wave = stalled_stream_wave(&up, &attackers, 1, 17).await;

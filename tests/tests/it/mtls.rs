@@ -237,6 +237,26 @@ async fn the_public_grpc_listener_serves_tls_and_asks_for_certificates_only_when
     assert_eq!(public_get(channel(&address, Some(&signed)).unwrap(), &id).await.unwrap(), "public over TLS");
 }
 
+#[tokio::test]
+async fn a_tls_handshake_that_never_finishes_on_the_public_listener_is_dropped_at_its_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let temp = tempfile::tempdir().unwrap();
+    let tls = ctl_certs(&temp.path().join("certs"));
+    // 1 s here; 10 s unless set (docs/security.md#total-bounds).
+    let env = vec![("PASTEBIN_TLS_HANDSHAKE_TIMEOUT_SECS".to_owned(), "1".to_owned())];
+    let cluster = Cluster::start(ClusterOptions { tls: Some(tls), env, ..Default::default() }).await;
+    let address = cluster.grpc.trim_start_matches("https://").to_owned();
+    // A client that connects, sends the first bytes of a ClientHello record and stalls.
+    let mut stalled = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stalled.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let mut received = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(60), stalled.read_to_end(&mut received)).await;
+    assert!(closed.is_ok(), "the server never dropped the stalled handshake");
+    // Closed well before the default 10 s: the flag is what bounded it.
+    assert!(started.elapsed() < Duration::from_secs(9), "dropped after {:?}", started.elapsed());
+}
+
 /// A key stolen from a client part (the internet-facing gateway above all)
 /// cannot pose as K: a shard serving the gateway's certificate, or its
 /// public listener's, is refused by a client of K, and a shard's own

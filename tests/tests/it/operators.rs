@@ -429,13 +429,19 @@ fn alert_rules_and_grafana_use_only_exported_metrics_and_say_never_mass_abort() 
         serde_json::from_str(&std::fs::read_to_string(workspace().join("deploy/grafana/pastebin.json")).unwrap())
             .unwrap();
     let mut panels = 0;
+    let mut exprs = Vec::new();
     for panel in grafana["panels"].as_array().expect("panels") {
         panels += 1;
         for target in panel["targets"].as_array().expect("targets") {
-            used.extend(metric_names(target["expr"].as_str().expect("expr")));
+            let expr = target["expr"].as_str().expect("expr");
+            used.extend(metric_names(expr));
+            exprs.push(expr);
         }
     }
     assert!(panels >= 6);
+    // Every gateway's refusals, summed: each /dashboard lists only its own process's.
+    let refusals = "sum by (protocol, reason) (rate(pastebin_edge_refusals_total[5m]))";
+    assert!(exprs.contains(&refusals), "no panel shows the edge's refusals by protocol and reason");
     let known: BTreeSet<String> = pastebin_runtime::metrics::ALL.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<_> = used.difference(&known).collect();
     assert!(unknown.is_empty(), "rules or panels use metrics nobody exports: {unknown:?}");

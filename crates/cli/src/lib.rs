@@ -211,7 +211,7 @@ fn command() -> clap::Command {
 
 /// Hides flag `id` from the help of `command` and of all its commands.
 fn hide_everywhere(command: &mut clap::Command, id: &str) {
-    *command = std::mem::take(command).mut_args(|arg| if arg.get_id() == id { arg.hide(true) } else { arg });
+    pastebin_runtime::help::hide_flags(command, |flag| flag == id);
     for inner in command.get_subcommands_mut() {
         hide_everywhere(inner, id);
     }

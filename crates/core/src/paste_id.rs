@@ -2,7 +2,7 @@ use std::{fmt, str::FromStr};
 
 use rand::Rng;
 
-use crate::Slot;
+use crate::{Slot, SlotRange};
 
 const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const PREFIX_LEN: usize = 2;
@@ -86,6 +86,11 @@ impl PasteId {
     pub fn slot_prefix_of(slot: Slot) -> String {
         let s = usize::from(slot.0);
         [char::from(ALPHABET[s / 62]), char::from(ALPHABET[s % 62])].into_iter().collect()
+    }
+
+    /// The prefixes of every slot of `slots`.
+    pub fn slot_prefixes_of(slots: SlotRange) -> Vec<String> {
+        slots.slots().map(Self::slot_prefix_of).collect()
     }
 }
 

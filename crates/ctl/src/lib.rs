@@ -109,8 +109,7 @@ pub fn hide_idle_flags(ctl: &mut clap::Command) {
     let objects = <pastebin_shards::ObjectStoreArgs as clap::Args>::augment_args(clap::Command::new("objects"));
     let ids: Vec<clap::Id> = objects.get_arguments().map(|arg| arg.get_id().clone()).collect();
     for command in ctl.get_subcommands_mut().filter(|command| !READS_OBJECTS.contains(&command.get_name())) {
-        *command =
-            std::mem::take(command).mut_args(|arg| if ids.contains(arg.get_id()) { arg.hide(true) } else { arg });
+        pastebin_runtime::help::hide_flags(command, |flag| ids.contains(flag));
     }
 }
 

@@ -247,12 +247,10 @@ impl PasteStore {
             ReportOrder::Newest => "last_reported_at DESC, id",
             ReportOrder::Most => "report_count DESC, last_reported_at DESC, id",
         };
-        let prefixes = slot_prefixes(owned);
+        let (open, prefixes) = open_reports_in(owned, 3);
         let sql = format!(
             "SELECT id, created_at, size, report_count, last_reported_at, reports, sealed FROM pastes
-              WHERE report_count > 0 AND state = 'live' AND expires_at > $1 AND substr(id, 1, 2) IN ({})
-              ORDER BY {order_by} LIMIT $2",
-            placeholders(prefixes.len(), |i| format!("${}", i + 3))
+              WHERE {open} ORDER BY {order_by} LIMIT $2"
         );
         let rows = self
             .db
@@ -285,12 +283,8 @@ impl PasteStore {
     /// takedown, a delete or the expiry closes a paste's reports).
     pub async fn open_reports(&self, owned: SlotRange) -> Result<u64, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        let prefixes = slot_prefixes(owned);
-        let sql = format!(
-            "SELECT CAST(SUM(report_count) AS BIGINT) FROM pastes
-              WHERE report_count > 0 AND state = 'live' AND expires_at > $1 AND substr(id, 1, 2) IN ({})",
-            placeholders(prefixes.len(), |i| format!("${}", i + 2))
-        );
+        let (open, prefixes) = open_reports_in(owned, 2);
+        let sql = format!("SELECT CAST(SUM(report_count) AS BIGINT) FROM pastes WHERE {open}");
         let open: Option<i64> = self
             .db
             .read(|pool| {
@@ -628,9 +622,16 @@ impl PasteStore {
 /// an hour of margin.
 pub const MIN_TOMBSTONE_AGE: std::time::Duration = std::time::Duration::from_secs(26 * 3600);
 
-/// The id prefixes of `slots` (an id's first two characters name its slot).
-fn slot_prefixes(slots: SlotRange) -> Vec<String> {
-    slots.slots().map(PasteId::slot_prefix_of).collect()
+/// Which rows hold open reports (reported, live, unexpired at `$1`) in the
+/// `owned` slots: the condition, with the id prefixes it binds from `$first`
+/// (an id's first two characters name its slot).
+fn open_reports_in(owned: SlotRange, first: usize) -> (String, Vec<String>) {
+    let prefixes = PasteId::slot_prefixes_of(owned);
+    let condition = format!(
+        "report_count > 0 AND state = 'live' AND expires_at > $1 AND substr(id, 1, 2) IN ({})",
+        placeholders(prefixes.len(), |i| format!("${}", i + first))
+    );
+    (condition, prefixes)
 }
 
 /// An id's fate from its row's state; `None` when there is no row.

@@ -26,3 +26,9 @@ pub const SWEEPER: &str = "Sweeper";
 pub const TLS: &str = "TLS";
 /// Logs, the admin listener (metrics, dashboard) and shutdown.
 pub const TELEMETRY: &str = "Telemetry and shutdown";
+
+/// Hides the flags `hidden` picks from `command`'s `--help`; they are still
+/// accepted, as every part reads one `PASTEBIN_CONFIG` file and environment.
+pub fn hide_flags(command: &mut clap::Command, hidden: impl Fn(&clap::Id) -> bool) {
+    *command = std::mem::take(command).mut_args(|arg| if hidden(arg.get_id()) { arg.hide(true) } else { arg });
+}

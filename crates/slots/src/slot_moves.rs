@@ -144,7 +144,7 @@ impl SlotMovesService {
             _ if after.is_empty() => None,
             _ => return Err(bad(format!("the cursor {after:?} is not a row of slots {slots}"))),
         };
-        let prefixes: Vec<String> = slots.slots().map(PasteId::slot_prefix_of).collect();
+        let prefixes = PasteId::slot_prefixes_of(slots);
         let prefix = format!("substr({}, 1, 2)", t.slot_column);
         let after_cursor = match cursor {
             Some(_) => {

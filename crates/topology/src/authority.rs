@@ -42,7 +42,7 @@ pub enum Swap {
     /// Stored; the new revision.
     Written(i64),
     /// Somebody wrote first: what is there now.
-    Changed(Read),
+    Changed(Box<Read>),
 }
 
 #[async_trait::async_trait]
@@ -86,7 +86,7 @@ pub async fn change(
         let Some(next) = decide(&current)? else { return Ok(current) };
         match authority.swap(kind, read.revision, &next).await? {
             Swap::Written(_) => return Ok(next),
-            Swap::Changed(now) => read = now,
+            Swap::Changed(now) => read = *now,
         }
     }
 }

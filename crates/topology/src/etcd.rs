@@ -141,7 +141,7 @@ impl Authority for EtcdAuthority {
             _ => None,
         });
         let now = found.as_ref().and_then(|range| range.kvs.first());
-        Ok(Swap::Changed(self.read_of(kind, now)?))
+        Ok(Swap::Changed(Box::new(self.read_of(kind, now)?)))
     }
 
     async fn watch(&self, kind: Kind) -> Result<BoxStream<'static, Result<Topology, AuthorityError>>, AuthorityError> {

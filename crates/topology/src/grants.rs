@@ -243,7 +243,7 @@ impl Topology {
                 let mut next = self.bumped();
                 let slots = found.map_or(OwnedSlots::Nothing, |grant| grant.slots);
                 next.shards.insert(address.to_owned(), Grant { slots, marker: Some(fresh.to_owned()) });
-                Confirmation::Forgot { next, registered: found.is_none() }
+                Confirmation::Forgot { next: Box::new(next), registered: found.is_none() }
             }
         }
     }
@@ -460,7 +460,7 @@ pub enum Confirmation {
     Confirmed,
     /// Its database does not: store `next` (its fresh marker, and the
     /// shard itself if it was not `registered` yet).
-    Forgot { next: Topology, registered: bool },
+    Forgot { next: Box<Topology>, registered: bool },
 }
 
 mod owned_slots {

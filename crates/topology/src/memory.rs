@@ -55,7 +55,7 @@ impl Authority for MemoryAuthority {
         Ok(self.with_kind(kind, |stored| {
             let now = Self::read_now(stored);
             if now.revision != expected {
-                return Swap::Changed(now);
+                return Swap::Changed(Box::new(now));
             }
             stored.revision = revision;
             stored.changes.send_replace(Some(next.clone()));
@@ -88,7 +88,7 @@ mod tests {
         let first = Topology::initial([("a".to_owned(), OwnedSlots::Range(SlotRange::ALL))]).unwrap();
         assert_eq!(authority.swap(Kind::Key, None, &first).await.unwrap(), Swap::Written(1));
         let stale = authority.swap(Kind::Key, None, &first).await.unwrap();
-        assert!(matches!(stale, Swap::Changed(Read { revision: Some(1), .. })));
+        assert!(matches!(stale, Swap::Changed(read) if read.revision == Some(1)));
         let mut watch = authority.watch(Kind::Key).await.unwrap();
         assert_eq!(watch.next().await.unwrap().unwrap().version, 1);
         let changed =

@@ -24,7 +24,10 @@ use pastebin_runtime::{
     unless_stopped, with_drain_timeout,
 };
 use pastebin_shards::{Patience, SlotMap};
-use pastebin_slots::shard_slots::{Resharding, ShardSlots};
+use pastebin_slots::{
+    granted::Granted,
+    shard_slots::{Resharding, ShardSlots},
+};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -131,6 +134,17 @@ pub struct ShardArgs {
     /// variable, so it cannot stay set by accident.
     #[arg(long)]
     pub reshard: bool,
+    /// The etcd members that decide which slots this shard owns
+    /// (docs/design.md#ownership-on-etcd): etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
+    /// Needed by a deployment with more than one shard of a kind. Once
+    /// `pastebin ctl topology init` has run, --slots is refused: etcd says.
+    /// Over mutual TLS with this shard's --tls-* files when given.
+    #[arg(long, env = "PASTEBIN_TOPOLOGY", requires = "advertise", help_heading = help::SHARDS)]
+    pub topology: Option<pastebin_topology::TopologyUrl>,
+    /// This shard's address as gateways, sweepers and ctl dial it: its name
+    /// in the topology (as listed in --key-shards or --paste-shards).
+    #[arg(long, env = "PASTEBIN_ADVERTISE", requires = "topology", help_heading = help::SHARDS)]
+    pub advertise: Option<String>,
     /// Database connections in the pool.
     #[arg(long, env = "PASTEBIN_DB_CONNECTIONS", default_value_t = 16)]
     pub db_connections: u32,
@@ -290,7 +304,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     let tls = args.tls.load()?;
     args.limits.set_body_budget();
     let options = ServerOptions {
-        tls: tls.map(|tls| tls.server(ClientAuth::Required)),
+        tls: tls.as_ref().map(|tls| tls.server(ClientAuth::Required)),
         reflection: args.reflection,
         limits: args.limits.grpc(),
     };
@@ -299,9 +313,14 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     let Some(pool) = unless_stopped(connect).await.transpose()? else { return Ok(()) };
     let backend = db::Backend::of_url(args.database_url.expose())?;
     durability::start_watching(what, pool.pool().clone(), backend, args.require_synchronous_standby).await?;
-    let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
     let now = pastebin_core::to_millis(SystemClock.now());
-    let slots = ShardSlots::claim(pool.pool(), kind, args.slots, resharding, now).await?;
+    let slots = match granted(&args, kind, tls.as_ref())? {
+        Some(granted) => ShardSlots::claim_granted(pool.pool(), kind, granted, args.slots, now).await?,
+        None => {
+            let resharding = if args.reshard { Resharding::Allow } else { Resharding::Refuse };
+            ShardSlots::claim(pool.pool(), kind, args.slots, resharding, now).await?
+        }
+    };
     tracing::info!(%what, slots = %slots.ownership().await.owned, "owning slots");
     let database = pool.clone();
     // Required: a shard without its database can do nothing.
@@ -317,6 +336,18 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     let server = server(pool, slots, options).await?;
     tokio::try_join!(server.serve(listener, shutdown_signal()), args.admin.serve(AdminState::metrics_only()))?;
     Ok(())
+}
+
+/// Where a shard started with --topology learns what it owns.
+fn granted(args: &ShardArgs, kind: ShardKind, tls: Option<&MutualTls>) -> anyhow::Result<Option<Granted>> {
+    let (Some(url), Some(address)) = (&args.topology, &args.advertise) else { return Ok(None) };
+    anyhow::ensure!(!args.reshard, "--reshard is refused with --topology: etcd decides what this shard owns");
+    let authority = pastebin_topology::EtcdAuthority::new(url.clone(), tls.map(MutualTls::client))?;
+    let kind = match kind {
+        ShardKind::Key => pastebin_topology::Kind::Key,
+        _ => pastebin_topology::Kind::Paste,
+    };
+    Ok(Some(Granted::new(Arc::new(authority), kind, pastebin_shards::address_book::normalized(address))))
 }
 
 async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {

@@ -32,6 +32,7 @@ mod certs;
 mod deployment;
 mod format;
 mod keeping;
+mod move_authority;
 mod move_preflight;
 mod pending;
 mod progress;

@@ -32,17 +32,20 @@
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,
+    sync::Arc,
     time::Duration,
 };
 
 use pastebin_core::{OwnedSlots, SlotRange};
 use pastebin_handover::{refusal::check_asked, Identity, Next, Record, Role, Step};
 use pastebin_proto::shard::v1::{self as pb, slot_moves_client::SlotMovesClient};
-use pastebin_runtime::failpoints;
+use pastebin_runtime::{failpoints, tls::MutualTls};
+use pastebin_topology::{EtcdAuthority, Phase};
 use pastebin_slots::shard_slots::{described, move_from_pb, move_to_pb, span};
 use tonic::transport::Channel;
 
 use crate::{
+    move_authority::{copy_digest, MoveAuthority, Recorded},
     progress::{ProgressTo, RowProgress},
     CtlError, EndpointArgs, Exit,
 };
@@ -299,7 +302,16 @@ pub async fn run(
     crate::move_preflight::check(args, endpoints).await?;
     let source = End::connect("source", &args.from, endpoints)?;
     let target = End::connect("target", &args.to, endpoints)?;
-    run_between(args, source, target, progress, out, err).await
+    let authority = match &endpoints.shards.topology {
+        Some(url) => {
+            let tls = endpoints.tls.load().map_err(|error| CtlError::Usage(error.to_string()))?;
+            let etcd = EtcdAuthority::new(url.clone(), tls.as_ref().map(MutualTls::client))
+                .map_err(|error| CtlError::Usage(error.to_string()))?;
+            Some(MoveAuthority::new(Arc::new(etcd), args.kind))
+        }
+        None => None,
+    };
+    run_between(args, source, target, authority, progress, out, err).await
 }
 
 /// The same command over two channels the caller made to `args.from` and
@@ -315,13 +327,14 @@ pub async fn run_over(
 ) -> Result<Exit, CtlError> {
     let source = End::over("source", &args.from, channels.0, timeout);
     let target = End::over("target", &args.to, channels.1, timeout);
-    run_between(args, source, target, ProgressTo::Lines, out, err).await
+    run_between(args, source, target, None, ProgressTo::Lines, out, err).await
 }
 
 async fn run_between(
     args: &ReshardArgs,
     source: End,
     target: End,
+    authority: Option<MoveAuthority>,
     progress: ProgressTo,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -345,10 +358,25 @@ async fn run_between(
         print_status(out, &target, &to)?;
         return Ok(Exit::Ok);
     }
-    let identity = match which_move(args, &source, &from, &target, &to)? {
+    let in_shards = from.active.is_some() || to.active.is_some();
+    let chosen = match (which_move(args, &source, &from, &target, &to)?, &authority) {
+        (Chosen::Move(identity), Some(authority)) => match authority.record(identity, in_shards, args.abandon).await? {
+            Recorded::Run(identity) => Chosen::Move(identity),
+            Recorded::Finished(done) => {
+                let what = if done.phase == Phase::Done { "done" } else { "abandoned" };
+                writeln!(out, "{done} is already {what}, as the topology records: nothing to do")?;
+                return Ok(Exit::Ok);
+            }
+        },
+        (chosen, _) => chosen,
+    };
+    let identity = match chosen {
         Chosen::Move(identity) => identity,
         Chosen::Finished(record) => {
             let what = if record.step == Step::Done { "done" } else { "abandoned" };
+            if let Some(authority) = &authority {
+                authority.finished_as(&record.identity.id, what).await?;
+            }
             let (source, target, identity) = (&source.address, &target.address, &record.identity);
             // `--resume` or `--abandon` alone names no move: say first that
             // none is in progress, then which one finished last.
@@ -388,8 +416,13 @@ async fn run_between(
         lease_ms: u32::try_from(args.lease_secs * 1000).unwrap_or(u32::MAX),
     };
     let _heartbeat = Heartbeat::start(&source, &target, &call, Duration::from_secs(args.lease_secs));
-    let (batch, kind, abandon) = (args.batch, args.kind, args.abandon);
+    let abandoning = match &authority {
+        Some(authority) => authority.phase(&identity.id).await? == Some(Phase::Abandoning),
+        None => false,
+    };
+    let (batch, kind, abandon) = (args.batch, args.kind, args.abandon || abandoning);
     Handover {
+        authority,
         out,
         err,
         progress,
@@ -577,6 +610,8 @@ fn left_where_it_put_them(finished: &Record, from: &Status, to: &Status) -> bool
 /// The steps of one move, each idempotent, run in the order
 /// `pastebin_handover::next` reads from both shards' records.
 struct Handover<'a> {
+    /// Under a topology, where each step is recorded before the shards take it.
+    authority: Option<MoveAuthority>,
     out: &'a mut (dyn Write + Send),
     err: &'a mut (dyn Write + Send),
     progress: ProgressTo,
@@ -694,6 +729,7 @@ impl<'a> Handover<'a> {
                     let caught_up = self.catch_up(self.since).await?;
                     failpoints::hit(failpoint::AFTER_CATCH_UP).await;
                     self.verify(&caught_up).await?;
+                    self.cut_over().await?;
                     let call = source.request(self.call());
                     source.client.clone().release(call).await.map_err(|s| source.failed("Release", s))?;
                     writeln!(self.out, "[5/7] the source gave slots {} up to {}", self.slots, target.address)?;
@@ -703,6 +739,9 @@ impl<'a> Handover<'a> {
                 Next::Take => self.take(from.of(&id)).await?,
                 Next::DeleteCopies => return self.finish(to.of(&id)).await,
                 Next::Done => {
+                    if let Some(authority) = &self.authority {
+                        authority.finish(&id).await?;
+                    }
                     writeln!(
                         self.out,
                         "done: slots {} moved from {} to {}",
@@ -711,6 +750,9 @@ impl<'a> Handover<'a> {
                     return Ok(Exit::Ok);
                 }
                 Next::Abandon(role) => {
+                    if let Some(authority) = &self.authority {
+                        authority.abandon(&id).await?;
+                    }
                     let end = self.end(role);
                     let call = end.request(self.call());
                     end.client.clone().abandon(call).await.map_err(|s| end.failed("Abandon", s))?;
@@ -724,6 +766,9 @@ impl<'a> Handover<'a> {
                     writeln!(self.out, "abandoning: undone on the {} {}", end.name, end.address)?;
                 }
                 Next::Abandoned => {
+                    if let Some(authority) = &self.authority {
+                        authority.abandoned(&id).await?;
+                    }
                     writeln!(
                         self.out,
                         "move {id} abandoned: the source owns and serves its slots as before; the target's copies are gone"
@@ -751,6 +796,9 @@ impl<'a> Handover<'a> {
         self.bulk = Some(copying.elapsed().as_secs_f64());
         self.since = self.settle().await?;
         failpoints::hit(failpoint::AFTER_COPY).await;
+        if let Some(authority) = &self.authority {
+            authority.freeze(&self.call.move_id).await?;
+        }
         source.client.clone().freeze(source.request(self.call())).await.map_err(|s| source.failed("Freeze", s))?;
         failpoints::hit(failpoint::AFTER_FREEZE).await;
         Ok(())
@@ -783,6 +831,9 @@ impl<'a> Handover<'a> {
             None => "copied by an earlier run".to_owned(),
         };
         let deleted = self.delete_copies(taken.map(move_to_pb)).await?;
+        if let Some(authority) = &self.authority {
+            authority.finish(&self.call.move_id).await?;
+        }
         writeln!(
             self.out,
             "done: slots {} moved from {} to {}; rows moved: {moved}; copies deleted on the source: {deleted}; slots \
@@ -793,6 +844,33 @@ impl<'a> Handover<'a> {
             frozen_for.map(|s| format!("{s:.1} s")).unwrap_or_else(|| "unknown (resumed)".into()),
         )?;
         Ok(Exit::Ok)
+    }
+
+    /// Under a topology, after the verification: the target stamps a fresh
+    /// marker over its copy, both sides' digests must agree, and the
+    /// topology records the cut-over on that digest and marker. A rerun
+    /// after the cut-over finds it recorded and goes on.
+    async fn cut_over(&mut self) -> Result<(), CtlError> {
+        let Some(authority) = &self.authority else { return Ok(()) };
+        let id = self.call.move_id.clone();
+        if matches!(authority.phase(&id).await?, Some(Phase::Taken { .. })) {
+            return Ok(());
+        }
+        let target = self.target;
+        let stamped = target.client.clone().stamp_marker(target.request(self.call())).await;
+        let marker = stamped.map_err(|s| target.failed("StampMarker", s))?.into_inner().marker;
+        let (copy, original) = tokio::try_join!(self.digest(target), self.digest(self.source))?;
+        let (copy, original) = (copy_digest(&copy), copy_digest(&original));
+        if copy != original {
+            return Err(CtlError::Failed(format!(
+                "the target's copy (digest {copy}) is not the source's (digest {original}); nothing was switched: \
+                 rerun to copy again, or --abandon"
+            )));
+        }
+        let authority = self.authority.as_ref().expect("checked above");
+        authority.cut_over(&id, &copy, &marker).await?;
+        writeln!(self.out, "[5/7] the topology records the cut-over: slots {} are {}'s", self.slots, target.address)?;
+        Ok(())
     }
 
     async fn digest(&self, end: &End) -> Result<Vec<pb::StateDigest>, CtlError> {

@@ -6,8 +6,11 @@
 //! explores too. [`move_changes`] remembers which rows changed while a copy
 //! ran, for the catch-up after the freeze. [`slot_moves`] is the `SlotMoves`
 //! gRPC service both K and P serve: export, import, verify, release, take,
-//! delete and abandon, each a thin call into [`shard_slots`].
+//! delete and abandon, each a thin call into [`shard_slots`]. [`granted`]
+//! is a shard under a topology: it serves what etcd grants it and follows
+//! every change (docs/design.md#ownership-on-etcd).
 
+pub mod granted;
 pub mod move_changes;
 pub mod shard_slots;
 pub mod slot_moves;

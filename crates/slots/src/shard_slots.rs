@@ -16,6 +16,7 @@ use std::sync::{
 use pastebin_core::{OwnedSlots, Slot, SlotRange};
 use pastebin_handover::{Effect, Identity, Lease, Record, Refusal, Request, Role, Shard, Step};
 use pastebin_proto::shard::v1 as pb;
+use pastebin_topology::Serving;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
@@ -32,6 +33,13 @@ pub enum SlotClaimError {
          starts once with --reshard"
     )]
     Mismatch { stored: OwnedSlots, asked: OwnedSlots },
+    #[error(
+        "--slots {asked} is refused: the topology decides what this shard owns (it grants slots {granted}); start \
+         without --slots, and change a grant with `pastebin ctl reshard`"
+    )]
+    GrantedElsewhere { asked: OwnedSlots, granted: OwnedSlots },
+    #[error(transparent)]
+    Authority(#[from] pastebin_topology::ChangeError),
     #[error("the stored slot range is not valid: {0}")]
     Corrupt(String),
     #[error("cannot read or write the shard's slot range: {0}")]
@@ -45,6 +53,9 @@ pub enum Resharding {
     Refuse,
     /// The operator is making a manual resharding step: the asked range replaces it.
     Allow,
+    /// The topology grants the asked range: a stored range that differs is
+    /// an older belief of this database, replaced (and logged).
+    Obey,
 }
 
 /// A move's record as `MoveStatus` shows it.
@@ -124,13 +135,22 @@ pub struct Ownership {
     pub owned: OwnedSlots,
     pub generation: u64,
     pub active: Option<Record>,
+    /// Under a topology, what it lets this shard serve (`owned` is its
+    /// grant): the slots a move froze or holds are refused here too.
+    pub granted: Option<Serving>,
 }
 
 impl Ownership {
     /// Publishes how many slots are frozen here (`pastebin_shard_frozen_slots`).
-    fn publish(&self) {
+    pub(crate) fn publish(&self) {
         let frozen = self.frozen().map_or(0, |range| range.slots().count());
         metrics::gauge!(pastebin_runtime::metrics::FROZEN_SLOTS).set(frozen as f64);
+    }
+
+    /// The slots this shard serves: the topology's grant under one, else
+    /// the range in its own database.
+    pub fn serves(&self) -> OwnedSlots {
+        self.granted.map_or(self.owned, |granted| granted.owned)
     }
 
     /// The slots this shard still owns but refuses writes for.
@@ -141,8 +161,17 @@ impl Ownership {
     /// Refuses a call for `slot` unless this shard owns it (and, for a
     /// `write`, has not frozen it).
     fn check(&self, slot: Slot, write: bool) -> Result<(), tonic::Status> {
-        if !self.owned.contains(slot) {
-            return Err(not_owned(slot, self.owned, self.generation));
+        let owned = self.serves();
+        if !owned.contains(slot) {
+            return Err(not_owned(slot, owned, self.generation));
+        }
+        if let Some(granted) = &self.granted {
+            if !granted.readable(slot) {
+                return Err(held_refusal(slot, self.generation));
+            }
+            if write && !granted.writable(slot) {
+                return Err(frozen_refusal(slot, self.generation));
+            }
         }
         match self.frozen() {
             Some(frozen) if write && frozen.contains(slot) => Err(frozen_refusal(slot, self.generation)),
@@ -182,12 +211,14 @@ impl From<MoveError> for tonic::Status {
 pub struct ShardSlots {
     kind: pb::ShardKind,
     pool: AnyPool,
-    state: Arc<RwLock<Ownership>>,
+    pub(crate) state: Arc<RwLock<Ownership>>,
     changes: Arc<ChangeLog>,
     windows: SearchWindows,
     /// The end of the active move's lease as last renewed (Unix ms): a
     /// renewal is not stored, nor taken under the exclusive lock.
     lease_until: Arc<AtomicI64>,
+    /// Under a topology: where this shard's grant and its moves are decided.
+    pub(crate) granted: Option<crate::granted::Granted>,
 }
 
 /// The lost-commits windows a shard holds for slots
@@ -297,7 +328,13 @@ impl ShardSlots {
             Some(asked) if resharding == Resharding::Refuse => return Err(SlotClaimError::Mismatch { stored, asked }),
             Some(asked) => {
                 set_owned(pool, asked, now_ms).await?;
-                tracing::warn!(%stored, %asked, "resharding: this shard's slot range changed");
+                match resharding {
+                    Resharding::Obey => tracing::warn!(
+                        database = %stored, granted = %asked,
+                        "this shard's database says it owns other slots than the topology grants: obeying the topology"
+                    ),
+                    _ => tracing::warn!(%stored, %asked, "resharding: this shard's slot range changed"),
+                }
                 asked
             }
         };
@@ -311,7 +348,7 @@ impl ShardSlots {
             // What changed before this start is unknown.
             changes.start(source.identity.slots, false);
         }
-        let ownership = Ownership { owned, generation, active };
+        let ownership = Ownership { owned, generation, active, granted: None };
         ownership.publish();
         let state = Arc::new(RwLock::new(ownership));
         let windows = SearchWindows::default();
@@ -324,7 +361,15 @@ impl ShardSlots {
             let slots = stored_range(row.try_get("first_slot")?, row.try_get("last_slot")?)?;
             windows.add(slots, row.try_get("since")?, row.try_get("until")?);
         }
-        Ok(Self { kind, pool: pool.clone(), state, changes, windows, lease_until: Arc::new(AtomicI64::new(0)) })
+        Ok(Self {
+            kind,
+            pool: pool.clone(),
+            state,
+            changes,
+            windows,
+            lease_until: Arc::new(AtomicI64::new(0)),
+            granted: None,
+        })
     }
 
     /// The lost-commits windows this shard holds, for its store to consult.
@@ -369,6 +414,11 @@ impl ShardSlots {
 
     pub fn kind(&self) -> pb::ShardKind {
         self.kind
+    }
+
+    /// Under a topology, where this shard's grant and moves are decided.
+    pub fn granted(&self) -> Option<&crate::granted::Granted> {
+        self.granted.as_ref()
     }
 
     pub async fn ownership(&self) -> Ownership {
@@ -764,6 +814,20 @@ fn not_owned(slot: Slot, owned: OwnedSlots, generation: u64) -> tonic::Status {
     )
 }
 
+/// The refusal of a call for a slot the topology grants this shard while
+/// its copy is not trusted (the database forgot since the move verified
+/// it): nothing is read or written until the move copies it again.
+fn held_refusal(slot: Slot, generation: u64) -> tonic::Status {
+    refusal(
+        tonic::Status::unavailable(format!(
+            "slot {slot} is held on this shard until its move copies it again (the shard's database forgot rows \
+             since): nothing was read or written; retry shortly, and finish the move with `pastebin ctl reshard`"
+        )),
+        "frozen",
+        generation,
+    )
+}
+
 /// The refusal of a write for a frozen slot: nothing was written, and the
 /// same call will succeed once the move has switched owners.
 fn frozen_refusal(slot: Slot, generation: u64) -> tonic::Status {
@@ -790,7 +854,7 @@ pub fn span_range(span: Option<&pb::SlotSpan>) -> Result<SlotRange, String> {
 /// `Describe`'s answer: what the shard is, which slots it owns, its clock,
 /// and the durability of its database as last read.
 fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::ShardDescription {
-    let (first_slot, last_slot, nothing) = columns(ownership.owned);
+    let (first_slot, last_slot, nothing) = columns(ownership.serves());
     let durability = pastebin_runtime::durability::current();
     pb::ShardDescription {
         kind: kind.into(),

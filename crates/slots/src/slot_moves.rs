@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 use pastebin_handover::{Call, Effect, Fence, Identity, Record, Request as MoveRequest, Role, Step};
 
 use pastebin_runtime::db::{placeholders, Database};
+use pastebin_topology::ShardStep;
 
 use crate::shard_slots::{move_from_pb, move_to_pb, span_range, Applied, ShardSlots, IMPORT_FENCE};
 
@@ -120,6 +121,14 @@ impl SlotMovesService {
             now_ms: self.now_ms(),
             call,
         })
+    }
+
+    /// Under a topology, refuses `step` unless the topology records it for
+    /// the move `sent` names (docs/design.md#ownership-on-etcd).
+    async fn authorized(&self, sent: Option<&pb::MoveCall>, step: ShardStep) -> Result<(), Status> {
+        let Some(granted) = self.slots.granted() else { return Ok(()) };
+        let id = sent.map(|call| call.move_id.as_str()).unwrap_or_default();
+        granted.authorize(|topology| topology.allows(id, step).map_err(|refused| refused.to_string())).await
     }
 
     /// The record of a move call that went through: the moving slots.
@@ -445,6 +454,7 @@ impl SlotMoves for SlotMovesService {
     }
 
     async fn prepare_import(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.authorized(Some(request.get_ref()), ShardStep::PrepareImport).await?;
         self.check_columns().await?;
         let applied = self.apply(Some(request.get_ref()), Call::PrepareImport).await?;
         if applied.has(&Effect::ClearCopies) {
@@ -464,6 +474,7 @@ impl SlotMoves for SlotMovesService {
     }
 
     async fn freeze(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.authorized(Some(request.get_ref()), ShardStep::Freeze).await?;
         self.apply(Some(request.get_ref()), Call::Freeze).await?;
         Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
@@ -536,6 +547,7 @@ impl SlotMoves for SlotMovesService {
     }
 
     async fn release(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.authorized(Some(request.get_ref()), ShardStep::Release).await?;
         let token: String =
             pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(16).collect();
         let slots = span_range(request.get_ref().slots.as_ref()).map_err(bad)?;
@@ -546,6 +558,7 @@ impl SlotMoves for SlotMovesService {
     }
 
     async fn take(&self, request: Request<pb::TakeRequest>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.authorized(request.get_ref().call.as_ref(), ShardStep::Take).await?;
         let request = request.into_inner();
         let receipt = move_from_pb(request.receipt.as_ref().ok_or_else(|| bad("no release receipt"))?).map_err(bad)?;
         let applied = self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
@@ -562,6 +575,7 @@ impl SlotMoves for SlotMovesService {
         &self,
         request: Request<pb::DeleteMovedRequest>,
     ) -> Result<Response<pb::DeleteMovedResponse>, Status> {
+        self.authorized(request.get_ref().call.as_ref(), ShardStep::DeleteCopies).await?;
         let request = request.into_inner();
         let taken = move_from_pb(request.taken.as_ref().ok_or_else(|| bad("no record of the take"))?).map_err(bad)?;
         let applied = self.apply(request.call.as_ref(), Call::DeleteCopies { taken: taken.clone() }).await?;
@@ -582,17 +596,32 @@ impl SlotMoves for SlotMovesService {
     }
 
     async fn abandon(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.authorized(Some(request.get_ref()), ShardStep::Abandon).await?;
         self.apply(Some(request.get_ref()), Call::Abandon).await?;
         Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 
     async fn undo(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
+        self.authorized(Some(request.get_ref()), ShardStep::Abandon).await?;
         let applied = self.apply(Some(request.get_ref()), Call::Undo).await?;
         if applied.has(&Effect::ClearCopies) {
             self.delete_all(Self::moving(&applied)?.identity.slots).await?;
         }
         tracing::warn!(move_id = %request.get_ref().move_id, "slot move undone here");
         Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
+    }
+
+    async fn stamp_marker(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::StampMarkerResponse>, Status> {
+        let granted = self.slots.granted().ok_or_else(|| {
+            Status::failed_precondition("this shard runs without --topology: it has no marker to stamp")
+        })?;
+        self.authorized(Some(request.get_ref()), ShardStep::StampMarker).await?;
+        if request.get_ref().target != granted.address {
+            return Err(bad(format!("{} is not the target of this move", granted.address)));
+        }
+        let pool = self.db.pool().clone();
+        let marker = crate::granted::stamp(&pool, granted).await.map_err(|error| Status::unavailable(error.to_string()))?;
+        Ok(Response::new(pb::StampMarkerResponse { marker }))
     }
 
     async fn renew(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {

@@ -335,6 +335,39 @@ impl Topology {
         }
     }
 
+    /// Whether a shard may take `step` of move `id`: only what the topology
+    /// records. A rerun of a step whose move finished is allowed when the
+    /// move ended the way the step leads (its answer may have been lost).
+    pub fn allows(&self, id: &str, step: ShardStep) -> Result<(), Refused> {
+        let ended = |how: &Phase| self.finished.iter().any(|done| done.id == id && done.phase == *how);
+        let moving = match self.move_named(id) {
+            Ok(moving) => moving,
+            Err(refused) => {
+                let rerun = match step {
+                    ShardStep::Release | ShardStep::Take | ShardStep::DeleteCopies => ended(&Phase::Done),
+                    ShardStep::Abandon => ended(&Phase::Abandoned),
+                    _ => false,
+                };
+                return if rerun { Ok(()) } else { Err(refused) };
+            }
+        };
+        let (allowed, expected) = match step {
+            ShardStep::PrepareImport => (moving.phase == Phase::Copying, "copying"),
+            ShardStep::Freeze | ShardStep::StampMarker => (
+                matches!(moving.phase, Phase::Frozen | Phase::Verified { .. } | Phase::Taken { .. }),
+                "frozen",
+            ),
+            ShardStep::Release | ShardStep::Take => (matches!(moving.phase, Phase::Taken { .. }), "taken"),
+            ShardStep::DeleteCopies => return self.may_delete_copies(id),
+            ShardStep::Abandon => (moving.phase == Phase::Abandoning, "abandoning"),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(self.wrong_phase(moving, expected))
+        }
+    }
+
     /// The source deleted its copies: the move is done.
     pub fn finish(&self, id: &str) -> Result<Self, Refused> {
         self.may_delete_copies(id)?;
@@ -427,6 +460,25 @@ impl Topology {
             grant.marker = Some(marker.to_owned());
         }
     }
+}
+
+/// A move call a shard takes only where the topology records its step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardStep {
+    /// Target: record the move and clear what an abandoned attempt left.
+    PrepareImport,
+    /// Source: refuse writes for the slots.
+    Freeze,
+    /// Target: a fresh marker over its verified copy.
+    StampMarker,
+    /// Source: give the slots up (its own record of the cut-over).
+    Release,
+    /// Target: own the slots (its own record of the cut-over).
+    Take,
+    /// Source: delete its copies of the moved slots.
+    DeleteCopies,
+    /// Either: record and carry out an abandon.
+    Abandon,
 }
 
 /// What one shard may serve under a topology.
@@ -590,6 +642,24 @@ mod tests {
         assert!(matches!(moving.record_move("two", range("0-9"), "a", "b"), Err(Refused::Busy(_))));
         assert!(matches!(two_shards().record_move("x", range("10-20"), "a", "b"), Err(Refused::Slots(_))));
         assert!(matches!(two_shards().record_move("x", range("0-9"), "a", "c"), Err(Refused::UnknownShard(_))));
+    }
+
+    #[test]
+    fn a_shard_takes_only_the_steps_the_topology_records() {
+        let verified = verified();
+        assert!(verified.allows("mv", ShardStep::Freeze).is_ok());
+        // A fresh prepare on the target once the move is past copying would clear its copies.
+        assert!(verified.allows("mv", ShardStep::PrepareImport).is_err());
+        assert!(verified.allows("mv", ShardStep::Take).is_err());
+        assert!(verified.allows("mv", ShardStep::DeleteCopies).is_err());
+        assert!(verified.allows("other", ShardStep::Freeze).is_err());
+        let taken = verified.take("mv", "d1", None).unwrap();
+        assert!(taken.allows("mv", ShardStep::Release).is_ok() && taken.allows("mv", ShardStep::Take).is_ok());
+        assert!(taken.allows("mv", ShardStep::DeleteCopies).is_ok());
+        assert!(taken.allows("mv", ShardStep::Abandon).is_err());
+        let done = taken.finish("mv").unwrap();
+        assert!(done.allows("mv", ShardStep::DeleteCopies).is_ok(), "a rerun of the last delete");
+        assert!(done.allows("mv", ShardStep::Abandon).is_err());
     }
 
     #[test]

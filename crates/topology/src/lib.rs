@@ -30,6 +30,6 @@ mod pb {
 
 pub use authority::{change, patiently, Authority, AuthorityError, ChangeError, Read, Swap};
 pub use etcd::EtcdAuthority;
-pub use grants::{Confirmation, Grant, Kind, Move, Phase, Refused, Serving, Topology};
+pub use grants::{Confirmation, Grant, Kind, Move, Phase, Refused, Serving, ShardStep, Topology};
 pub use memory::MemoryAuthority;
 pub use url::TopologyUrl;

@@ -1,0 +1,230 @@
+//! A shard under a topology (`--topology`, docs/design.md#ownership-on-etcd):
+//! it serves only what the authority grants it, confirms at start that its
+//! database has not forgotten since it last said so (the marker), and
+//! follows every change of its grant by a watch. While the authority is
+//! unreachable it keeps the grant it confirmed last: a grant changes only
+//! through a move, and a move needs this shard's own answers (its freeze).
+
+use std::{sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use pastebin_core::OwnedSlots;
+use pastebin_topology::{change, patiently, Authority, ChangeError, Confirmation, Kind, Topology};
+use sqlx::{AnyPool, Row};
+
+use crate::shard_slots::{Resharding, ShardSlots, SlotClaimError};
+
+/// Where this shard's grant is decided, and the name it has there.
+#[derive(Clone)]
+pub struct Granted {
+    pub authority: Arc<dyn Authority>,
+    pub kind: Kind,
+    /// The address routers dial this shard at, as the topology lists it.
+    pub address: String,
+    /// Held while the marker is written (database, then topology): a
+    /// confirmation and a stamp never interleave.
+    marking: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Granted {
+    pub fn new(authority: Arc<dyn Authority>, kind: Kind, address: String) -> Self {
+        Self { authority, kind, address, marking: Arc::default() }
+    }
+
+    /// A linearizable read of the topology for a move call, which `allowed`
+    /// judges: a shard under a topology takes no step of a move that the
+    /// topology does not record (docs/design.md#ownership-on-etcd).
+    pub async fn authorize(&self, allowed: impl FnOnce(&Topology) -> Result<(), String>) -> Result<(), tonic::Status> {
+        let read = self.authority.read(self.kind).await.map_err(|error| {
+            tonic::Status::unavailable(format!("{error}: a move waits for the topology store"))
+        })?;
+        let topology = read.topology.ok_or_else(|| {
+            tonic::Status::failed_precondition(format!(
+                "there is no {} topology yet: run `pastebin ctl topology init` first",
+                self.kind
+            ))
+        })?;
+        allowed(&topology).map_err(tonic::Status::failed_precondition)
+    }
+}
+
+impl ShardSlots {
+    /// Starts a shard under a topology. Before `ctl topology init` there is
+    /// none: the shard claims `asked` (or its stored range) as
+    /// [`ShardSlots::claim`] does, which `init` reads; from then on the
+    /// topology alone says what it owns, `asked` is refused, and a range its
+    /// database says otherwise is logged and replaced. Waits for the
+    /// authority, saying so, rather than start on a guess.
+    pub async fn claim_granted(
+        pool: &AnyPool,
+        kind: pastebin_proto::shard::v1::ShardKind,
+        granted: Granted,
+        asked: Option<OwnedSlots>,
+        now_ms: i64,
+    ) -> Result<Self, SlotClaimError> {
+        let what = format!("the {} shard {} starts", granted.kind, granted.address);
+        let read = patiently(&what, || async { Ok(granted.authority.read(granted.kind).await?) }).await?;
+        let slots = match &read.topology {
+            None => {
+                tracing::warn!(
+                    topology = %granted.authority.describe(),
+                    "no {} topology yet: serving the range in this shard's database until `pastebin ctl topology init`",
+                    granted.kind
+                );
+                Self::claim(pool, kind, asked, Resharding::Refuse, now_ms).await?
+            }
+            Some(topology) => {
+                let owned = topology.serving(&granted.address).owned;
+                if let Some(asked) = asked {
+                    return Err(SlotClaimError::GrantedElsewhere { asked, granted: owned });
+                }
+                // The database's range is this shard's record for its moves; a
+                // move in progress here keeps it until the move ends it.
+                match Self::claim(pool, kind, None, Resharding::Refuse, now_ms).await? {
+                    claimed if claimed.state.read().await.active.is_some() => claimed,
+                    _ => Self::claim(pool, kind, Some(owned), Resharding::Obey, now_ms).await?,
+                }
+            }
+        };
+        let confirmed = confirm(pool, &granted, false).await?;
+        if let Some(topology) = &confirmed {
+            slots.obey(topology, &granted.address).await;
+        }
+        let mut slots = slots;
+        slots.granted = Some(granted.clone());
+        tokio::spawn(follow(slots.clone(), pool.clone(), granted));
+        Ok(slots)
+    }
+
+    /// Serves what `topology` grants `address`: its slots, frozen or held as
+    /// a move says. The range in its database stays its record for the
+    /// handover's own steps, which the topology gates (`slot_moves`). Taking the lock exclusively waits for the writes in
+    /// flight, so none lands after a freeze the topology recorded.
+    async fn obey(&self, topology: &Topology, address: &str) {
+        let serving = topology.serving(address);
+        let mut state = self.state.write().await;
+        if state.granted != Some(serving) {
+            tracing::info!(
+                version = topology.version,
+                owned = %serving.owned,
+                frozen = ?serving.frozen.map(|r| r.to_string()),
+                held = ?serving.held.map(|r| r.to_string()),
+                "serving the topology's grant"
+            );
+        }
+        state.granted = Some(serving);
+        state.publish();
+    }
+}
+
+/// A target's copy was verified: a fresh marker, in its database, then in
+/// the topology; a database that forgets the copy forgets it too.
+pub async fn stamp(pool: &AnyPool, granted: &Granted) -> Result<String, SlotClaimError> {
+    confirm(pool, granted, true).await?;
+    Ok(stored_marker(pool).await?.expect("stamped just now"))
+}
+
+/// Confirms this shard's marker against the topology: if its database
+/// holds another one (or none), or `fresh_anyway`, a fresh marker is
+/// written to the database first, then to the topology. `None` while there
+/// is no topology.
+async fn confirm(pool: &AnyPool, granted: &Granted, fresh_anyway: bool) -> Result<Option<Topology>, SlotClaimError> {
+    let _marking = granted.marking.lock().await;
+    let what = format!("the {} shard {} confirms its grant", granted.kind, granted.address);
+    let mut marker = if fresh_anyway { None } else { stored_marker(pool).await? };
+    let fresh = uuid::Uuid::new_v4().simple().to_string();
+    loop {
+        let read = patiently(&what, || async { Ok(granted.authority.read(granted.kind).await?) }).await?;
+        let Some(topology) = read.topology else { return Ok(None) };
+        match topology.confirm(&granted.address, marker.as_deref(), &fresh) {
+            Confirmation::Confirmed => return Ok(Some(topology)),
+            Confirmation::Forgot { .. } => {
+                if marker.as_deref() != Some(fresh.as_str()) {
+                    match topology.grant(&granted.address).and_then(|grant| grant.marker.as_deref()) {
+                        None => tracing::info!("first start under this topology: drawing this shard's marker"),
+                        Some(_) => tracing::warn!(
+                            "this shard's database does not hold the marker the topology has for it: it forgot \
+                             commits (a restore, a new volume, a standby promoted without the last ones); a fresh \
+                             marker voids what a move verified here"
+                        ),
+                    }
+                    store_marker(pool, &fresh).await?;
+                    marker = Some(fresh.clone());
+                }
+            }
+        }
+        let (address, stored) = (granted.address.clone(), fresh.clone());
+        let decided = patiently(&what, || {
+            let (address, stored) = (address.clone(), stored.clone());
+            async move {
+                change(&*granted.authority, granted.kind, move |topology| {
+                    Ok(match topology.confirm(&address, Some(&stored), &stored) {
+                        Confirmation::Confirmed => None,
+                        Confirmation::Forgot { next, .. } => Some(*next),
+                    })
+                })
+                .await
+            }
+        })
+        .await;
+        match decided {
+            Ok(topology) => return Ok(Some(topology)),
+            // The topology vanished between the read and the change: read again.
+            Err(ChangeError::NotInitialised(_)) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Follows the topology for as long as the shard runs; a lost watch is
+/// watched again, and the grant confirmed last stays meanwhile.
+async fn follow(slots: ShardSlots, pool: AnyPool, granted: Granted) {
+    let mut lost_since: Option<tokio::time::Instant> = None;
+    loop {
+        match granted.authority.watch(granted.kind).await {
+            Ok(mut changes) => {
+                while let Some(changed) = changes.next().await {
+                    let Ok(topology) = changed else { break };
+                    if lost_since.take().is_some() {
+                        tracing::info!("the topology store answers again");
+                    }
+                    let known = topology.grant(&granted.address).and_then(|grant| grant.marker.clone());
+                    if known.is_none() || known != stored_marker(&pool).await.ok().flatten() {
+                        // Initialised after this start, or the database forgot: confirm again.
+                        match confirm(&pool, &granted, false).await {
+                            Ok(Some(confirmed)) => slots.obey(&confirmed, &granted.address).await,
+                            Ok(None) => {}
+                            Err(error) => tracing::error!(%error, "cannot confirm this shard's grant"),
+                        }
+                        continue;
+                    }
+                    slots.obey(&topology, &granted.address).await;
+                }
+            }
+            Err(error) if lost_since.is_none() => {
+                tracing::warn!(%error, "cannot watch the topology: serving the grant confirmed last");
+            }
+            Err(_) => {}
+        }
+        lost_since.get_or_insert_with(tokio::time::Instant::now);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn stored_marker(pool: &AnyPool) -> Result<Option<String>, sqlx::Error> {
+    let row = sqlx::query("SELECT marker FROM shard_marker WHERE singleton = 1").fetch_optional(pool).await?;
+    row.map(|row| row.try_get("marker")).transpose()
+}
+
+async fn store_marker(pool: &AnyPool, marker: &str) -> Result<(), sqlx::Error> {
+    let now = pastebin_core::to_millis(pastebin_core::Clock::now(&pastebin_core::SystemClock));
+    sqlx::query(
+        "INSERT INTO shard_marker (singleton, marker, written_at) VALUES (1, $1, $2)
+         ON CONFLICT (singleton) DO UPDATE SET marker = excluded.marker, written_at = excluded.written_at",
+    )
+    .bind(marker)
+    .bind(now)
+    .execute(pool)
+    .await?;
+    Ok(())
+}

@@ -275,6 +275,9 @@ pub struct ClusterOptions {
     pub key_database_urls: Vec<String>,
     /// The same for P shards.
     pub paste_database_urls: Vec<String>,
+    /// Every shard starts under this topology (`etcd://…`,
+    /// docs/design.md#ownership-on-etcd); the test writes its first version.
+    pub topology: Option<String>,
 }
 
 impl Default for ClusterOptions {
@@ -291,6 +294,7 @@ impl Default for ClusterOptions {
             env: Vec::new(),
             key_database_urls: Vec::new(),
             paste_database_urls: Vec::new(),
+            topology: None,
         }
     }
 }
@@ -361,8 +365,30 @@ pub async fn start_shard(
     tls: Option<&TlsFiles>,
     env: &[(String, String)],
 ) -> (Process, String) {
-    let args = [kind, "--database-url", database_url, "--listen", "127.0.0.1:0", "--slots", &slots.into().to_string()];
-    let args = args.iter().map(|a| a.to_string()).collect();
+    start_shard_in(kind, database_url, slots, tls, env, None).await
+}
+
+/// [`start_shard`] under the topology at `topology` (`etcd://…`), when
+/// given: on a port picked first, which it advertises as its name there.
+pub async fn start_shard_in(
+    kind: &str,
+    database_url: &str,
+    slots: impl Into<OwnedSlots>,
+    tls: Option<&TlsFiles>,
+    env: &[(String, String)],
+    topology: Option<&str>,
+) -> (Process, String) {
+    let args = [kind, "--database-url", database_url, "--slots", &slots.into().to_string()];
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    match topology {
+        Some(url) => {
+            let [port] = crate::seaweedfs::free_ports();
+            let advertised = format!("{}://127.0.0.1:{port}", scheme(tls));
+            args.extend(["--listen".into(), format!("127.0.0.1:{port}"), "--topology".into(), url.to_owned()]);
+            args.extend(["--advertise".into(), advertised]);
+        }
+        None => args.extend(["--listen".into(), "127.0.0.1:0".into()]),
+    }
     let mut process = Process::start(with_tls(args, tls), env.to_vec(), &[kind]).await;
     pin_ports(&mut process);
     let address = format!("{}://{}", scheme(tls), process.address(kind));
@@ -415,7 +441,8 @@ impl Cluster {
             };
             let tls = options.tls.as_ref().map(|tls| &tls.key_service);
             let slots = initial_slots(shard, options.key_shards);
-            let (process, address) = start_shard("key-service", &url, slots, tls, &options.env).await;
+            let topology = options.topology.as_deref();
+            let (process, address) = start_shard_in("key-service", &url, slots, tls, &options.env, topology).await;
             keys.push(process);
             key_database_urls.push(url);
             key_addresses.push(address);
@@ -428,7 +455,8 @@ impl Cluster {
             };
             let tls = options.tls.as_ref().map(|tls| &tls.paste_service);
             let slots = initial_slots(shard, options.paste_shards);
-            let (process, address) = start_shard("paste-service", &url, slots, tls, &options.env).await;
+            let topology = options.topology.as_deref();
+            let (process, address) = start_shard_in("paste-service", &url, slots, tls, &options.env, topology).await;
             pastes.push(process);
             paste_database_urls.push(url);
             paste_addresses.push(address);

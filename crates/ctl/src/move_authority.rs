@@ -111,6 +111,21 @@ impl MoveAuthority {
         .await
     }
 
+    /// Whether the target forgot its copy since the cut-over (its marker
+    /// changed): then it is copied and verified again before anything else.
+    pub(crate) async fn target_forgot(&self, id: &str) -> Result<bool, CtlError> {
+        let topology = self.topology().await?;
+        Ok(topology.moving.as_ref().is_some_and(|moving| {
+            moving.id == id && matches!(moving.phase, Phase::Taken { .. }) && topology.serving(&moving.target).held.is_some()
+        }))
+    }
+
+    /// The target's copy, made again after it forgot, matched: `digest` at
+    /// its fresh `marker`.
+    pub(crate) async fn taken_again(&self, id: &str, digest: &str, marker: &str) -> Result<(), CtlError> {
+        self.change(|topology| topology.taken_again(id, digest, marker).map(Some)).await
+    }
+
     /// The source deleted its copies: the move is done, as read back.
     pub(crate) async fn finish(&self, id: &str) -> Result<(), CtlError> {
         self.change(|topology| match &topology.moving {

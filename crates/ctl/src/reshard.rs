@@ -736,7 +736,10 @@ impl<'a> Handover<'a> {
                     failpoints::hit(failpoint::AFTER_RELEASE).await;
                     self.recopied = Some(caught_up.recopied);
                 }
-                Next::Take => self.take(from.of(&id)).await?,
+                Next::Take => {
+                    self.copy_again_if_forgotten().await?;
+                    self.take(from.of(&id)).await?
+                }
                 Next::DeleteCopies => return self.finish(to.of(&id)).await,
                 Next::Done => {
                     if let Some(authority) = &self.authority {
@@ -870,6 +873,39 @@ impl<'a> Handover<'a> {
         let authority = self.authority.as_ref().expect("checked above");
         authority.cut_over(&id, &copy, &marker).await?;
         writeln!(self.out, "[5/7] the topology records the cut-over: slots {} are {}'s", self.slots, target.address)?;
+        Ok(())
+    }
+
+    /// Under a topology, a target that forgot its copy after the cut-over
+    /// (its database restored, a new volume, a standby without the last
+    /// commits) holds the slots and serves none of them: the source, which
+    /// deletes nothing until then, copies every row to it again, both sides
+    /// are compared row by row, and the topology records the new copy
+    /// under the target's fresh marker.
+    async fn copy_again_if_forgotten(&mut self) -> Result<(), CtlError> {
+        let Some(authority) = &self.authority else { return Ok(()) };
+        let id = self.call.move_id.clone();
+        if !authority.target_forgot(&id).await? {
+            return Ok(());
+        }
+        writeln!(self.out, "the target {} forgot its copy since the cut-over: copying it again", self.target.address)?;
+        let total = self.digest(self.source).await?.iter().map(|d| d.rows).sum();
+        self.copy(total).await?;
+        let caught_up = self.catch_up(None).await?;
+        self.verify(&caught_up).await?;
+        let target = self.target;
+        let stamped = target.client.clone().stamp_marker(target.request(self.call())).await;
+        let marker = stamped.map_err(|s| target.failed("StampMarker", s))?.into_inner().marker;
+        let (copy, original) = tokio::try_join!(self.digest(target), self.digest(self.source))?;
+        let (copy, original) = (copy_digest(&copy), copy_digest(&original));
+        if copy != original {
+            return Err(CtlError::Failed(format!(
+                "the target's new copy (digest {copy}) is not the source's (digest {original}): rerun to copy again"
+            )));
+        }
+        let authority = self.authority.as_ref().expect("checked above");
+        authority.taken_again(&id, &copy, &marker).await?;
+        writeln!(self.out, "[6/7] the target's copy is whole again: the topology records it")?;
         Ok(())
     }
 

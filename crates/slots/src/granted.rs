@@ -102,6 +102,18 @@ impl ShardSlots {
     /// flight, so none lands after a freeze the topology recorded.
     async fn obey(&self, topology: &Topology, address: &str) {
         let serving = topology.serving(address);
+        let now = pastebin_core::to_millis(pastebin_core::Clock::now(&pastebin_core::SystemClock));
+        if let (Some(_), Some(moving)) = (serving.held, &topology.moving) {
+            if let Err(error) = self.import_again(moving, now).await {
+                tracing::error!(%error, "cannot record the move's copy again: the slots stay held");
+            }
+        }
+        let active = self.state.read().await.active.as_ref().map(|active| active.identity.id.clone());
+        if let Some(finished) = topology.finished.iter().find(|done| Some(&done.id) == active.as_ref()) {
+            if let Err(error) = self.end_as_recorded(finished, now).await {
+                tracing::error!(%error, move_id = %finished.id, "cannot end a finished move's record here");
+            }
+        }
         let mut state = self.state.write().await;
         if state.granted != Some(serving) {
             tracing::info!(

@@ -633,6 +633,61 @@ impl ShardSlots {
         transaction.commit().await
     }
 
+    /// Under a topology, a target whose database forgot the copy of a move
+    /// already cut over (the topology holds the slots here): its own record
+    /// goes back to importing that move, and its own range to what it had
+    /// without those slots, so the move's copy and verification run again
+    /// before it serves them (docs/design.md#ownership-on-etcd).
+    pub(crate) async fn import_again(&self, moving: &pastebin_topology::Move, now_ms: i64) -> Result<(), sqlx::Error> {
+        let mut state = self.state.write().await;
+        if state.active.as_ref().is_some_and(|active| active.identity.id == moving.id && active.step == Step::Importing) {
+            return Ok(());
+        }
+        let Ok(owned) = state.serves().without(moving.slots) else { return Ok(()) };
+        let record = Record {
+            identity: Identity {
+                id: moving.id.clone(),
+                slots: moving.slots,
+                source: moving.source.clone(),
+                target: moving.target.clone(),
+            },
+            role: Role::Target,
+            step: Step::Importing,
+            lease: Lease { epoch: 0, holder: String::new(), until_ms: 0 },
+            abandoning: false,
+            release_token: None,
+            search_first: None,
+            started_at_ms: now_ms,
+            updated_at_ms: now_ms,
+        };
+        self.store(&record, Some(owned), now_ms).await?;
+        tracing::warn!(move_id = %moving.id, slots = %moving.slots, "importing the moved slots again: this shard's database forgot its copy");
+        state.owned = owned;
+        state.active = Some(record);
+        Ok(())
+    }
+
+    /// Under a topology, a move this shard's database still has in progress
+    /// that the topology records as finished (the database was restored to
+    /// before its end): its record ends as the topology says, and its range
+    /// becomes the grant. Its rows of slots it no longer serves are never
+    /// served again.
+    pub(crate) async fn end_as_recorded(&self, finished: &pastebin_topology::Move, now_ms: i64) -> Result<(), sqlx::Error> {
+        let mut state = self.state.write().await;
+        let Some(active) = state.active.clone().filter(|active| active.identity.id == finished.id) else { return Ok(()) };
+        let step = if finished.phase == pastebin_topology::Phase::Done { Step::Done } else { Step::Abandoned };
+        let record = Record { step, updated_at_ms: now_ms, ..active };
+        let owned = state.serves();
+        self.store(&record, Some(owned), now_ms).await?;
+        tracing::warn!(
+            move_id = %finished.id, step = step.as_str(),
+            "this shard's database had a move in progress that the topology records as finished: ended as recorded"
+        );
+        state.owned = owned;
+        state.active = None;
+        Ok(())
+    }
+
     /// Move `id` if this shard finished it: ctl asks for the move it runs,
     /// whose order among finished moves a clock that stepped back could hide.
     pub async fn finished_move(&self, id: &str) -> Result<Option<Record>, sqlx::Error> {

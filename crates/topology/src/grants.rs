@@ -353,6 +353,9 @@ impl Topology {
         };
         let (allowed, expected) = match step {
             ShardStep::PrepareImport => (moving.phase == Phase::Copying, "copying"),
+            ShardStep::Take if self.serving(&moving.target).held.is_some() => {
+                return Err(Refused::TargetForgot { target: moving.target.clone() })
+            }
             ShardStep::Freeze | ShardStep::StampMarker => (
                 matches!(moving.phase, Phase::Frozen | Phase::Verified { .. } | Phase::Taken { .. }),
                 "frozen",

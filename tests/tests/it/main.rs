@@ -37,6 +37,7 @@ mod mtls;
 mod objects;
 mod openapi;
 mod operators;
+mod ownership;
 mod overlapping_attempts;
 mod page_costs;
 mod paste_store;

@@ -1,0 +1,191 @@
+//! Ownership on etcd (docs/design.md#ownership-on-etcd): a shard whose
+//! database forgets (a restore, a new volume) never gives a slot two owners
+//! and never lets a move delete the only copy. Real etcd, real K and P
+//! processes on SQLite files that the tests replace, a real gateway and
+//! SeaweedFS; `ctl reshard --topology` as an operator runs it.
+
+use std::{path::Path, time::Duration};
+
+use pastebin_core::{OwnedSlots, SlotRange};
+use pastebin_ctl::reshard::failpoint;
+use pastebin_tests::{
+    api::new_key,
+    cluster::{Cluster, ClusterOptions},
+    etcd::Etcd,
+    postgres::sqlite_url,
+};
+use pastebin_topology::{Authority, EtcdAuthority, Kind, Topology};
+use reqwest::StatusCode;
+use sqlx::Connection;
+
+use crate::reshard::{
+    check_each_create_stored_once, check_replays_and_reads, create_until_created, ctl_reshard_command, finished,
+    move_args, Created, HIGH,
+};
+
+/// One K shard owning every slot and an empty one, one P shard, all under
+/// the topology on `etcd`, whose first version the test writes.
+async fn cluster_on(etcd: &Etcd, dir: &Path) -> Cluster {
+    let options = ClusterOptions {
+        empty_key_shards: 1,
+        key_database_urls: vec![sqlite_url(dir, "k0.db"), sqlite_url(dir, "k1.db")],
+        topology: Some(etcd.topology_url()),
+        ..Default::default()
+    };
+    let cluster = Cluster::start(options).await;
+    let authority = authority(etcd);
+    let keys = Topology::initial([
+        (cluster.key_addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL)),
+        (cluster.key_addresses[1].clone(), OwnedSlots::Nothing),
+    ])
+    .unwrap();
+    let pastes = Topology::initial([(cluster.paste_addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL))]).unwrap();
+    authority.swap(Kind::Key, None, &keys).await.unwrap();
+    authority.swap(Kind::Paste, None, &pastes).await.unwrap();
+    // Every shard confirms its marker once it sees the topology.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let confirmed = |kind| async move {
+            let topology = authority.read(kind).await.unwrap().topology.unwrap();
+            topology.shards.values().all(|grant| grant.marker.is_some())
+        };
+        if confirmed(Kind::Key).await && confirmed(Kind::Paste).await {
+            return cluster;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "every shard confirms its grant");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn authority(etcd: &Etcd) -> EtcdAuthority {
+    EtcdAuthority::new(etcd.topology_url().parse().unwrap(), None).unwrap()
+}
+
+async fn create_some(cluster: &Cluster, count: usize) -> Vec<Created> {
+    let mut created = Vec::new();
+    for n in 0..count {
+        let (key, content) = (new_key(), format!("paste {n}"));
+        let (body, errors) = create_until_created(&cluster.http, &key, &content).await;
+        created.push(Created { key, content, body, errors, took: Duration::ZERO });
+    }
+    created
+}
+
+/// `ctl reshard --topology …`: whether it exited 0, and what it printed.
+async fn reshard(cluster: &Cluster, etcd: &Etcd, args: &[&str], failpoints: &str) -> (bool, String) {
+    let mut command = ctl_reshard_command(cluster, args, failpoints);
+    command.env("PASTEBIN_TOPOLOGY", etcd.topology_url());
+    finished(command.spawn().expect("run ctl reshard")).await
+}
+
+async fn sqlite_count(dir: &Path, file: &str, sql: &str) -> i64 {
+    let mut conn = sqlx::SqliteConnection::connect(&sqlite_url(dir, file)).await.unwrap();
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(&mut conn).await.unwrap()
+}
+
+/// The keys whose slot is in 128-255 (those the move carries).
+fn moved(created: &[Created]) -> Vec<&Created> {
+    let high: SlotRange = HIGH.parse().unwrap();
+    created.iter().filter(|c| high.contains(pastebin_core::IdempotencyKey::parse(&c.key).unwrap().slot())).collect()
+}
+
+/// The issue's first schedule: the move is cut over and ctl dies; the
+/// target's database is replaced by an empty one and the target restarts.
+/// It holds the slots (serves none of them) instead of answering "no such
+/// key"; a retry of a key it lost never gets a second paste; the source
+/// deleted nothing; and the same command copies the rows again, verifies
+/// them and finishes: every key replays its 201 byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_target_that_forgot_its_copy_after_the_cut_over_holds_the_slots_until_the_rerun_copies_them_again() {
+    let etcd = Etcd::single().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster_on(&etcd, dir.path()).await;
+    let created = create_some(&cluster, 30).await;
+    let (a, b) = (cluster.key_addresses[0].clone(), cluster.key_addresses[1].clone());
+    let on_source = sqlite_count(dir.path(), "k0.db", "SELECT COUNT(*) FROM idempotency_keys").await;
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), failpoint::AFTER_RELEASE).await;
+    assert!(!ok && output.contains("the topology records the cut-over"), "{output}");
+
+    // The target's volume is replaced: an empty database, the same flags
+    // but --slots (the topology says what it owns).
+    cluster.keys[1].kill().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(format!("k1.db{suffix}")));
+    }
+    cluster.keys[1].forget_flag("--slots");
+    cluster.keys[1].restart(&[], &["key-service"]).await;
+
+    // A retry of a key the target lost is refused, never made again.
+    for lost in moved(&created).into_iter().take(2) {
+        let retry = pastebin_tests::api::create(&cluster.http, Some(&lost.key), &lost.content).await.unwrap();
+        match retry.status {
+            StatusCode::CREATED => assert_eq!(retry.body, lost.body, "never a second paste"),
+            status => assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", retry.body),
+        }
+    }
+    let kept = sqlite_count(dir.path(), "k0.db", "SELECT COUNT(*) FROM idempotency_keys").await;
+    assert_eq!(kept, on_source, "the source deleted nothing while the target's copy was gone");
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), "").await;
+    assert!(ok, "{output}");
+    assert!(output.contains("forgot its copy since the cut-over: copying it again"), "{output}");
+    assert!(output.contains("done: slots 128-255 moved"), "{output}");
+    check_replays_and_reads(&cluster, &created).await;
+    check_each_create_stored_once(&cluster, &created).await;
+    let topology = authority(&etcd).read(Kind::Key).await.unwrap().topology.unwrap();
+    assert!(topology.moving.is_none() && topology.finished.last().unwrap().phase == pastebin_topology::Phase::Done);
+}
+
+/// The issue's second schedule: after a finished move the source's database
+/// is restored to a snapshot taken before it began (a move still
+/// "exporting", every slot its own). Restarted, it serves only what the
+/// topology grants it; a gateway that knew the old map follows the refusal
+/// to the target; every key replays its own 201 and none is made twice;
+/// `--abandon` of that finished move is refused, not "abandoned".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_restored_to_before_its_release_serves_only_its_grant() {
+    let etcd = Etcd::single().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster_on(&etcd, dir.path()).await;
+    let created = create_some(&cluster, 20).await;
+    let (a, b) = (cluster.key_addresses[0].clone(), cluster.key_addresses[1].clone());
+
+    // Stopped right after both shards recorded the move: the snapshot.
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), failpoint::AFTER_PREPARE).await;
+    assert!(!ok && output.contains("failpoint reshard_after_prepare"), "{output}");
+    let snapshot = dir.path().join("k0-at-step-1.db");
+    let mut conn = sqlx::SqliteConnection::connect(&sqlite_url(dir.path(), "k0.db")).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("VACUUM INTO '{}'", snapshot.display()))).execute(&mut conn).await.unwrap();
+    drop(conn);
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+
+    cluster.keys[0].kill().await;
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(format!("k0.db{suffix}")));
+    }
+    std::fs::copy(&snapshot, dir.path().join("k0.db")).unwrap();
+    cluster.keys[0].forget_flag("--slots");
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    assert_eq!(
+        cluster.key_client(0).describe().await.unwrap().owned,
+        OwnedSlots::Range("0-127".parse().unwrap()),
+        "the restored source serves its grant, not what its database says"
+    );
+
+    check_replays_and_reads(&cluster, &created).await;
+    check_each_create_stored_once(&cluster, &created).await;
+    let more = create_some(&cluster, 10).await;
+    let on_a = sqlite_count(dir.path(), "k0.db", "SELECT COUNT(*) FROM idempotency_keys").await;
+    let restored = sqlite_count(dir.path(), "k0-at-step-1.db", "SELECT COUNT(*) FROM idempotency_keys").await;
+    let new_on_a = more.len() - moved(&more).len();
+    assert_eq!(on_a, restored + new_on_a as i64, "no key of the moved slots was written on the restored source");
+
+    let mut abandon = move_args("key", &a, &b, HIGH);
+    abandon.push("--abandon");
+    let (ok, output) = reshard(&cluster, &etcd, &abandon, "").await;
+    assert!(!output.contains("abandoned:") && !output.contains("the target's copies are gone"), "{output}");
+    assert!(ok == output.contains("is already done"), "{output}");
+    assert_eq!(cluster.key_client(1).describe().await.unwrap().owned, OwnedSlots::Range(HIGH.parse().unwrap()));
+}

@@ -6,6 +6,11 @@
   monitor RENDERED            the ServiceMonitor's port exists on every Service it selects
   seaweedfs WEED              the Compose file's SeaweedFS is the version the tests pin (WEED
                               is that binary) and every `weed <sub> -flag` it passes exists
+  etcd ETCD RENDERED...       Compose and the rendered manifests run three etcd members that
+                              form one cluster (each --initial-cluster names all three as
+                              they advertise themselves), over mutual TLS, on data volumes of
+                              their own, with flags ETCD (the etcd the tests run) has; every
+                              `--topology etcd://...` names exactly their client addresses
 """
 
 import re
@@ -153,16 +158,185 @@ def seaweedfs(weed):
     return 1 if failures else 0
 
 
+def etcd_flags_of(etcd):
+    run = subprocess.run([etcd, "--help"], capture_output=True, text=True)
+    return set(re.findall(r"^\s+(--[a-z0-9-]+)", run.stdout + run.stderr, re.MULTILINE))
+
+
+def parse_flags(argv):
+    """`--flag=value` and bare `--flag` as a dict (a bare flag is True)."""
+    flags = {}
+    for arg in argv:
+        name, _, value = arg.partition("=")
+        flags[name] = value if value else True
+    return flags
+
+
+TLS_FLAGS = [
+    "--cert-file", "--key-file", "--trusted-ca-file", "--client-cert-auth",
+    "--peer-cert-file", "--peer-key-file", "--peer-trusted-ca-file", "--peer-client-cert-auth",
+]
+
+
+def etcd_members(where, members, offered):
+    """Checks what every three-member etcd needs; `members` maps a member's name, as the
+    others must call it, to (its host name, its argv without the program). Returns the
+    failures and the members' client addresses (host:port)."""
+    failures = []
+    if len(members) != 3:
+        failures.append(f"{where}: {len(members)} etcd members, not three")
+    clusters = set()
+    clients = set()
+    for name, (host, argv) in members.items():
+        flags = parse_flags(argv)
+        unknown = [flag for flag in flags if flag not in offered]
+        failures += [f"{where}: {name}: etcd has no flag {flag}" for flag in unknown]
+        if flags.get("--name") != name:
+            failures.append(f"{where}: {name}: --name is {flags.get('--name')}")
+        missing = [flag for flag in TLS_FLAGS if flag not in flags]
+        failures += [f"{where}: {name}: no {flag} (clients and peers speak mutual TLS)" for flag in missing]
+        peer = flags.get("--initial-advertise-peer-urls", "")
+        client = flags.get("--advertise-client-urls", "")
+        for url, listen in [(peer, "--listen-peer-urls"), (client, "--listen-client-urls")]:
+            if not url.startswith(f"https://{host}:"):
+                failures.append(f"{where}: {name}: advertises {url!r}, not https://{host}:PORT")
+            elif not flags.get(listen, "").endswith(":" + url.rsplit(":", 1)[1]):
+                failures.append(f"{where}: {name}: advertises {url} but {listen} is {flags.get(listen)}")
+        clients.add(client.removeprefix("https://"))
+        clusters.add(flags.get("--initial-cluster", ""))
+        listed = dict(entry.split("=", 1) for entry in flags.get("--initial-cluster", "").split(",") if "=" in entry)
+        if listed.get(name) != peer:
+            failures.append(f"{where}: {name}: --initial-cluster lists it as {listed.get(name)}, it advertises {peer}")
+        if set(listed) != set(members):
+            failures.append(f"{where}: {name}: --initial-cluster names {sorted(listed)}, the members are {sorted(members)}")
+    if len(clusters) > 1:
+        failures.append(f"{where}: the members' --initial-cluster differ: {sorted(clusters)}")
+    return failures, clients
+
+
+def topology_failures(where, argv, clients):
+    """A part's `--topology etcd://a,b,c` names exactly the members' client addresses."""
+    failures = []
+    for flag, value in parse_flags(argv).items():
+        if flag != "--topology":
+            continue
+        named = set(value.removeprefix("etcd://").split(","))
+        if not value.startswith("etcd://") or named != clients:
+            failures.append(f"{where}: --topology={value}, but the etcd members are at {sorted(clients)}")
+    return failures
+
+
+def compose_etcd(offered):
+    compose = yaml.safe_load(COMPOSE.read_text())
+    services = compose["services"]
+    where = COMPOSE.relative_to(ROOT)
+    members, volumes, failures = {}, {}, []
+    for name, service in services.items():
+        image = service.get("image", "")
+        if "/etcd:" not in image:
+            continue
+        if image.endswith(":latest") or ":v" not in image:
+            failures.append(f"{where}: {name}: image {image} is not pinned to a release")
+        if "healthcheck" not in service:
+            failures.append(f"{where}: {name}: no health check")
+        argv = service.get("command", [])[1:]
+        members[name] = (name, argv)
+        data = parse_flags(argv).get("--data-dir", "")
+        mounts = [v.split(":") for v in service.get("volumes", []) if isinstance(v, str)]
+        volumes[name] = [source for source, target, *_ in mounts
+                         if source in compose.get("volumes", {}) and data.startswith(target)]
+        if not volumes[name]:
+            failures.append(f"{where}: {name}: its --data-dir {data} is on no named volume")
+    shared = [v for v in volumes.values() if list(volumes.values()).count(v) > 1]
+    if shared:
+        failures.append(f"{where}: etcd members share a data volume: {shared}")
+    member_failures, clients = etcd_members(where, members, offered)
+    failures += member_failures
+    for name, service in services.items():
+        if service.get("image", "").startswith("pastebin"):
+            failures += topology_failures(f"{where}: {name}", service.get("command", []), clients)
+    return failures
+
+
+def kubernetes_etcd(paths, offered):
+    failures = []
+    for path in paths:
+        docs = [doc for _, doc in documents([path])]
+        sets = [d for d in docs if d.get("kind") == "StatefulSet"
+                and any("/etcd:" in c.get("image", "") for c in d["spec"]["template"]["spec"]["containers"])]
+        if len(sets) != 1:
+            failures.append(f"{path}: {len(sets)} etcd StatefulSets, not one")
+            continue
+        etcd = sets[0]
+        where = f"{path}: StatefulSet/{etcd['metadata']['name']}"
+        spec = etcd["spec"]
+        pods = spec["template"]["metadata"]["labels"]
+        service = next((d for d in docs if d.get("kind") == "Service"
+                        and d["metadata"]["name"] == spec.get("serviceName")), None)
+        if service is None or service["spec"].get("clusterIP") != "None":
+            failures.append(f"{where}: serviceName {spec.get('serviceName')} is not a headless Service")
+        elif not service["spec"].get("publishNotReadyAddresses"):
+            failures.append(f"{where}: its Service must publish members before they are ready (they need each other)")
+        elif not service["spec"]["selector"].items() <= pods.items():
+            failures.append(f"{where}: its Service does not select its pods")
+        budgets = [d for d in docs if d.get("kind") == "PodDisruptionBudget"
+                   and d["spec"]["selector"].get("matchLabels", {}).items() <= pods.items()]
+        if not any(b["spec"].get("minAvailable") == 2 or b["spec"].get("maxUnavailable") == 1 for b in budgets):
+            failures.append(f"{where}: no PodDisruptionBudget keeps two of three members up")
+        container = next(c for c in spec["template"]["spec"]["containers"] if "/etcd:" in c["image"])
+        argv = container.get("command", [])[1:] + container.get("args", [])
+        data = parse_flags(argv).get("--data-dir", "")
+        claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
+        if not any(m["name"] in claims and data.startswith(m["mountPath"]) for m in container.get("volumeMounts", [])):
+            failures.append(f"{where}: its --data-dir {data} is on no volume claim of its own")
+        name, headless = etcd["metadata"]["name"], spec.get("serviceName")
+        members = {}
+        for ordinal in range(spec.get("replicas", 1)):
+            pod = f"{name}-{ordinal}"
+            members[pod] = (f"{pod}.{headless}", [a.replace("$(POD_NAME)", pod) for a in argv])
+        member_failures, clients = etcd_members(where, members, offered)
+        failures += member_failures
+        for part, part_argv, _ in manifest_commands([path]):
+            failures += topology_failures(part, part_argv, clients)
+    return failures
+
+
+def etcd(binary, paths):
+    offered = etcd_flags_of(binary)
+    failures = compose_etcd(offered) + kubernetes_etcd(paths, offered)
+    for failure in failures:
+        print(f"FAIL {failure}")
+    if not failures:
+        print("etcd: three members in Compose and in each rendered manifest, one cluster, mutual TLS, own data")
+    return 1 if failures else 0
+
+
+def selects(selector, labels):
+    """Whether a label selector (matchLabels and matchExpressions) selects `labels`."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        held = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[operator]
+        if not held:
+            return False
+    return True
+
+
 def monitor(paths):
     docs = [doc for _, doc in documents(paths)]
     failures = []
     for monitor in (d for d in docs if d.get("kind") == "ServiceMonitor"):
-        selector = monitor["spec"]["selector"]["matchLabels"]
+        selector = monitor["spec"]["selector"]
         ports = {e["port"] for e in monitor["spec"]["endpoints"]}
         services = [
             d for d in docs
-            if d.get("kind") == "Service"
-            and selector.items() <= d["metadata"].get("labels", {}).items()
+            if d.get("kind") == "Service" and selects(selector, d["metadata"].get("labels", {}))
         ]
         if not services:
             failures.append(f"ServiceMonitor/{monitor['metadata']['name']} selects no Service")
@@ -173,7 +347,7 @@ def monitor(paths):
     for failure in failures:
         print(f"FAIL {failure}")
     if not failures:
-        print("ServiceMonitor: every selected Service has the admin port")
+        print("ServiceMonitor: every selected Service has the port it scrapes")
     return 1 if failures else 0
 
 
@@ -189,6 +363,8 @@ def main(argv):
             return monitor(paths)
         case ["seaweedfs", weed]:
             return seaweedfs(weed)
+        case ["etcd", binary, *paths]:
+            return etcd(binary, paths)
     print(__doc__)
     return 2
 

@@ -17,7 +17,7 @@ use std::{
 
 use sqlx::{Connection, PgConnection};
 
-use crate::postgres::{database_on, free_port, pg_command, spawn_detached_shell, Cluster};
+use crate::postgres::{database_on, free_port, pg_command, Cluster};
 use crate::process_tag::ProcessTag;
 
 /// Where Debian installs `pg_autoctl`.
@@ -58,7 +58,7 @@ impl AutoFailover {
         let place =
             tokio::task::spawn_blocking(Cluster::empty).await.expect("no panic").unwrap_or_else(|e| panic!("{e}"));
         let tag = ProcessTag::new();
-        spawn_watchdog(&tag);
+        tag.kill_all_when_this_process_exits();
         let mut formation = AutoFailover { dir: place.dir.clone(), monitor_port: 0, nodes: Vec::new(), tag };
         formation.monitor_port = free_port().expect("a free port");
         formation.spawn(&place, "monitor", formation.monitor_port, &["create", "monitor"]);
@@ -202,16 +202,4 @@ impl AutoFailover {
         assert!(status.success(), "could not kill the primary's process group {group}");
         port
     }
-}
-
-/// A detached shell that ends every process of the formation once this
-/// process has exited (Rust statics are never dropped, and a killed test
-/// process drops nothing).
-fn spawn_watchdog(tag: &ProcessTag) {
-    let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {kill_all}",
-        pid = std::process::id(),
-        kill_all = tag.kill_all_script()
-    );
-    spawn_detached_shell(&script).expect("the watchdog starts");
 }

@@ -3,6 +3,7 @@ pub mod auto_failover;
 pub mod browser;
 pub mod cluster;
 pub mod endpoint;
+pub mod etcd;
 pub mod freezer;
 pub mod postgres;
 pub mod process_tag;

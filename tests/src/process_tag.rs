@@ -76,6 +76,19 @@ impl ProcessTag {
     }
 }
 
+impl ProcessTag {
+    /// A detached watchdog that ends every tagged process once this test process has
+    /// exited: a killed test process drops nothing, and Rust statics are never dropped.
+    pub fn kill_all_when_this_process_exits(&self) {
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {kill_all}",
+            pid = std::process::id(),
+            kill_all = self.kill_all_script()
+        );
+        crate::postgres::spawn_detached_shell(&script).expect("the watchdog starts");
+    }
+}
+
 impl Drop for ProcessTag {
     fn drop(&mut self) {
         self.kill_all();

@@ -104,33 +104,7 @@ pub fn openssl_certs(dir: &Path) -> ClusterTls {
         ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
         ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
     ] {
-        let (key, csr, ext, cert) =
-            (format!("{name}-key.pem"), format!("{name}.csr"), format!("{name}.ext"), format!("{name}.pem"));
-        std::fs::write(dir.join(&ext), extensions).expect("write the extensions file");
-        openssl(
-            dir,
-            &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")],
-        );
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca-key.pem",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &cert,
-                "-extfile",
-                &ext,
-            ],
-        );
+        openssl_leaf(dir, name, extensions);
     }
     let files = |name: &str| TlsFiles {
         cert: dir.join(format!("{name}.pem")),
@@ -145,4 +119,50 @@ pub fn openssl_certs(dir: &Path) -> ClusterTls {
         client: files("client"),
         public: None,
     }
+}
+
+/// A certificate signed with `ca.pem` and `ca-key.pem` in `dir` (both `ctl certs` and
+/// [`openssl_certs`] leave them there), as `NAME.pem` and `NAME-key.pem`.
+fn openssl_leaf(dir: &Path, name: &str, extensions: &str) {
+    let (key, csr, ext, cert) =
+        (format!("{name}-key.pem"), format!("{name}.csr"), format!("{name}.ext"), format!("{name}.pem"));
+    std::fs::write(dir.join(&ext), extensions).expect("write the extensions file");
+    openssl(
+        dir,
+        &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &cert,
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
+/// An etcd member's certificate from the CA in `dir` (made by [`ctl_certs`] or
+/// [`openssl_certs`]), so etcd and the parts trust one CA. It is both `serverAuth`
+/// (etcd serves clients with it) and `clientAuth`: etcd's own HTTP gateway (`/health`,
+/// the JSON API) calls the member's gRPC port with the same certificate, and a
+/// `serverAuth`-only one is refused there ("incompatible key usage").
+pub fn etcd_member(dir: &Path) -> TlsFiles {
+    openssl_leaf(
+        dir,
+        "etcd",
+        "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    );
+    TlsFiles { cert: dir.join("etcd.pem"), key: dir.join("etcd-key.pem"), ca: dir.join("ca.pem") }
 }

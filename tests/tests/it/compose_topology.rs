@@ -7,7 +7,12 @@
 
 use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
-use pastebin_tests::{api, cluster::Process};
+use pastebin_tests::{
+    api,
+    cluster::Process,
+    etcd::{etcdctl_binary, Etcd, EtcdTls, MemberCommand},
+    tls::TlsFiles,
+};
 use serde_yaml::Value;
 
 /// One `pastebin` service of the Compose file.
@@ -221,4 +226,111 @@ fn compose_publishes_only_on_loopback_and_grafana_needs_a_login() {
         password.starts_with("${GRAFANA_ADMIN_PASSWORD:?"),
         "taken from the operator's environment, with no default: {password}"
     );
+}
+
+/// The Compose file's etcd members, run as processes with Debian's etcd on their own
+/// command lines: only their addresses moved to loopback ports, their data to a temp
+/// directory and their certificates to ones `make-certs.sh` made.
+struct ComposeEtcd {
+    etcd: Etcd,
+    moved: MovedEtcd,
+}
+
+/// Where the Compose file's etcd members are moved.
+struct MovedEtcd {
+    /// Each member's name and command line, as the Compose file has them.
+    members: Vec<(String, Vec<String>)>,
+    /// Each member's client and peer port.
+    ports: Vec<(u16, u16)>,
+    certs: String,
+    data: String,
+}
+
+impl ComposeEtcd {
+    async fn start(certs: &Path) -> ComposeEtcd {
+        let compose = compose_file();
+        let members: Vec<(String, Vec<String>)> = compose["services"]
+            .as_mapping()
+            .expect("services")
+            .iter()
+            .filter(|(_, service)| service["image"].as_str().is_some_and(|image| image.contains("/etcd:")))
+            .map(|(name, service)| {
+                let command: Vec<String> =
+                    service["command"].as_sequence().expect("a command list").iter().map(text).collect();
+                assert_eq!(command[0], "etcd", "{name:?} runs etcd");
+                (name.as_str().unwrap().to_owned(), command[1..].to_vec())
+            })
+            .collect();
+        assert_eq!(members.len(), 3, "three etcd members");
+        let free = pastebin_tests::seaweedfs::free_ports::<6>();
+        let dir = tempfile::Builder::new().prefix("pastebin-compose-etcd-").tempdir().unwrap();
+        let moved = MovedEtcd {
+            ports: (0..3).map(|index| (free[2 * index], free[2 * index + 1])).collect(),
+            certs: certs.to_str().unwrap().to_owned(),
+            data: dir.path().to_str().unwrap().to_owned(),
+            members,
+        };
+        let commands = (0..3)
+            .map(|index| MemberCommand {
+                name: moved.members[index].0.clone(),
+                client_port: moved.ports[index].0,
+                args: moved.members[index].1.iter().map(|arg| moved.arg(arg, index)).collect(),
+            })
+            .collect();
+        let files = |name: &str| TlsFiles {
+            cert: certs.join(format!("{name}.crt")),
+            key: certs.join(format!("{name}.key")),
+            ca: certs.join("ca.crt"),
+        };
+        // The test calls etcd as the gateways and the sweeper would, with client.crt.
+        let tls = EtcdTls { member: files("etcd"), client: files("client") };
+        let etcd = Etcd::start_commands(dir, commands, Some(tls)).await.unwrap_or_else(|e| panic!("{e}"));
+        ComposeEtcd { etcd, moved }
+    }
+}
+
+impl MovedEtcd {
+    /// `arg` of member `member`'s command line, moved: `etcd-N:2379` and `etcd-N:2380` to
+    /// member N's loopback ports, the certificates and the data directory to the test's.
+    fn arg(&self, arg: &str, member: usize) -> String {
+        let mut arg = arg.replace("/etc/etcd/tls", &self.certs);
+        arg = arg.replace("/var/lib/etcd", &format!("{}/{}", self.data, self.members[member].0));
+        arg = arg.replace("0.0.0.0:2379", &format!("127.0.0.1:{}", self.ports[member].0));
+        arg = arg.replace("0.0.0.0:2380", &format!("127.0.0.1:{}", self.ports[member].1));
+        for ((name, _), (client, peer)) in self.members.iter().zip(&self.ports) {
+            arg = arg.replace(&format!("{name}:2379"), &format!("127.0.0.1:{client}"));
+            arg = arg.replace(&format!("{name}:2380"), &format!("127.0.0.1:{peer}"));
+        }
+        arg
+    }
+}
+
+/// The Compose file's three etcd members form one cluster over mutual TLS between peers
+/// and with clients, the Compose health check passes on each, and the gateways' and
+/// sweeper's client certificate may write.
+#[tokio::test]
+async fn the_compose_etcd_members_form_one_cluster_over_mutual_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path());
+    let ComposeEtcd { etcd, moved } = ComposeEtcd::start(certs.path()).await;
+
+    let mut first = compose_file()["services"][moved.members[0].0.as_str()].clone();
+    first.apply_merge().unwrap();
+    let health: Vec<String> =
+        first["healthcheck"]["test"].as_sequence().expect("a health check command").iter().map(text).collect();
+    assert_eq!(health[..2], ["CMD", "etcdctl"]);
+    for (index, endpoint) in etcd.endpoints().iter().enumerate() {
+        let args: Vec<String> =
+            health[2..].iter().map(|arg| moved.arg(arg, index).replace("127.0.0.1:2379", endpoint)).collect();
+        let checked = Command::new(etcdctl_binary()).args(&args).output().expect("etcdctl runs");
+        assert!(checked.status.success(), "the health check fails on {endpoint}: {checked:?}\n{}", etcd.logs());
+    }
+    let put = etcd.etcdctl(&["put", "compose/probe", "written"]).await;
+    assert!(put.status.success(), "client.crt writes: {put:?}");
+    let listed = etcd.etcdctl(&["member", "list"]).await;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.lines().count(), 3, "one cluster of three: {listed}");
+    for (name, _) in &moved.members {
+        assert!(listed.contains(&format!(", started, {name}, https://")), "{name} joined over TLS: {listed}");
+    }
 }

@@ -22,6 +22,7 @@ mod delete_token;
 mod divergence;
 mod durability;
 mod edge;
+mod etcd_harness;
 mod failover;
 mod fence;
 mod gateway_api;

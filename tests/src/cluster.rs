@@ -614,10 +614,16 @@ impl Cluster {
     }
 }
 
+/// A short-lived connection to a shard database, PostgreSQL or SQLite.
+async fn shard_database(url: &str) -> sqlx::AnyConnection {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    sqlx::AnyConnection::connect(url).await.expect("connect to the shard database")
+}
+
 /// Every key row of one K shard database: (key, state, paste id, created_at ms).
 pub async fn key_table(url: &str) -> Vec<(String, String, String, i64)> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    let mut conn = shard_database(url).await;
     sqlx::query_as("SELECT key, state, paste_id, created_at FROM idempotency_keys ORDER BY created_at")
         .fetch_all(&mut conn)
         .await
@@ -626,15 +632,13 @@ pub async fn key_table(url: &str) -> Vec<(String, String, String, i64)> {
 
 /// Ids of the live paste rows of one P shard database.
 pub async fn live_ids(url: &str) -> Vec<String> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    let mut conn = shard_database(url).await;
     sqlx::query_scalar("SELECT id FROM pastes WHERE state = 'live'").fetch_all(&mut conn).await.expect("query")
 }
 
 /// Runs a one-value `SELECT` on a shard database with a short-lived connection.
 pub async fn scalar(url: &str, sql: &'static str) -> i64 {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to the shard database");
+    let mut conn = shard_database(url).await;
     let value: i64 = sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect("query");
     value
 }

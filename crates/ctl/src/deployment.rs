@@ -197,8 +197,11 @@ mod tests {
     #[tokio::test]
     async fn no_object_store_configured_is_a_usage_error() {
         let mut args = args(None);
-        args.shards =
-            ShardAddresses { key_shards: vec!["127.0.0.1:1".into()], paste_shards: vec!["127.0.0.1:2".into()], topology: None };
+        args.shards = ShardAddresses {
+            key_shards: vec!["127.0.0.1:1".into()],
+            paste_shards: vec!["127.0.0.1:2".into()],
+            topology: None,
+        };
         args.timeout_secs = 1;
         let deployment = Deployment::resolve(&args).await.unwrap();
         assert!(matches!(deployment.object_store().await, Err(CtlError::Usage(_))));

@@ -116,7 +116,9 @@ impl MoveAuthority {
     pub(crate) async fn target_forgot(&self, id: &str) -> Result<bool, CtlError> {
         let topology = self.topology().await?;
         Ok(topology.moving.as_ref().is_some_and(|moving| {
-            moving.id == id && matches!(moving.phase, Phase::Taken { .. }) && topology.serving(&moving.target).held.is_some()
+            moving.id == id
+                && matches!(moving.phase, Phase::Taken { .. })
+                && topology.serving(&moving.target).held.is_some()
         }))
     }
 
@@ -174,10 +176,7 @@ impl MoveAuthority {
         }
     }
 
-    async fn change(
-        &self,
-        decide: impl FnMut(&Topology) -> Result<Option<Topology>, Refused>,
-    ) -> Result<(), CtlError> {
+    async fn change(&self, decide: impl FnMut(&Topology) -> Result<Option<Topology>, Refused>) -> Result<(), CtlError> {
         change(&*self.authority, self.kind, decide).await.map(drop).map_err(failed)
     }
 }

@@ -40,8 +40,8 @@ use pastebin_core::{OwnedSlots, SlotRange};
 use pastebin_handover::{refusal::check_asked, Identity, Next, Record, Role, Step};
 use pastebin_proto::shard::v1::{self as pb, slot_moves_client::SlotMovesClient};
 use pastebin_runtime::{failpoints, tls::MutualTls};
-use pastebin_topology::{EtcdAuthority, Phase};
 use pastebin_slots::shard_slots::{described, move_from_pb, move_to_pb, span};
+use pastebin_topology::{EtcdAuthority, Phase};
 use tonic::transport::Channel;
 
 use crate::{

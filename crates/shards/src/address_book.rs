@@ -286,13 +286,18 @@ mod tests {
     fn addresses_are_normalised_and_blanks_dropped() {
         assert_eq!(normalized(" 127.0.0.1:1 "), "127.0.0.1:1");
         assert_eq!(normalized("https://k.example:443"), "https://k.example:443");
-        let given = ShardAddresses { key_shards: vec!["a:1".into(), " ".into()], paste_shards: vec!["b:2".into()], topology: None };
+        let given = ShardAddresses {
+            key_shards: vec!["a:1".into(), " ".into()],
+            paste_shards: vec!["b:2".into()],
+            topology: None,
+        };
         assert_eq!(given.required().unwrap(), (vec!["a:1".to_owned()], vec!["b:2".to_owned()]));
         assert_eq!(ShardAddresses::default().required(), Err(AddressError::NoShards));
         let keys_only = ShardAddresses { key_shards: vec!["a:1".into()], paste_shards: vec![], topology: None };
         assert_eq!(keys_only.required(), Err(AddressError::NoPasteShards));
         assert!(AddressError::NoPasteShards.to_string().starts_with("--paste-shards is missing"));
-        let pastes_only = ShardAddresses { key_shards: vec![" ".into()], paste_shards: vec!["b:2".into()], topology: None };
+        let pastes_only =
+            ShardAddresses { key_shards: vec![" ".into()], paste_shards: vec!["b:2".into()], topology: None };
         assert_eq!(pastes_only.required(), Err(AddressError::NoKeyShards));
         assert!(matches!(channel("http://bad host:1", None), Err(AddressError::BadAddress { .. })));
         assert!(matches!(channel("https://k:1", None), Err(AddressError::BadAddress { .. })));
@@ -302,7 +307,8 @@ mod tests {
     fn given_lists_win_over_the_endpoints_file_list_by_list() {
         let written =
             Endpoints { key_shards: vec!["a:1".into()], paste_shards: vec!["b:2".into()], ..Default::default() };
-        let given = ShardAddresses { key_shards: vec!["c:3".into(), "d:4".into()], paste_shards: vec![], topology: None };
+        let given =
+            ShardAddresses { key_shards: vec!["c:3".into(), "d:4".into()], paste_shards: vec![], topology: None };
         let chosen = given.or_from(Some(&written));
         assert_eq!(chosen.key_shards, ["c:3", "d:4"]);
         assert_eq!(chosen.paste_shards, ["b:2"]);

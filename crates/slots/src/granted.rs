@@ -35,9 +35,11 @@ impl Granted {
     /// judges: a shard under a topology takes no step of a move that the
     /// topology does not record (docs/design.md#ownership-on-etcd).
     pub async fn authorize(&self, allowed: impl FnOnce(&Topology) -> Result<(), String>) -> Result<(), tonic::Status> {
-        let read = self.authority.read(self.kind).await.map_err(|error| {
-            tonic::Status::unavailable(format!("{error}: a move waits for the topology store"))
-        })?;
+        let read = self
+            .authority
+            .read(self.kind)
+            .await
+            .map_err(|error| tonic::Status::unavailable(format!("{error}: a move waits for the topology store")))?;
         let topology = read.topology.ok_or_else(|| {
             tonic::Status::failed_precondition(format!(
                 "there is no {} topology yet: run `pastebin ctl topology init` first",

@@ -219,6 +219,9 @@ pub struct ShardSlots {
     lease_until: Arc<AtomicI64>,
     /// Under a topology: where this shard's grant and its moves are decided.
     pub(crate) granted: Option<crate::granted::Granted>,
+    /// Slots a finished move took away while this shard's database forgot
+    /// it: the rows it still has of them are stale copies, to delete.
+    stale_copies: Arc<std::sync::Mutex<Vec<SlotRange>>>,
 }
 
 /// The lost-commits windows a shard holds for slots
@@ -369,6 +372,7 @@ impl ShardSlots {
             windows,
             lease_until: Arc::new(AtomicI64::new(0)),
             granted: None,
+            stale_copies: Arc::default(),
         })
     }
 
@@ -640,7 +644,8 @@ impl ShardSlots {
     /// before it serves them (docs/design.md#ownership-on-etcd).
     pub(crate) async fn import_again(&self, moving: &pastebin_topology::Move, now_ms: i64) -> Result<(), sqlx::Error> {
         let mut state = self.state.write().await;
-        if state.active.as_ref().is_some_and(|active| active.identity.id == moving.id && active.step == Step::Importing) {
+        if state.active.as_ref().is_some_and(|active| active.identity.id == moving.id && active.step == Step::Importing)
+        {
             return Ok(());
         }
         let Ok(owned) = state.serves().without(moving.slots) else { return Ok(()) };
@@ -672,13 +677,22 @@ impl ShardSlots {
     /// before its end): its record ends as the topology says, and its range
     /// becomes the grant. Its rows of slots it no longer serves are never
     /// served again.
-    pub(crate) async fn end_as_recorded(&self, finished: &pastebin_topology::Move, now_ms: i64) -> Result<(), sqlx::Error> {
+    pub(crate) async fn end_as_recorded(
+        &self,
+        finished: &pastebin_topology::Move,
+        now_ms: i64,
+    ) -> Result<(), sqlx::Error> {
         let mut state = self.state.write().await;
-        let Some(active) = state.active.clone().filter(|active| active.identity.id == finished.id) else { return Ok(()) };
+        let Some(active) = state.active.clone().filter(|active| active.identity.id == finished.id) else {
+            return Ok(());
+        };
         let step = if finished.phase == pastebin_topology::Phase::Done { Step::Done } else { Step::Abandoned };
         let record = Record { step, updated_at_ms: now_ms, ..active };
         let owned = state.serves();
         self.store(&record, Some(owned), now_ms).await?;
+        if step == Step::Done && record.role == Role::Source {
+            self.stale_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(finished.slots);
+        }
         tracing::warn!(
             move_id = %finished.id, step = step.as_str(),
             "this shard's database had a move in progress that the topology records as finished: ended as recorded"
@@ -686,6 +700,11 @@ impl ShardSlots {
         state.owned = owned;
         state.active = None;
         Ok(())
+    }
+
+    /// The slots whose stale copies are to be deleted (each handed out once).
+    pub(crate) fn take_stale_copies(&self) -> Vec<SlotRange> {
+        std::mem::take(&mut *self.stale_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// Move `id` if this shard finished it: ctl asks for the move it runs,

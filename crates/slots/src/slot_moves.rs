@@ -68,7 +68,27 @@ impl SlotMovesService {
     }
 
     pub fn into_server(self) -> pb::slot_moves_server::SlotMovesServer<Self> {
+        let stale = self.slots.take_stale_copies();
+        if !stale.is_empty() {
+            let service =
+                Self { slots: self.slots.clone(), db: self.db.clone(), table: self.table, clock: self.clock.clone() };
+            tokio::spawn(async move { service.delete_stale_copies(stale).await });
+        }
         pb::slot_moves_server::SlotMovesServer::new(self)
+    }
+
+    /// The rows a restored source still has of slots a finished move gave
+    /// away: never served (the topology grants them elsewhere), deleted as
+    /// the move's last step would have (docs/design.md#ownership-on-etcd).
+    async fn delete_stale_copies(&self, stale: Vec<SlotRange>) {
+        for slots in stale {
+            match self.delete_all(slots).await {
+                Ok(deleted) => {
+                    tracing::warn!(%slots, deleted, "deleted the stale copies of slots a finished move gave away")
+                }
+                Err(error) => tracing::error!(%slots, %error, "cannot delete stale copies: they stay, never served"),
+            }
+        }
     }
 
     fn now_ms(&self) -> i64 {
@@ -620,7 +640,8 @@ impl SlotMoves for SlotMovesService {
             return Err(bad(format!("{} is not the target of this move", granted.address)));
         }
         let pool = self.db.pool().clone();
-        let marker = crate::granted::stamp(&pool, granted).await.map_err(|error| Status::unavailable(error.to_string()))?;
+        let marker =
+            crate::granted::stamp(&pool, granted).await.map_err(|error| Status::unavailable(error.to_string()))?;
         Ok(Response::new(pb::StampMarkerResponse { marker }))
     }
 

@@ -356,10 +356,9 @@ impl Topology {
             ShardStep::Take if self.serving(&moving.target).held.is_some() => {
                 return Err(Refused::TargetForgot { target: moving.target.clone() })
             }
-            ShardStep::Freeze | ShardStep::StampMarker => (
-                matches!(moving.phase, Phase::Frozen | Phase::Verified { .. } | Phase::Taken { .. }),
-                "frozen",
-            ),
+            ShardStep::Freeze | ShardStep::StampMarker => {
+                (matches!(moving.phase, Phase::Frozen | Phase::Verified { .. } | Phase::Taken { .. }), "frozen")
+            }
             ShardStep::Release | ShardStep::Take => (matches!(moving.phase, Phase::Taken { .. }), "taken"),
             ShardStep::DeleteCopies => return self.may_delete_copies(id),
             ShardStep::Abandon => (moving.phase == Phase::Abandoning, "abandoning"),

@@ -45,16 +45,18 @@ async fn cluster_on(etcd: &Etcd, dir: &Path) -> Cluster {
     // Every shard confirms its marker once it sees the topology.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let confirmed = |kind| async move {
-            let topology = authority.read(kind).await.unwrap().topology.unwrap();
-            topology.shards.values().all(|grant| grant.marker.is_some())
-        };
-        if confirmed(Kind::Key).await && confirmed(Kind::Paste).await {
+        if confirmed(&authority, Kind::Key).await && confirmed(&authority, Kind::Paste).await {
             return cluster;
         }
         assert!(tokio::time::Instant::now() < deadline, "every shard confirms its grant");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Every shard of `kind` has confirmed its marker.
+async fn confirmed(authority: &EtcdAuthority, kind: Kind) -> bool {
+    let topology = authority.read(kind).await.unwrap().topology.unwrap();
+    topology.shards.values().all(|grant| grant.marker.is_some())
 }
 
 fn authority(etcd: &Etcd) -> EtcdAuthority {
@@ -179,8 +181,15 @@ async fn a_source_restored_to_before_its_release_serves_only_its_grant() {
     let more = create_some(&cluster, 10).await;
     let on_a = sqlite_count(dir.path(), "k0.db", "SELECT COUNT(*) FROM idempotency_keys").await;
     let restored = sqlite_count(dir.path(), "k0-at-step-1.db", "SELECT COUNT(*) FROM idempotency_keys").await;
-    let new_on_a = more.len() - moved(&more).len();
-    assert_eq!(on_a, restored + new_on_a as i64, "no key of the moved slots was written on the restored source");
+    assert_eq!(restored, created.len() as i64, "the snapshot held every key, those of the moved slots too");
+    let low = |keys: &[Created]| (keys.len() - moved(keys).len()) as i64;
+    assert_eq!(
+        on_a,
+        low(&created) + low(&more),
+        "the restored source keeps only its own slots' keys: its stale copies deleted, no new key of the moved slots"
+    );
+    let all: Vec<Created> = created.iter().chain(&more).cloned().collect();
+    check_each_create_stored_once(&cluster, &all).await;
 
     let mut abandon = move_args("key", &a, &b, HIGH);
     abandon.push("--abandon");

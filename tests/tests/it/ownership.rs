@@ -118,8 +118,15 @@ async fn a_target_that_forgot_its_copy_after_the_cut_over_holds_the_slots_until_
     cluster.keys[1].forget_flag("--slots");
     cluster.keys[1].restart(&[], &["key-service"]).await;
 
-    // A retry of a key the target lost is refused, never made again.
-    for lost in moved(&created).into_iter().take(2) {
+    // The target holds the slots: a key it lost is neither "unknown" nor
+    // begun again there, but refused as not executed.
+    let lost = moved(&created);
+    assert!(!lost.is_empty(), "some keys are in the moved slots");
+    let key = pastebin_core::IdempotencyKey::parse(&lost[0].key).unwrap();
+    let held = cluster.key_client(1).get(&key).await;
+    assert!(matches!(&held, Err(error) if error.to_string().contains("held")), "{held:?}");
+    // A retry through the gateway is refused, never made again.
+    for lost in lost.into_iter().take(2) {
         let retry = pastebin_tests::api::create(&cluster.http, Some(&lost.key), &lost.content).await.unwrap();
         match retry.status {
             StatusCode::CREATED => assert_eq!(retry.body, lost.body, "never a second paste"),

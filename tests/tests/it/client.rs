@@ -10,7 +10,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use pastebin_client::{Client, DeleteError, Deleted, How, IntentState, PasteError, RetryPolicy, Save, Subject};
+use pastebin_client::{
+    Choices, Client, DeleteError, Deleted, How, IntentState, PasteError, Resuming, RetryPolicy, Save, Subject,
+};
 use pastebin_core::{IdempotencyKey, KeyState};
 use pastebin_tests::{
     api::get,
@@ -45,6 +47,7 @@ fn save(subject: &str, content: &str) -> Save {
     Save {
         subject: Subject::named(subject),
         content: content.into(),
+        choices: Choices::default(),
         expires_in_seconds: Some(86_400),
         force_new: false,
         seal: None,
@@ -142,7 +145,7 @@ async fn paste_service_down_keeps_the_intent_and_resume_finishes_it_with_the_sam
     assert_eq!(on_k.state, KeyState::Pending);
 
     cluster.pastes[0].restart(&[], &["paste-service"]).await;
-    let resumed = client.resume().await.unwrap();
+    let resumed = client.resume(Resuming::EveryServer).await.unwrap();
     assert!(resumed.failed.is_empty(), "{:?}", resumed.failed);
     assert_eq!(resumed.finished.len(), 1);
     let finished = &resumed.finished[0];
@@ -153,7 +156,7 @@ async fn paste_service_down_keeps_the_intent_and_resume_finishes_it_with_the_sam
     assert!(client.journal().read(&key).unwrap().answer().is_some());
 
     // Nothing left to resume; the same save again is the stored answer.
-    assert!(client.resume().await.unwrap().finished.is_empty());
+    assert!(client.resume(Resuming::EveryServer).await.unwrap().finished.is_empty());
     let again = client.paste(save("report.txt", "waiting for P")).await.unwrap();
     assert_eq!(again.how, How::AlreadyPasted);
     assert_eq!(cluster.live_pastes().await, 1);
@@ -177,7 +180,7 @@ async fn gateway_down_keeps_the_intent_and_the_same_paste_again_finishes_it() {
     let back = client.paste(save("draft", "nobody home")).await.unwrap();
     assert_eq!(back.key.canonical(), key);
     assert_eq!(back.how, How::Adopted { replayed: false });
-    let resumed = client.resume().await.unwrap();
+    let resumed = client.resume(Resuming::EveryServer).await.unwrap();
     assert_eq!(resumed.finished.len(), 1, "--resume finishes the other pending save");
     assert_eq!(cluster.live_pastes().await, 2);
     assert_eq!(get(&cluster.http, &resumed.finished[0].answer.id).await.json()["content"], "nobody home, v2");
@@ -275,7 +278,7 @@ async fn a_refused_paste_is_not_left_pending() {
     let PasteError::Refused { key, failure, .. } = &refused else { panic!("expected a refusal, got {refused}") };
     assert!(failure.to_string().contains("content exceeds the limit"), "{failure}");
     assert!(matches!(over_grpc.journal().read(key).unwrap().state, IntentState::Rejected { .. }));
-    assert!(over_grpc.resume().await.unwrap().finished.is_empty(), "nothing pending to resume");
+    assert!(over_grpc.resume(Resuming::EveryServer).await.unwrap().finished.is_empty(), "nothing pending to resume");
     // Over HTTP the client reads the published limits and refuses before it
     // journals or sends anything, in the server's words.
     let state = tempfile::tempdir().unwrap();

@@ -187,6 +187,11 @@ pub fn main_from_args() -> anyhow::Result<()> {
     run(Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit()))
 }
 
+/// Under every part's `--help`: where settings come from besides flags.
+const SETTINGS_SOURCES: &str = "Every flag is also the PASTEBIN_* environment variable its help names. \
+PASTEBIN_CONFIG names a settings file for one part or all (TOML, or PASTEBIN_NAME=value lines); \
+flags win over the environment, the environment over the file (docs/deployment.md#settings).";
+
 /// The parts that drain after a signal: `--drain-timeout-secs` is theirs.
 const DRAINING: [&str; 5] = ["key-service", "paste-service", "gateway", "sweeper", "up"];
 
@@ -206,7 +211,10 @@ fn command() -> clap::Command {
             pastebin_ctl::hide_idle_flags(part);
         }
     }
-    cli
+    let names: Vec<String> = cli.get_subcommands().map(|part| part.get_name().to_owned()).collect();
+    names.iter().fold(cli.after_help(SETTINGS_SOURCES), |cli, name| {
+        cli.mut_subcommand(name, |part| part.after_help(SETTINGS_SOURCES))
+    })
 }
 
 /// Hides flag `id` from the help of `command` and of all its commands.
@@ -477,8 +485,18 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
+mod documented_command_lines;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_part_s_help_names_pastebin_config() {
+        for words in [&[][..], &["up"], &["gateway"], &["key-service"], &["sweeper"], &["ctl"], &["paste"]] {
+            assert!(help_of(words).contains("PASTEBIN_CONFIG"), "`pastebin {words:?} --help` names no PASTEBIN_CONFIG");
+        }
+    }
 
     /// What `pastebin WORDS --help` prints.
     fn help_of(words: &[&str]) -> String {

@@ -513,9 +513,11 @@ fn read_record(path: &Path) -> Result<IntentRecord, JournalProblem> {
     let version = value.get("version").and_then(serde_json::Value::as_u64);
     match version {
         Some(v) if (u64::from(RECORD_VERSION)..=u64::from(CHOICES_RECORD_VERSION)).contains(&v) => {}
-        Some(v) => return Err(problem(format!(
+        Some(v) => {
+            return Err(problem(format!(
             "record version {v} is not supported by this client (knows {RECORD_VERSION} to {CHOICES_RECORD_VERSION})"
-        ))),
+        )))
+        }
         None => return Err(problem("no record version".into())),
     }
     let record: IntentRecord =

@@ -852,6 +852,18 @@ mod tests {
         assert!(client.journal().read(&sent_once).unwrap().is_pending(), "its first send may have made the paste");
     }
 
+    /// Over gRPC too: a channel that never connected sent nothing.
+    #[tokio::test]
+    async fn a_grpc_save_that_never_left_is_not_kept() {
+        let state = tempfile::tempdir().unwrap();
+        let clock = ManualClock::starting_at(Utc::now());
+        let dead = nobody_home().replace("http://", "grpc://");
+        let client = client_of(&dead, state.path(), &clock);
+        let error = client.paste(save("hello", false)).await.unwrap_err();
+        assert!(matches!(error, PasteError::NotSent { .. }), "{error}");
+        assert!(client.scan().unwrap().records.is_empty(), "nothing pending");
+    }
+
     /// `--resume --server URL` finishes that server's records and counts the others.
     #[tokio::test]
     async fn a_resume_of_this_server_leaves_the_others_alone() {

@@ -11,11 +11,16 @@
                               they advertise themselves), over mutual TLS, on data volumes of
                               their own, with flags ETCD (the etcd the tests run) has; every
                               `--topology etcd://...` names exactly their client addresses
+  systemd PASTEBIN            `systemd-analyze verify` finds nothing to say about the unit
+                              (run against PASTEBIN), and its exposure stays at most 2.0
+  caddy                       `caddy validate` accepts the Caddyfile
+  nginx                       `nginx -t` accepts the nginx site (with a throwaway certificate)
 """
 
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -25,6 +30,11 @@ ALERTS = ROOT / "deploy/prometheus/alerts.yml"
 RULE = ROOT / "deploy/kubernetes/base/prometheus-rule.yaml"
 COMPOSE = ROOT / "deploy/compose/compose.yaml"
 SETTINGS = ROOT / "deploy/kubernetes/base/settings.env"
+UNIT = ROOT / "deploy/systemd/pastebin.service"
+CADDYFILE = ROOT / "deploy/proxy/Caddyfile"
+NGINX_SITE = ROOT / "deploy/proxy/nginx.conf"
+# systemd-analyze security's exposure scale: 0 (locked down) to 10; 2.0 is "OK".
+MOST_EXPOSURE = "20"
 RULE_HEADER = """\
 # GENERATED from deploy/prometheus/alerts.yml by `scripts/validate-deploy --write`.
 # Do not edit: change the alert rules there. CI fails when the two differ.
@@ -326,6 +336,65 @@ def selects(selector, labels):
         if not held:
             return False
     return True
+def run_quietly(argv, **kwargs):
+    """(exit code, stdout and stderr together)."""
+    run = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    return run.returncode, run.stdout + run.stderr
+
+
+def systemd(binary):
+    """The unit as installed, but starting `binary`: verify checks that ExecStart exists."""
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        unit = Path(tmp) / UNIT.name
+        unit.write_text(UNIT.read_text().replace("/usr/local/bin/pastebin", str(Path(binary).resolve())))
+        code, said = run_quietly(["systemd-analyze", "verify", str(unit)])
+        # verify exits 0 on an unknown key or a bad value: any word about the unit fails.
+        if code != 0 or UNIT.name in said:
+            failures.append(f"systemd-analyze verify {UNIT.relative_to(ROOT)}:\n{said}")
+        code, said = run_quietly(["systemd-analyze", "security", "--offline=yes", f"--threshold={MOST_EXPOSURE}", str(unit)])
+        if code != 0:
+            failures.append(f"{UNIT.relative_to(ROOT)} is more exposed than {int(MOST_EXPOSURE) / 10}:\n{said}")
+    for failure in failures:
+        print(f"FAIL {failure}")
+    if not failures:
+        print(f"ok  {UNIT.relative_to(ROOT)}: systemd-analyze verify, exposure at most {int(MOST_EXPOSURE) / 10}")
+    return 1 if failures else 0
+
+
+def caddy():
+    code, said = run_quietly(["caddy", "validate", "--config", str(CADDYFILE), "--adapter", "caddyfile"])
+    if code != 0:
+        print(f"FAIL caddy validate {CADDYFILE.relative_to(ROOT)}:\n{said}")
+        return 1
+    print(f"ok  {CADDYFILE.relative_to(ROOT)}: caddy validate")
+    return 0
+
+
+def nginx():
+    """The site inside a minimal nginx.conf, its certificate paths pointed at a throwaway pair."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        code, said = run_quietly([
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=paste.example.com",
+            "-keyout", str(tmp / "key.pem"), "-out", str(tmp / "cert.pem"),
+        ])
+        if code != 0:
+            print(f"FAIL openssl could not make a throwaway certificate:\n{said}")
+            return 1
+        site = re.sub(r"ssl_certificate\s+\S+;", f"ssl_certificate {tmp / 'cert.pem'};", NGINX_SITE.read_text())
+        site = re.sub(r"ssl_certificate_key\s+\S+;", f"ssl_certificate_key {tmp / 'key.pem'};", site)
+        (tmp / "site.conf").write_text(site)
+        (tmp / "nginx.conf").write_text(
+            f"pid {tmp / 'nginx.pid'};\nerror_log stderr;\nevents {{}}\n"
+            f"http {{\n  access_log off;\n  include {tmp / 'site.conf'};\n}}\n"
+        )
+        code, said = run_quietly(["nginx", "-t", "-p", str(tmp), "-c", str(tmp / "nginx.conf")])
+    if code != 0:
+        print(f"FAIL nginx -t {NGINX_SITE.relative_to(ROOT)}:\n{said}")
+        return 1
+    print(f"ok  {NGINX_SITE.relative_to(ROOT)}: nginx -t")
+    return 0
 
 
 def monitor(paths):
@@ -365,6 +434,12 @@ def main(argv):
             return seaweedfs(weed)
         case ["etcd", binary, *paths]:
             return etcd(binary, paths)
+        case ["systemd", binary]:
+            return systemd(binary)
+        case ["caddy"]:
+            return caddy()
+        case ["nginx"]:
+            return nginx()
     print(__doc__)
     return 2
 

@@ -17,10 +17,12 @@ use pastebin_shards::{SlotMap, SlotMapCell};
 #[derive(Debug, Clone, clap::Args)]
 pub struct GatewayArgs {
     /// HTTP listen address.
-    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_HTTP", default_value = "127.0.0.1:8080")]
+    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_HTTP", default_value = "127.0.0.1:8080",
+          value_parser = listen_address)]
     pub http: SocketAddr,
     /// gRPC listen address for the public API.
-    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_GRPC", default_value = "127.0.0.1:50051")]
+    #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_GRPC", default_value = "127.0.0.1:50051",
+          value_parser = listen_address)]
     pub grpc: SocketAddr,
     /// Base URL of the links handed to clients (default: http://<--http>).
     #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_PUBLIC_URL")]
@@ -160,7 +162,7 @@ impl GatewayArgs {
 #[command(next_help_heading = help::TELEMETRY)]
 pub struct AdminArgs {
     /// Admin listener (`/metrics`, and `/dashboard` where a sweeper runs). Off when unset.
-    #[arg(long, env = "PASTEBIN_ADMIN")]
+    #[arg(long, env = "PASTEBIN_ADMIN", value_parser = listen_address)]
     pub admin: Option<SocketAddr>,
 }
 
@@ -175,11 +177,22 @@ impl AdminArgs {
 pub async fn serve_admin(address: Option<SocketAddr>, state: pastebin_admin::AdminState) -> anyhow::Result<()> {
     match address {
         Some(address) => {
-            let listener = crate::bind(address, "admin").await?;
+            let listener = crate::bind(address, "admin", "--admin").await?;
             pastebin_admin::serve(listener, state, HttpLimits::default(), pastebin_runtime::shutdown_signal()).await
         }
         None => Ok(()),
     }
+}
+
+/// An address to listen on, IP:PORT; a refusal shows the forms to write
+/// (`:8080`, as other servers take it, names no IP).
+pub(crate) fn listen_address(raw: &str) -> Result<SocketAddr, String> {
+    raw.trim().parse().map_err(|_| match raw.trim().strip_prefix(':') {
+        Some(port) => {
+            format!("`{raw}` names no IP: write 0.0.0.0:{port} (every interface) or 127.0.0.1:{port} (this host only)")
+        }
+        None => format!("`{raw}` is not IP:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080 or [::]:8080"),
+    })
 }
 
 /// A trusted proxy: one address (`10.0.0.7`) or a network (`10.0.0.0/8`).

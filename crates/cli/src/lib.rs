@@ -154,7 +154,8 @@ pub struct ShardArgs {
     #[arg(long, env = "PASTEBIN_REQUIRE_SYNCHRONOUS_STANDBY")]
     pub require_synchronous_standby: bool,
     /// Address for the gRPC server (port 0 picks a free one; the chosen one is logged).
-    #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061", help_heading = help::LISTENERS)]
+    #[arg(long, env = "PASTEBIN_LISTEN", default_value = "127.0.0.1:50061", help_heading = help::LISTENERS,
+          value_parser = flags::listen_address)]
     pub listen: SocketAddr,
     /// Answer gRPC reflection (off by default: the service is internal).
     #[arg(long, env = "PASTEBIN_REFLECTION", help_heading = help::LISTENERS)]
@@ -201,6 +202,11 @@ pub fn main_from_args() -> anyhow::Result<()> {
     run(Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit()))
 }
 
+/// Under every part's `--help`: where settings come from besides flags.
+const SETTINGS_SOURCES: &str = "Every flag is also the PASTEBIN_* environment variable its help names. \
+PASTEBIN_CONFIG names a settings file for one part or all (TOML, or PASTEBIN_NAME=value lines); \
+flags win over the environment, the environment over the file (docs/deployment.md#settings).";
+
 /// The parts that drain after a signal: `--drain-timeout-secs` is theirs.
 const DRAINING: [&str; 5] = ["key-service", "paste-service", "gateway", "sweeper", "up"];
 
@@ -220,7 +226,10 @@ fn command() -> clap::Command {
             pastebin_ctl::hide_idle_flags(part);
         }
     }
-    cli
+    let names: Vec<String> = cli.get_subcommands().map(|part| part.get_name().to_owned()).collect();
+    names.iter().fold(cli.after_help(SETTINGS_SOURCES), |cli, name| {
+        cli.mut_subcommand(name, |part| part.after_help(SETTINGS_SOURCES))
+    })
 }
 
 /// Hides flag `id` from the help of `command` and of all its commands.
@@ -283,8 +292,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// How long a stopping process waits for its blocking tasks.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
-pub(crate) async fn bind(address: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
+/// Listens on `address`, which `flag` set: a failure names the flag, and
+/// for an address in use says what to do.
+pub(crate) async fn bind(address: SocketAddr, what: &str, flag: &str) -> anyhow::Result<TcpListener> {
+    let listener = TcpListener::bind(address).await.map_err(|error| {
+        let hint = match error.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                format!(
+                    ": something else already listens there (another pastebin?): stop it, or give {flag} another port"
+                )
+            }
+            _ => String::new(),
+        };
+        anyhow::Error::new(error).context(format!("cannot listen on {address} ({flag}){hint}"))
+    })?;
     // Tests and scripts read this line to find a port-0 listener.
     tracing::info!(%what, address = %listener.local_addr()?, "listening");
     Ok(listener)
@@ -329,7 +350,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
         async move { db::check_reachable(&database).await }
     })
     .await;
-    let listener = bind(args.listen, what).await?;
+    let listener = bind(args.listen, what, "--listen").await?;
     if options.tls.is_some() {
         tracing::info!(%what, "serving mutual TLS only: clients need a certificate signed by --tls-ca");
     }
@@ -440,8 +461,8 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
         slots.fill(map?);
     }
-    let http = bind(args.gateway.http, "gateway-http").await?;
-    let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
+    let http = bind(args.gateway.http, "gateway-http", "--http").await?;
+    let grpc = bind(args.gateway.grpc, "gateway-grpc", "--grpc").await?;
     let gateway = args.gateway.gateway(
         slots.clone(),
         objects,
@@ -508,8 +529,38 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
+mod documented_command_lines;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listen_address_without_its_ip_is_refused_with_the_forms_to_write() {
+        let error = command().try_get_matches_from(["pastebin", "up", "--http", ":8080"]).unwrap_err().to_string();
+        assert!(error.contains("0.0.0.0:8080 (every interface) or 127.0.0.1:8080 (this host only)"), "{error}");
+        let error = command().try_get_matches_from(["pastebin", "gateway", "--grpc", "localhost"]).unwrap_err();
+        assert!(error.to_string().contains("IP:PORT, e.g. 127.0.0.1:8080"), "{error}");
+        assert!(command().try_get_matches_from(["pastebin", "up", "--admin", "[::1]:9090"]).is_ok());
+    }
+
+    #[test]
+    fn a_port_in_use_names_its_flag() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = taken.local_addr().unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let error = runtime.block_on(bind(address, "admin", "--admin")).unwrap_err();
+        let error = format!("{error:#}");
+        assert!(error.starts_with(&format!("cannot listen on {address} (--admin): something else")), "{error}");
+        assert!(error.contains("give --admin another port"), "{error}");
+    }
+
+    #[test]
+    fn every_part_s_help_names_pastebin_config() {
+        for words in [&[][..], &["up"], &["gateway"], &["key-service"], &["sweeper"], &["ctl"], &["paste"]] {
+            assert!(help_of(words).contains("PASTEBIN_CONFIG"), "`pastebin {words:?} --help` names no PASTEBIN_CONFIG");
+        }
+    }
 
     /// What `pastebin WORDS --help` prints.
     fn help_of(words: &[&str]) -> String {

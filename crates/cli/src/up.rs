@@ -49,7 +49,8 @@ pub struct UpArgs {
     #[command(flatten)]
     pub lost_commits: crate::flags::LostCommitsArgs,
     /// Admin listener: `/metrics` of every part and the pending-age `/dashboard`.
-    #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090", help_heading = pastebin_runtime::help::TELEMETRY)]
+    #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090", help_heading = pastebin_runtime::help::TELEMETRY,
+          value_parser = crate::flags::listen_address)]
     pub admin: SocketAddr,
 }
 
@@ -124,12 +125,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             client: PasteClient::new(paste_server.in_process()),
         }],
     )?;
-    let http = bind(args.gateway.http, "gateway-http").await?;
-    let grpc = bind(args.gateway.grpc, "gateway-grpc").await?;
+    let http = bind(args.gateway.http, "gateway-http", "--http").await?;
+    let grpc = bind(args.gateway.grpc, "gateway-grpc", "--grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
     let gateway =
         args.gateway.gateway(SlotMapCell::ready(slots), objects, http.local_addr()?, CREATES_IN_FLIGHT_PER_SHARD)?;
-    let admin_listener = bind(args.admin, "admin").await?;
+    let admin_listener = bind(args.admin, "admin", "--admin").await?;
     let admin = AdminState::new(sweeper.clone());
 
     let (http_url, grpc_url, admin_url) = (

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use pastebin_core::{Clock, CreateRequest, CreateToken, Expiry, ExpiryError, IdempotencyKey, LimitError, SystemClock};
 
 use crate::{
-    journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey, Scan, SubjectLock},
+    journal::{Answer, Body, Choices, IntentRecord, IntentState, Journal, JournalProblem, LinkKey, Scan, SubjectLock},
     retry::RetryPolicy,
     sealed::Seal,
     server::{CreateCall, CreateFailure, DeleteFailure, Server},
@@ -67,6 +67,8 @@ impl fmt::Display for Subject {
 pub struct Save {
     pub subject: Subject,
     pub content: Body,
+    /// What it asks of the paste beside its body (file name, language, burn).
+    pub choices: Choices,
     /// `None` is the server's default (30 days).
     pub expires_in_seconds: Option<u64>,
     /// Make another paste even if this subject and content already has one.
@@ -185,6 +187,13 @@ pub enum PasteError {
     /// this attempt; the record is kept as it was.
     #[error("{reason} (record {} kept, key {key})", record.display())]
     Configuration { key: String, record: PathBuf, reason: String },
+    /// No connection could be made, by this run or any before it: the
+    /// request never left this machine, and its record is gone.
+    #[error(
+        "{failure} ({server}). Nothing was sent and nothing is kept: is the server running and is --server right? \
+         Running the same paste again starts afresh"
+    )]
+    NotSent { server: String, failure: CreateFailure },
     #[error("the intent journal: {0}")]
     Journal(#[from] io::Error),
     #[error("{0}")]
@@ -203,8 +212,19 @@ impl PasteError {
     }
 }
 
+/// Which pending saves a resume finishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resuming {
+    /// Every pending save, each against the server it was sent to.
+    EveryServer,
+    /// Only those sent to this client's server (`--resume --server URL`).
+    OnlyThisServer,
+}
+
 #[derive(Debug, Default)]
 pub struct Resumed {
+    /// Pending saves of other servers left alone, by server.
+    pub other_servers: std::collections::BTreeMap<String, usize>,
     pub finished: Vec<Pasted>,
     pub failed: Vec<PasteError>,
 }
@@ -222,6 +242,13 @@ pub enum DeleteError {
     Unknown { id: String, journal: PathBuf },
     #[error("deleting {id}: {failure}")]
     Failed { id: String, failure: DeleteFailure },
+    /// No connection could be made, by this run or any before it: the
+    /// request never left this machine, and its record is gone.
+    #[error(
+        "{failure} ({server}). Nothing was sent and nothing is kept: is the server running and is --server right? \
+         Running the same paste again starts afresh"
+    )]
+    NotSent { server: String, failure: CreateFailure },
     #[error("the intent journal: {0}")]
     Journal(#[from] io::Error),
     #[error("{0}")]
@@ -348,7 +375,9 @@ impl Client {
         }
         let request = CreateRequest {
             media_type: save.content.media_type(),
-            file_name: save.content.file_name(),
+            file_name: save.choices.file_name.as_deref(),
+            language: save.choices.language.as_deref(),
+            burn_after_reading: save.choices.burn_after_reading,
             ..CreateRequest::text(save.content.bytes(), expiry.seconds())
         };
         // Which save this is: the request itself, or for a sealed save its
@@ -424,7 +453,7 @@ impl Client {
             self.server.url(),
             request_hash,
             expiry.seconds(),
-            &body,
+            (&body, &save.choices),
             now,
         );
         if let Some(link_key) = link_key {
@@ -437,11 +466,17 @@ impl Client {
     }
 
     /// Retries every pending record, at any age (each under its subject's
-    /// lock, against the server it was first sent to).
-    pub async fn resume(&self) -> Result<Resumed, PasteError> {
+    /// lock, against the server it was first sent to: a key means nothing to
+    /// another server). With [`Resuming::OnlyThisServer`], only the records
+    /// of this client's server; the others are counted, not touched.
+    pub async fn resume(&self, resuming: Resuming) -> Result<Resumed, PasteError> {
         let scan = self.scan()?;
         let mut resumed = Resumed::default();
         for (_, listed) in scan.records.into_iter().filter(|(_, r)| r.is_pending()) {
+            if resuming == Resuming::OnlyThisServer && listed.server != self.server.url() {
+                *resumed.other_servers.entry(listed.server).or_default() += 1;
+                continue;
+            }
             let subject = Subject::named(&listed.subject);
             let _lock = self.lock(&subject).await?;
             // Another run may have finished it while we waited.
@@ -510,7 +545,7 @@ impl Client {
         let path = self.journal.path_of(&record.key);
         let key =
             record.idempotency_key().ok_or_else(|| PasteError::Setup(format!("{}: not a UUID key", path.display())))?;
-        let Some(body) = record.state.pending_body() else {
+        let Some((body, choices)) = record.state.pending_body() else {
             return Err(PasteError::Setup(format!("{}: not pending, or its content is damaged", path.display())));
         };
         let adopted = record.attempts > 0;
@@ -521,7 +556,8 @@ impl Client {
         loop {
             attempt += 1;
             record.attempts += 1;
-            let call = CreateCall { key, body: &body, expires_in_seconds: record.expires_in_seconds };
+            let call =
+                CreateCall { key, body: &body, choices: &choices, expires_in_seconds: record.expires_in_seconds };
             tracing::debug!(key_hash = %key.short_hash(), attempt, "sending the create");
             let outcome = server.create(call).await;
             record.updated_at = self.clock.now();
@@ -549,6 +585,28 @@ impl Client {
                     record.state = IntentState::Rejected { reason: failure.to_string() };
                     self.journal.write(&record)?;
                     return Err(PasteError::Refused { key: record.key, record: path, failure });
+                }
+                Err(failure @ CreateFailure::NotSent(_)) => {
+                    // This attempt sent nothing.
+                    record.attempts -= 1;
+                    if attempt < self.retry.attempts.max(1) {
+                        let delay = self.retry.jittered_delay(attempt, None);
+                        let reason = failure.to_string();
+                        self.notice(Notice::Retrying { key: record.key.clone(), attempt, delay, reason });
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    if record.attempts == 0 {
+                        // No send of this key ever left: there is nothing to adopt.
+                        self.journal.remove(&record.key)?;
+                        return Err(PasteError::NotSent { server: server.url().to_owned(), failure });
+                    }
+                    let reason = failure.to_string();
+                    if let IntentState::Pending { last_error, .. } = &mut record.state {
+                        *last_error = Some(reason.clone());
+                    }
+                    self.journal.write(&record)?;
+                    return Err(PasteError::LeftPending { key: record.key, record: path, attempts: attempt, reason });
                 }
                 Err(CreateFailure::Configuration(reason)) => {
                     // This attempt sent nothing; the record keeps what earlier ones left.
@@ -606,21 +664,43 @@ mod tests {
 
     use super::*;
 
-    /// A server address where nothing listens: every send is "no answer".
+    /// A server address where nothing listens: every send is refused
+    /// before anything leaves.
     fn nobody_home() -> String {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", listener.local_addr().unwrap())
     }
 
-    fn client(state: &Path, clock: &ManualClock) -> Client {
+    /// A server that takes every connection and hangs up without an answer
+    /// (after saying it publishes no limits): every send is "no answer".
+    async fn silent() -> String {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = vec![0u8; 64 * 1024];
+                let read = stream.read(&mut request).await.unwrap_or(0);
+                no_limits(&mut stream, &String::from_utf8_lossy(&request[..read]).to_lowercase()).await;
+            }
+        });
+        address
+    }
+
+    async fn client(state: &Path, clock: &ManualClock) -> Client {
+        client_of(&silent().await, state, clock)
+    }
+
+    fn client_of(server: &str, state: &Path, clock: &ManualClock) -> Client {
         let once = RetryPolicy { attempts: 1, ..RetryPolicy::default() };
-        Client::new(&nobody_home(), state).unwrap().with_clock(Arc::new(clock.clone())).with_retry(once)
+        Client::new(server, state).unwrap().with_clock(Arc::new(clock.clone())).with_retry(once)
     }
 
     fn save(content: &str, force_new: bool) -> Save {
         Save {
             subject: Subject::named("notes"),
             content: content.into(),
+            choices: Choices::default(),
             expires_in_seconds: None,
             force_new,
             seal: None,
@@ -638,7 +718,7 @@ mod tests {
     async fn no_answer_keeps_the_key_and_the_next_run_sends_the_same_one() {
         let state = tempfile::tempdir().unwrap();
         let clock = ManualClock::starting_at(Utc::now());
-        let client = client(state.path(), &clock);
+        let client = client(state.path(), &clock).await;
         let first = left_pending(client.paste(save("hello", false)).await.unwrap_err());
         let second = left_pending(client.paste(save("hello", false)).await.unwrap_err());
         assert_eq!(first, second, "a retry reuses the pending key");
@@ -719,7 +799,7 @@ mod tests {
             let pasted = if replays {
                 client.paste(save("hello", false)).await.expect("the old key is sent again and answered")
             } else {
-                let resumed = client.resume().await.unwrap();
+                let resumed = client.resume(Resuming::EveryServer).await.unwrap();
                 assert!(resumed.failed.is_empty(), "{:?}", resumed.failed);
                 resumed.finished.into_iter().next().expect("resume finished the old save")
             };
@@ -738,7 +818,7 @@ mod tests {
         let clock = ManualClock::starting_at(Utc::now());
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = seen.clone();
-        let client = client(state.path(), &clock).on_notice(move |n| sink.lock().unwrap().push(n.to_string()));
+        let client = client(state.path(), &clock).await.on_notice(move |n| sink.lock().unwrap().push(n.to_string()));
         let corrupt = client.journal().path_of(&IdempotencyKey::new_random().canonical());
         std::fs::write(&corrupt, "{\"version\":").unwrap();
         left_pending(client.paste(save("hello", false)).await.unwrap_err());
@@ -747,11 +827,65 @@ mod tests {
         assert!(corrupt.exists());
     }
 
+    /// A refused connection sends nothing: the save is not kept pending,
+    /// and the next run starts afresh. A record whose key did leave once
+    /// stays pending whatever later attempts meet.
+    #[tokio::test]
+    async fn a_save_that_never_left_is_not_kept() {
+        let state = tempfile::tempdir().unwrap();
+        let clock = ManualClock::starting_at(Utc::now());
+        let dead = nobody_home();
+        let client = client_of(&dead, state.path(), &clock);
+        let error = client.paste(save("hello", false)).await.unwrap_err();
+        assert!(matches!(error, PasteError::NotSent { .. }), "{error}");
+        assert!(!error.is_retryable());
+        assert!(error.to_string().contains("Nothing was sent and nothing is kept"), "{error}");
+        assert!(client.scan().unwrap().records.is_empty(), "nothing pending");
+
+        let sent_once =
+            left_pending(client_of(&silent().await, state.path(), &clock).paste(save("x", false)).await.unwrap_err());
+        let mut record = client.journal().read(&sent_once).unwrap();
+        record.server = dead.clone();
+        client.journal().write(&record).unwrap();
+        let resumed = client.resume(Resuming::EveryServer).await.unwrap();
+        assert!(matches!(resumed.failed[..], [PasteError::LeftPending { .. }]), "{:?}", resumed.failed);
+        assert!(client.journal().read(&sent_once).unwrap().is_pending(), "its first send may have made the paste");
+    }
+
+    /// Over gRPC too: a channel that never connected sent nothing.
+    #[tokio::test]
+    async fn a_grpc_save_that_never_left_is_not_kept() {
+        let state = tempfile::tempdir().unwrap();
+        let clock = ManualClock::starting_at(Utc::now());
+        let dead = nobody_home().replace("http://", "grpc://");
+        let client = client_of(&dead, state.path(), &clock);
+        let error = client.paste(save("hello", false)).await.unwrap_err();
+        assert!(matches!(error, PasteError::NotSent { .. }), "{error}");
+        assert!(client.scan().unwrap().records.is_empty(), "nothing pending");
+    }
+
+    /// `--resume --server URL` finishes that server's records and counts the others.
+    #[tokio::test]
+    async fn a_resume_of_this_server_leaves_the_others_alone() {
+        let state = tempfile::tempdir().unwrap();
+        let clock = ManualClock::starting_at(Utc::now());
+        let (one, two) = (silent().await, silent().await);
+        left_pending(client_of(&one, state.path(), &clock).paste(save("a", false)).await.unwrap_err());
+        let key = left_pending(client_of(&two, state.path(), &clock).paste(save("b", false)).await.unwrap_err());
+        let resumed = client_of(&two, state.path(), &clock).resume(Resuming::OnlyThisServer).await.unwrap();
+        assert_eq!(resumed.other_servers.into_iter().collect::<Vec<_>>(), [(one, 1)]);
+        assert_eq!(resumed.failed.len(), 1, "only the record of {two} was sent again");
+        assert_eq!(client_of(&two, state.path(), &clock).journal().read(&key).unwrap().attempts, 2);
+        let everything = client_of(&two, state.path(), &clock).resume(Resuming::EveryServer).await.unwrap();
+        assert!(everything.other_servers.is_empty());
+        assert_eq!(everything.failed.len(), 2);
+    }
+
     #[tokio::test]
     async fn an_invalid_expiry_writes_nothing() {
         let state = tempfile::tempdir().unwrap();
         let clock = ManualClock::starting_at(Utc::now());
-        let client = client(state.path(), &clock);
+        let client = client(state.path(), &clock).await;
         let too_short = Save { expires_in_seconds: Some(1), ..save("hello", false) };
         assert!(matches!(client.paste(too_short).await, Err(PasteError::InvalidExpiry(_))));
         assert!(client.scan().unwrap().records.is_empty());
@@ -809,8 +943,7 @@ mod tests {
         let server = silent_then_too_large().await;
         // Use up the server's one silent connection first.
         let _ = reqwest::get(&server).await;
-        let client = client(state.path(), &clock);
-        let client = Client::new(&server, state.path()).unwrap().with_clock(Arc::new(clock)).with_retry(client.retry);
+        let client = client_of(&server, state.path(), &clock);
         let error = client.paste(save("hello", false)).await.unwrap_err();
         let PasteError::Refused { key, .. } = &error else { panic!("expected a refusal, got {error}") };
         assert!(matches!(client.journal().read(key).unwrap().state, IntentState::Rejected { .. }));

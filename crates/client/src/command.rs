@@ -16,8 +16,8 @@ use chrono::Utc;
 use pastebin_core::{CreateToken, Expiry};
 
 use crate::{
-    client::{Client, Deleted, How, PasteError, Save, Subject},
-    journal::{Body, IntentState},
+    client::{Client, Deleted, How, PasteError, Resuming, Save, Subject},
+    journal::{Body, Choices, IntentState},
     retry::RetryPolicy,
     sealed::Seal,
     server::DEFAULT_SERVER,
@@ -56,9 +56,10 @@ pub enum ClientCommand {
 pub struct ClientArgs {
     /// The pastebin: http(s)://HOST:PORT (JSON API; HTTPS trusts the system's CAs,
     /// or the bundle named by SSL_CERT_FILE, and a server certificate that is
-    /// itself in it) or grpc://HOST:PORT (gRPC API).
-    #[arg(long, env = "PASTEBIN_SERVER", default_value = DEFAULT_SERVER)]
-    pub server: String,
+    /// itself in it) or grpc://HOST:PORT (gRPC API)
+    /// [default: http://127.0.0.1:8080, where `pastebin up` listens].
+    #[arg(long, env = "PASTEBIN_SERVER", value_parser = parse_server)]
+    pub server: Option<String>,
     /// Trust only this certificate (PEM) for the https:// --server, instead of
     /// any CA: e.g. its self-signed certificate. Its names and validity still count.
     #[arg(long, env = "PASTEBIN_SERVER_CERT")]
@@ -74,6 +75,26 @@ pub struct ClientArgs {
     /// A create token, for a server that requires one (`--require-create-token`).
     #[arg(long, env = "PASTEBIN_CREATE_TOKEN", hide_env_values = true)]
     pub create_token: Option<CreateToken>,
+}
+
+impl ClientArgs {
+    /// The server to talk to: `--server`, else the embedded default's address.
+    pub fn server_url(&self) -> &str {
+        self.server.as_deref().unwrap_or(DEFAULT_SERVER)
+    }
+}
+
+/// A `--server` with its scheme: which API to speak is not guessed.
+fn parse_server(raw: &str) -> Result<String, String> {
+    let schemes = ["http://", "https://", "grpc://"];
+    if schemes.iter().any(|scheme| raw.starts_with(scheme)) {
+        return Ok(raw.to_owned());
+    }
+    let address = raw.split_once("://").map_or(raw, |(_, rest)| rest);
+    Err(format!(
+        "{raw:?} is not a server URL: write http://{address} (the JSON API; https:// behind TLS) or grpc://{address} \
+         (the gRPC API)"
+    ))
 }
 
 #[derive(Debug, clap::Args)]
@@ -97,6 +118,14 @@ pub struct PasteArgs {
     /// Make another paste even if this subject and content already has one.
     #[arg(long)]
     pub new: bool,
+    /// The language to highlight the page in, as a name or an extension
+    /// (`rust`, `py`) [default: the page guesses from FILE's extension, which
+    /// is sent as the paste's file name].
+    #[arg(long, conflicts_with = "encrypt")]
+    pub language: Option<String>,
+    /// Delete the paste when it is first read: the link opens once.
+    #[arg(long)]
+    pub burn_after_reading: bool,
     /// Encrypt on this machine before sending (AES-256-GCM): the server
     /// stores what it cannot read, and the printed link carries the key
     /// after '#'. Anyone with the whole link can read the paste.
@@ -107,7 +136,7 @@ pub struct PasteArgs {
     #[arg(long, requires = "encrypt")]
     pub password_file: Option<PathBuf>,
     /// Finish every unconfirmed paste in the journal (reads no input).
-    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new", "media_type", "encrypt"])]
+    #[arg(long, conflicts_with_all = ["file", "expires", "subject", "new", "media_type", "encrypt", "language", "burn_after_reading"])]
     pub resume: bool,
     /// Sends in this run before leaving the paste pending for a later run.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -121,6 +150,15 @@ pub struct PastesArgs {
     /// Also show deleted, refused and abandoned saves.
     #[arg(long)]
     pub all: bool,
+    /// Forget the unconfirmed save with this key (shown as `(key KEY)`):
+    /// its record is removed from the journal. Its paste may exist on the
+    /// server all the same, and the record may be the only copy of its
+    /// content: without --yes this only says what would be lost.
+    #[arg(long, value_name = "KEY")]
+    pub drop: Option<String>,
+    /// With --drop: remove the record.
+    #[arg(long, requires = "drop")]
+    pub yes: bool,
     /// One JSON object per line instead of a table (never the delete token).
     #[arg(long)]
     pub json: bool,
@@ -160,7 +198,7 @@ fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
         Some(dir) => dir.clone(),
         None => default_state_dir().context("no state directory: set --state-dir, XDG_STATE_HOME or HOME")?,
     };
-    let client = Client::new(&args.server, &state_dir)
+    let client = Client::new(args.server_url(), &state_dir)
         .with_context(|| format!("cannot open the journal in {}", state_dir.display()))?
         .with_timeout(args.timeout)?
         .with_trust(args.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default())?
@@ -173,7 +211,9 @@ fn client(args: &ClientArgs, attempts: u32) -> anyhow::Result<Client> {
 async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
     let client = client(&args.client, args.attempts)?;
     if args.resume {
-        return resume(&client).await;
+        // An explicit --server narrows the resume to its own records.
+        let resuming = if args.client.server.is_some() { Resuming::OnlyThisServer } else { Resuming::EveryServer };
+        return resume(&client, resuming).await;
     }
     let (subject, bytes) = match &args.file {
         Some(path) => {
@@ -181,14 +221,20 @@ async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
         }
         None => (Subject::stdin(), read_stdin().await?),
     };
-    let content = body_of(bytes, args.file.as_deref(), args.media_type.as_deref());
+    let content = body_of(bytes, args.media_type.as_deref(), args.file.as_deref());
     let subject = args.subject.as_deref().map(Subject::named).unwrap_or(subject);
+    let choices = Choices {
+        // A sealed paste's name would tell the server what it cannot read.
+        file_name: if args.encrypt { None } else { file_name_of(args.file.as_deref()) },
+        language: args.language.clone(),
+        burn_after_reading: args.burn_after_reading,
+    };
     let seal = match (args.encrypt, &args.password_file) {
         (false, _) => None,
         (true, None) => Some(Seal::new(None)),
         (true, Some(path)) => Some(Seal::new(Some(read_password(path)?))),
     };
-    let save = Save { subject, content, expires_in_seconds: args.expires, force_new: args.new, seal };
+    let save = Save { subject, content, choices, expires_in_seconds: args.expires, force_new: args.new, seal };
     match client.paste(save).await {
         Ok(pasted) => {
             match pasted.how {
@@ -208,8 +254,15 @@ async fn paste(args: PasteArgs) -> anyhow::Result<i32> {
     }
 }
 
-async fn resume(client: &Client) -> anyhow::Result<i32> {
-    let resumed = client.resume().await?;
+async fn resume(client: &Client, resuming: Resuming) -> anyhow::Result<i32> {
+    let resumed = client.resume(resuming).await?;
+    for (server, count) in &resumed.other_servers {
+        eprintln!(
+            "pastebin: left {count} unconfirmed save(s) of {server} alone: only {}'s are resumed with --server; \
+             `pastebin paste --resume --server {server}` finishes them",
+            client.server_url()
+        );
+    }
     if resumed.finished.is_empty() && resumed.failed.is_empty() {
         eprintln!("pastebin: nothing to resume");
     }
@@ -233,6 +286,9 @@ fn report(error: &PasteError) -> i32 {
 
 fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
     let client = client(&args.client, 1)?;
+    if let Some(key) = &args.drop {
+        return drop_pending(&client, key, args.yes);
+    }
     let scan = client.scan()?;
     let now = Utc::now();
     let mut rows = Vec::new();
@@ -278,6 +334,34 @@ fn pastes(args: PastesArgs) -> anyhow::Result<i32> {
     Ok(if scan.problems.is_empty() { 0 } else { 1 })
 }
 
+/// `pastes --drop KEY`: forgets one unconfirmed save, after saying what
+/// that loses; only with `--yes` is the record removed.
+fn drop_pending(client: &Client, key: &str, yes: bool) -> anyhow::Result<i32> {
+    let record = client.journal().read(key).map_err(|problem| anyhow::anyhow!("{problem}"))?;
+    anyhow::ensure!(
+        record.is_pending(),
+        "the save with key {key} is {}, not unconfirmed: only an unconfirmed save can be dropped",
+        record.state.name()
+    );
+    let path = client.journal().path_of(key);
+    eprintln!(
+        "pastebin: warning: the save of {} (key {key}, sent {} time(s) to {}) is not confirmed. Its paste may exist \
+         on the server all the same, and once the record is gone nothing on this machine can find it or delete it. \
+         The record {} may also be the only copy of its content.",
+        record.subject,
+        record.attempts,
+        record.server,
+        path.display()
+    );
+    if !yes {
+        eprintln!("pastebin: nothing dropped; add --yes to drop it");
+        return Ok(1);
+    }
+    client.journal().remove(key)?;
+    eprintln!("pastebin: dropped {key}");
+    Ok(0)
+}
+
 async fn delete(args: DeleteArgs) -> anyhow::Result<i32> {
     let client = client(&args.client, 3)?;
     match client.delete(&args.id).await {
@@ -296,11 +380,9 @@ async fn delete(args: DeleteArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// Text if it is UTF-8 and no media type was forced (what every paste was
-/// before binary ones, so the same file keeps its request hash); otherwise
-/// the bytes as they are, typed by `--media-type` or the file's extension,
-/// with the file's name for downloads.
-fn body_of(bytes: Vec<u8>, path: Option<&Path>, media_type: Option<&str>) -> Body {
+/// Text if it is UTF-8 and no media type was forced; otherwise the bytes as
+/// they are, typed by `--media-type` or the file's extension.
+fn body_of(bytes: Vec<u8>, media_type: Option<&str>, path: Option<&Path>) -> Body {
     let bytes = match (media_type, String::from_utf8(bytes)) {
         (None, Ok(text)) => return Body::Text(text),
         (_, Ok(text)) => text.into_bytes(),
@@ -309,9 +391,15 @@ fn body_of(bytes: Vec<u8>, path: Option<&Path>, media_type: Option<&str>) -> Bod
     let extension = path.and_then(Path::extension).and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     Body::Binary {
         media_type: media_type.map_or_else(|| media_type_for(extension.as_deref()).to_owned(), str::to_owned),
-        file_name: path.and_then(Path::file_name).and_then(|n| n.to_str()).map(str::to_owned),
         bytes,
     }
+}
+
+/// The name a paste of FILE carries: what a download is called, and for
+/// text the extension the page highlights by, as for a file uploaded in the
+/// page (one guess, the server's: docs/reader-features.md).
+fn file_name_of(path: Option<&Path>) -> Option<String> {
+    path.and_then(Path::file_name).and_then(|n| n.to_str()).map(str::to_owned)
 }
 
 /// The media type of common binary files by extension; anything else is
@@ -437,7 +525,7 @@ mod tests {
         };
         assert_eq!(paste.file.as_deref(), Some(Path::new("notes.txt")));
         assert_eq!(paste.expires, Some(86_400));
-        assert_eq!(paste.client.server, "grpc://h:1");
+        assert_eq!(paste.client.server_url(), "grpc://h:1");
         assert!(Cli::try_parse_from(["pastebin", "paste", "--resume", "x"]).is_err(), "--resume reads no input");
         let Top::Client(ClientCommand::Paste(sealed)) =
             Cli::try_parse_from(["pastebin", "paste", "--encrypt", "--password-file", "pw", "x"]).unwrap().command
@@ -473,14 +561,14 @@ mod body_tests {
 
     #[test]
     fn utf8_is_text_and_anything_else_is_binary_typed_by_extension() {
-        assert_eq!(body_of(b"hi".to_vec(), Some(Path::new("a.png")), None), Body::Text("hi".into()));
-        let png = body_of(vec![0x89, b'P', 0xff], Some(Path::new("/x/Cat.PNG")), None);
+        assert_eq!(body_of(b"hi".to_vec(), None, Some(Path::new("a.png"))), Body::Text("hi".into()));
+        let png = body_of(vec![0x89, b'P', 0xff], None, Some(Path::new("/x/Cat.PNG")));
         assert_eq!(png.media_type(), Some("image/png"));
-        assert_eq!(png.file_name(), Some("Cat.PNG"));
+        assert_eq!(file_name_of(Some(Path::new("/x/Cat.PNG"))).as_deref(), Some("Cat.PNG"));
         assert_eq!(png.bytes(), [0x89, b'P', 0xff]);
         let stdin = body_of(vec![0xff], None, None);
-        assert_eq!((stdin.media_type(), stdin.file_name()), (Some("application/octet-stream"), None));
-        let forced = body_of(b"<svg/>".to_vec(), Some(Path::new("a.svg")), Some("image/svg+xml"));
+        assert_eq!((stdin.media_type(), file_name_of(None)), (Some("application/octet-stream"), None));
+        let forced = body_of(b"<svg/>".to_vec(), Some("image/svg+xml"), Some(Path::new("a.svg")));
         assert_eq!((forced.media_type(), forced.bytes()), (Some("image/svg+xml"), &b"<svg/>"[..]));
     }
 }

@@ -118,10 +118,12 @@ struct Fetched {
 }
 
 pub async fn run(args: GetArgs) -> anyhow::Result<i32> {
-    if args.paste.starts_with("grpc://") || (!args.paste.contains("://") && args.client.server.starts_with("grpc://")) {
+    if args.paste.starts_with("grpc://")
+        || (!args.paste.contains("://") && args.client.server_url().starts_with("grpc://"))
+    {
         bail!("`pastebin get` reads over HTTP(S): give the paste's https:// link, or an http(s):// --server");
     }
-    let target = Target::parse(&args.paste, &args.client.server)?;
+    let target = Target::parse(&args.paste, args.client.server_url())?;
     let password = args.password_file.as_deref().map(read_password).transpose()?;
     let trust = args.client.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default();
     let http = http_client(args.client.timeout, &trust)?;

@@ -33,6 +33,11 @@ pub const RECORD_VERSION: u32 = 1;
 /// client from before sealed pastes reports it and leaves it alone, rather
 /// than resending its envelope as text.
 pub const SEALED_RECORD_VERSION: u32 = 2;
+/// The format of a save that asks the page for something (a language,
+/// burn after reading, a text's file name): a client from before these
+/// reports it and leaves it alone, rather than resending it without them
+/// (another request under the same key, which the server refuses).
+pub const CHOICES_RECORD_VERSION: u32 = 3;
 
 const INTENTS: &str = "intents";
 const LOCKS: &str = "locks";
@@ -106,6 +111,10 @@ pub enum IntentState {
         media_type: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         file_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        language: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        burn_after_reading: bool,
         /// Set for a sealed save: `content` is its envelope in base64, the
         /// exact bytes every resend repeats.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -129,14 +138,13 @@ pub enum IntentState {
 }
 
 /// What a save sends: UTF-8 text, a file's bytes as they are with their
-/// media type and file name, or a sealed envelope. The journal stores
-/// binary bodies and envelopes in base64.
+/// media type, or a sealed envelope. The journal stores binary bodies and
+/// envelopes in base64.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     Text(String),
     Binary {
         media_type: String,
-        file_name: Option<String>,
         bytes: Vec<u8>,
     },
     /// An envelope sealed on this machine (docs/api.md#sealed-pastes).
@@ -161,15 +169,8 @@ impl Body {
         }
     }
 
-    pub fn file_name(&self) -> Option<&str> {
-        match self {
-            Self::Text(_) | Self::Sealed { .. } => None,
-            Self::Binary { file_name, .. } => file_name.as_deref(),
-        }
-    }
-
-    /// The pending state that keeps this body for a later `--resume`.
-    fn pending(&self) -> IntentState {
+    /// The pending state that keeps this body and its choices for a later `--resume`.
+    fn pending(&self, choices: &Choices) -> IntentState {
         use base64::Engine;
         let content = match self {
             Self::Text(text) => text.clone(),
@@ -180,11 +181,24 @@ impl Body {
         IntentState::Pending {
             content,
             media_type: self.media_type().map(str::to_owned),
-            file_name: self.file_name().map(str::to_owned),
+            file_name: choices.file_name.clone(),
+            language: choices.language.clone(),
+            burn_after_reading: choices.burn_after_reading,
             sealed: matches!(self, Self::Sealed { .. }),
             last_error: None,
         }
     }
+}
+
+/// What a save asks of the paste beside its body (docs/api.md#create-a-paste):
+/// the name a download gets (its extension hints the page's language), the
+/// language to highlight it in, whether its first read deletes it. Part of
+/// the request, so a resend repeats them exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Choices {
+    pub file_name: Option<String>,
+    pub language: Option<String>,
+    pub burn_after_reading: bool,
 }
 
 impl From<&str> for Body {
@@ -200,19 +214,25 @@ impl From<String> for Body {
 }
 
 impl IntentState {
-    /// The body a pending record sends; `None` if it is not pending or its
-    /// stored base64 is damaged.
-    pub fn pending_body(&self) -> Option<Body> {
+    /// The body a pending record sends, with its choices; `None` if it is
+    /// not pending or its stored base64 is damaged.
+    pub fn pending_body(&self) -> Option<(Body, Choices)> {
         use base64::Engine;
-        let Self::Pending { content, media_type, file_name, sealed, .. } = self else { return None };
+        let Self::Pending { content, media_type, file_name, language, burn_after_reading, sealed, .. } = self else {
+            return None;
+        };
         let decoded = || base64::engine::general_purpose::STANDARD.decode(content).ok();
-        Some(match media_type {
+        let body = match media_type {
             None if *sealed => Body::Sealed { envelope: decoded()? },
             None => Body::Text(content.clone()),
-            Some(media_type) => {
-                Body::Binary { media_type: media_type.clone(), file_name: file_name.clone(), bytes: decoded()? }
-            }
-        })
+            Some(media_type) => Body::Binary { media_type: media_type.clone(), bytes: decoded()? },
+        };
+        let choices = Choices {
+            file_name: file_name.clone(),
+            language: language.clone(),
+            burn_after_reading: *burn_after_reading,
+        };
+        Some((body, choices))
     }
 
     pub fn name(&self) -> &'static str {
@@ -265,11 +285,22 @@ impl IntentRecord {
         server: &str,
         request_hash: String,
         expires_in_seconds: u64,
-        body: &Body,
+        (body, choices): (&Body, &Choices),
         now: DateTime<Utc>,
     ) -> Self {
+        // Binary saves had file names before version 3: only what an older
+        // client would drop when resending needs the newer format.
+        let asks_more = choices.language.is_some()
+            || choices.burn_after_reading
+            || (matches!(body, Body::Text(_)) && choices.file_name.is_some());
         Self {
-            version: if matches!(body, Body::Sealed { .. }) { SEALED_RECORD_VERSION } else { RECORD_VERSION },
+            version: if asks_more {
+                CHOICES_RECORD_VERSION
+            } else if matches!(body, Body::Sealed { .. }) {
+                SEALED_RECORD_VERSION
+            } else {
+                RECORD_VERSION
+            },
             key: key.canonical(),
             subject: subject.to_owned(),
             server: server.to_owned(),
@@ -279,7 +310,7 @@ impl IntentRecord {
             updated_at: now,
             attempts: 0,
             link_key: None,
-            state: body.pending(),
+            state: body.pending(choices),
         }
     }
 
@@ -375,6 +406,14 @@ impl Journal {
 
     pub fn path_of(&self, key: &str) -> PathBuf {
         self.intents_dir().join(format!("{key}{RECORD_SUFFIX}"))
+    }
+
+    /// Durably removes a record: only for a save that never left this
+    /// machine, or one its owner chose to forget (`pastebin pastes --drop`).
+    pub fn remove(&self, key: &str) -> io::Result<()> {
+        let path = self.path_of(key);
+        fs::remove_file(&path).map_err(|e| with_path(e, &path))?;
+        File::open(self.intents_dir())?.sync_all()
     }
 
     /// Durably replaces (or creates) the record's file; returns its path.
@@ -473,11 +512,11 @@ fn read_record(path: &Path) -> Result<IntentRecord, JournalProblem> {
         serde_json::from_slice(&bytes).map_err(|e| problem(format!("not valid JSON (torn or corrupt): {e}")))?;
     let version = value.get("version").and_then(serde_json::Value::as_u64);
     match version {
-        Some(v) if (u64::from(RECORD_VERSION)..=u64::from(SEALED_RECORD_VERSION)).contains(&v) => {}
+        Some(v) if (u64::from(RECORD_VERSION)..=u64::from(CHOICES_RECORD_VERSION)).contains(&v) => {}
         Some(v) => {
             return Err(problem(format!(
-                "record version {v} is not supported by this client (knows {RECORD_VERSION} to {SEALED_RECORD_VERSION})"
-            )))
+            "record version {v} is not supported by this client (knows {RECORD_VERSION} to {CHOICES_RECORD_VERSION})"
+        )))
         }
         None => return Err(problem("no record version".into())),
     }
@@ -583,7 +622,7 @@ mod tests {
             "http://s",
             "ab".repeat(32),
             86_400,
-            &Body::Text("hi".into()),
+            (&Body::Text("hi".into()), &Choices::default()),
             at,
         )
     }

@@ -23,10 +23,10 @@ pub mod sealed;
 mod server;
 mod trust;
 
-pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Save, Subject};
+pub use client::{Client, DeleteError, Deleted, How, Notice, PasteError, Pasted, Resumed, Resuming, Save, Subject};
 pub use command::{run, ClientArgs, ClientCommand, DeleteArgs, PasteArgs, PastesArgs, EXIT_CONFIG, EXIT_TEMPFAIL};
 pub use get::GetArgs;
-pub use journal::{Answer, Body, IntentRecord, IntentState, Journal, JournalProblem, LinkKey};
+pub use journal::{Answer, Body, Choices, IntentRecord, IntentState, Journal, JournalProblem, LinkKey};
 pub use retry::RetryPolicy;
 pub use sealed::Seal;
 pub use server::{CreateFailure, DeleteFailure, Server, DEFAULT_SERVER};

@@ -12,7 +12,7 @@ use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
 use crate::{
-    journal::{Answer, Body},
+    journal::{Answer, Body, Choices},
     trust::Trust,
 };
 
@@ -24,6 +24,7 @@ pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 pub struct CreateCall<'a> {
     pub key: IdempotencyKey,
     pub body: &'a Body,
+    pub choices: &'a Choices,
     pub expires_in_seconds: u64,
 }
 
@@ -46,6 +47,10 @@ pub enum CreateFailure {
     /// request cannot succeed, and nothing was created under this key.
     #[error("the server refused the paste ({code}): {message}")]
     Refused { code: String, message: String },
+    /// No connection to the server could be made at all (refused, no
+    /// route, an unknown host): the request never left this machine.
+    #[error("cannot connect to the server: {0}")]
+    NotSent(String),
     /// No secure connection could be made (an unknown CA, a name mismatch,
     /// a server that does not speak TLS): nothing was sent, and retrying
     /// cannot help until the setup changes.
@@ -188,20 +193,32 @@ impl HttpServer {
             .post(format!("{}/api/v1/pastes", self.url))
             .header("Idempotency-Key", call.key.canonical())
             .header(header::ACCEPT, "application/json");
-        // Text as JSON (as always); a file's bytes as they are, with its type.
+        // Text as JSON (as always); a file's bytes or an envelope as they
+        // are, with its type and the choices in the query.
+        let Choices { file_name, language, burn_after_reading } = call.choices;
         let request = match call.body {
             Body::Text(text) => {
-                request.json(&serde_json::json!({ "content": text, "expires_in_seconds": call.expires_in_seconds }))
+                let mut json = serde_json::json!({ "content": text, "expires_in_seconds": call.expires_in_seconds });
+                let fields = [
+                    ("file_name", file_name.clone().map(Into::into)),
+                    ("language", language.clone().map(Into::into)),
+                    ("burn_after_reading", burn_after_reading.then_some(true.into())),
+                ];
+                for (name, value) in fields {
+                    if let Some(value) = value {
+                        json[name] = value;
+                    }
+                }
+                request.json(&json)
             }
-            Body::Binary { media_type, file_name, bytes } => {
+            Body::Binary { bytes, .. } | Body::Sealed { envelope: bytes } => {
                 let mut query = vec![("expires_in_seconds", call.expires_in_seconds.to_string())];
                 query.extend(file_name.iter().map(|name| ("file_name", name.clone())));
-                request.query(&query).header(header::CONTENT_TYPE, media_type.as_str()).body(bytes.clone())
+                query.extend(language.iter().map(|language| ("language", language.clone())));
+                query.extend(burn_after_reading.then(|| ("burn_after_reading", "true".to_owned())));
+                let media_type = call.body.media_type().unwrap_or(pastebin_sealed::MEDIA_TYPE);
+                request.query(&query).header(header::CONTENT_TYPE, media_type).body(bytes.clone())
             }
-            Body::Sealed { envelope } => request
-                .query(&[("expires_in_seconds", call.expires_in_seconds)])
-                .header(header::CONTENT_TYPE, pastebin_sealed::MEDIA_TYPE)
-                .body(envelope.clone()),
         };
         let sent = match &self.create_token {
             Some(token) => request.bearer_auth(token.expose()),
@@ -211,6 +228,8 @@ impl HttpServer {
         .await;
         let response = sent.map_err(|e| match tls_failure(&e) {
             Some(reason) => CreateFailure::Configuration(reason),
+            // No connection, so no byte of the request was written.
+            None if e.is_connect() => CreateFailure::NotSent(describe(&e)),
             None => CreateFailure::Uncertain { reason: describe(&e), retry_after: None },
         })?;
         let status = response.status();
@@ -342,9 +361,10 @@ impl GrpcServer {
             expires_in_seconds: Some(call.expires_in_seconds),
             data,
             media_type: call.body.media_type().map(str::to_owned),
-            file_name: call.body.file_name().map(str::to_owned),
+            file_name: call.choices.file_name.clone(),
+            language: call.choices.language.clone(),
+            burn_after_reading: call.choices.burn_after_reading,
             sealed: matches!(call.body, Body::Sealed { .. }),
-            ..Default::default()
         };
         let mut request = tonic::Request::new(request);
         if let Some(token) = &self.create_token {
@@ -369,6 +389,7 @@ impl GrpcServer {
                 code: format!("{:?}", status.code()),
                 message: status.message().to_owned(),
             }),
+            Err(status) if never_connected(&status) => Err(CreateFailure::NotSent(status.message().to_owned())),
             Err(status) => Err(CreateFailure::Uncertain {
                 reason: format!("gRPC {:?}: {}", status.code(), status.message()),
                 // The gateway asks for 1 s over HTTP; gRPC carries no hint.
@@ -391,6 +412,20 @@ impl GrpcServer {
             }),
         }
     }
+}
+
+/// Whether the call failed for want of a connection: the channel connects
+/// lazily, and a refused connection means the request was never written.
+fn never_connected(status: &tonic::Status) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(current) = cause {
+        if current.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
 }
 
 /// The codes the gateway uses for a considered "no" (docs/design.md#status-codes). Everything
@@ -427,8 +462,12 @@ mod tests {
             }
         });
         let server = Server::connect(&url, Duration::from_secs(5), &Trust::System).unwrap();
-        let call =
-            CreateCall { key: IdempotencyKey::new_random(), body: &Body::Text("x".into()), expires_in_seconds: 3600 };
+        let call = CreateCall {
+            key: IdempotencyKey::new_random(),
+            body: &Body::Text("x".into()),
+            choices: &Choices::default(),
+            expires_in_seconds: 3600,
+        };
         match server.create(call).await {
             Err(CreateFailure::Configuration(reason)) => assert!(reason.contains("SSL_CERT_FILE"), "{reason}"),
             other => panic!("expected a configuration error, got {other:?}"),

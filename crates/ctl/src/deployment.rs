@@ -44,6 +44,8 @@ pub struct EndpointArgs {
 struct Chosen {
     shards: ShardAddresses,
     objects: Option<ObjectStoreConfig>,
+    /// The data directory whose `endpoints.json` named the shards.
+    up_dir: Option<PathBuf>,
 }
 
 impl Chosen {
@@ -52,6 +54,8 @@ impl Chosen {
         let endpoints =
             data_dir.as_deref().map(Endpoints::read).transpose().map_err(|error| CtlError::Usage(error.to_string()))?;
         let shards = args.shards.or_from(endpoints.as_ref());
+        let given = args.shards.key_shards.iter().chain(&args.shards.paste_shards).any(|a| !a.trim().is_empty());
+        let up_dir = data_dir.clone().filter(|_| endpoints.is_some() && !given);
         shards
             .required()
             .map_err(|error| CtlError::Usage(format!("{error}, or --data-dir of a running `pastebin up`")))?;
@@ -59,7 +63,7 @@ impl Chosen {
         let objects = args.objects.config().or_else(|| {
             written_dir.or_else(|| data_dir.as_ref().map(|d| d.join("objects"))).map(ObjectStoreConfig::Dir)
         });
-        Ok(Self { shards, objects })
+        Ok(Self { shards, objects, up_dir })
     }
 }
 
@@ -97,6 +101,14 @@ impl Deployment {
         let slots = discover(&chosen.shards, tls.as_ref(), Patience::AskOnce, timeout)
             .await
             .map_err(|error: DiscoveryError| CtlError::Usage(error.to_string()))?;
+        if let (Some(dir), true) = (&chosen.up_dir, slots.none_answered()) {
+            return Err(CtlError::Unreachable(format!(
+                "nothing answers at the shards {}/endpoints.json names: is `pastebin up` running? Start it with \
+                 --data-dir {}, then run this again",
+                dir.display(),
+                dir.display()
+            )));
+        }
         Ok(Self { slots, timeout, objects: chosen.objects })
     }
 

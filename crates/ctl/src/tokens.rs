@@ -11,9 +11,12 @@ use crate::{format::table, CtlError, Exit};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TokensArgs {
-    /// The tokens file the gateways read (`--create-tokens-file`); created 0600 if missing.
-    #[arg(long, env = "PASTEBIN_CREATE_TOKENS_FILE")]
-    pub file: PathBuf,
+    /// The tokens file the gateways read (`--create-tokens-file`); created 0600
+    /// if missing. Needed; before or after the action (`tokens add alice --file PATH`).
+    // Global, so it goes where a user writes it; clap cannot require a
+    // global flag, so `run` does.
+    #[arg(long, env = "PASTEBIN_CREATE_TOKENS_FILE", global = true)]
+    pub file: Option<PathBuf>,
     #[command(subcommand)]
     pub action: TokensAction,
 }
@@ -29,13 +32,19 @@ pub enum TokensAction {
 }
 
 pub fn run(args: &TokensArgs, out: &mut (dyn Write + Send)) -> Result<Exit, CtlError> {
-    let cannot =
-        |what: &str, e: std::io::Error| CtlError::Failed(format!("cannot {what} {}: {e}", args.file.display()));
-    let mut file = CreateTokenFile::load(&args.file).map_err(|e| cannot("read", e))?;
+    let path = args.file.as_ref().ok_or_else(|| {
+        CtlError::Usage(
+            "which tokens file? give --file PATH (or PASTEBIN_CREATE_TOKENS_FILE), the file the gateways' \
+             --create-tokens-file names"
+                .into(),
+        )
+    })?;
+    let cannot = |what: &str, e: std::io::Error| CtlError::Failed(format!("cannot {what} {}: {e}", path.display()));
+    let mut file = CreateTokenFile::load(path).map_err(|e| cannot("read", e))?;
     match &args.action {
         TokensAction::Add { label } => {
             let token = file.add(label).map_err(CtlError::Usage)?;
-            file.save(&args.file).map_err(|e| cannot("write", e))?;
+            file.save(path).map_err(|e| cannot("write", e))?;
             writeln!(out, "{token}")?;
         }
         TokensAction::List => {
@@ -45,9 +54,9 @@ pub fn run(args: &TokensArgs, out: &mut (dyn Write + Send)) -> Result<Exit, CtlE
         }
         TokensAction::Revoke { label } => {
             if !file.revoke(label) {
-                return Err(CtlError::Failed(format!("no token labelled {label:?} in {}", args.file.display())));
+                return Err(CtlError::Failed(format!("no token labelled {label:?} in {}", path.display())));
             }
-            file.save(&args.file).map_err(|e| cannot("write", e))?;
+            file.save(path).map_err(|e| cannot("write", e))?;
             writeln!(out, "revoked {label}")?;
         }
     }

@@ -125,6 +125,11 @@ impl Admission {
         self.check_create_rate(client)
     }
 
+    /// Whether a create needs a token (`--require-create-token`).
+    pub(crate) fn requires_token(&self) -> bool {
+        self.tokens.is_some()
+    }
+
     /// The create token, when this instance asks for one.
     pub(crate) fn check_token(&self, bearer: Option<&str>) -> Result<(), ApiError> {
         if let Some(tokens) = &self.tokens {

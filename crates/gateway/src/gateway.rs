@@ -233,6 +233,11 @@ impl Gateway {
 
     /// The create token alone, for a front end that checks more of a
     /// request's headers before it spends the client's rate.
+    /// Whether creates need a create token: the new-paste page asks for one.
+    pub fn requires_create_token(&self) -> bool {
+        self.inner.admission.requires_token()
+    }
+
     pub(crate) fn check_create_token(&self, bearer: Option<&str>) -> Result<(), ApiError> {
         counted(Protocol::Http, self.inner.admission.check_token(bearer))
     }

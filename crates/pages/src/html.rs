@@ -131,11 +131,22 @@ pub(crate) fn size_words(bytes: usize) -> String {
     }
 }
 
+/// What the new-paste form depends on.
+pub(crate) struct NewPasteForm<'a> {
+    pub(crate) public_url: &'a str,
+    pub(crate) max_bytes: usize,
+    pub(crate) expiry: &'a pastebin_core::ExpiryPolicy,
+    /// A private instance (`--require-create-token`): the form asks for a token.
+    pub(crate) token_required: bool,
+}
+
 /// `/`: the new-paste form. Saving needs the script (it owns the
 /// idempotency key); the `noscript` text says how to save without it. The
 /// expiry menu offers exactly the operator's choices (`expiry`), and the
-/// size limit is said before anyone pastes.
-pub(crate) fn new_paste(public_url: &str, max_bytes: usize, expiry: &pastebin_core::ExpiryPolicy) -> String {
+/// size limit is said before anyone pastes. On a private instance the form
+/// asks for a create token first and says why (docs/security.md#create-tokens).
+pub(crate) fn new_paste(form: &NewPasteForm<'_>) -> String {
+    let NewPasteForm { public_url, max_bytes, expiry, token_required } = *form;
     let options: String = expiry
         .offered()
         .into_iter()
@@ -149,7 +160,7 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize, expiry: &pastebin_co
          <noscript><p class=\"notice\">Saving from this page needs JavaScript. Without it, use the API: \
          <code>curl -H \"Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)\" --data-binary @file {api}</code></p></noscript>\
          <p class=\"meta\" id=\"size-limit\">Up to {size} per paste.</p>\
-         <form id=\"new-paste\" data-max-bytes=\"{max_bytes}\">\
+         <form id=\"new-paste\" data-max-bytes=\"{max_bytes}\">{token}\
          <label for=\"content\">Text</label>\
          <textarea id=\"content\" name=\"content\" rows=\"18\" spellcheck=\"false\" autofocus></textarea>\
          <div id=\"drop-zone\" class=\"drop\"><label for=\"file\">…or a file (pick one or drop it here)</label>\
@@ -180,8 +191,24 @@ pub(crate) fn new_paste(public_url: &str, max_bytes: usize, expiry: &pastebin_co
         languages = language_list(),
         seal = crate::sealed_page::compose_choice(),
         size = size_words(max_bytes),
+        token = if token_required { create_token_box() } else { String::new() },
     );
     layout("New paste", &main, true)
+}
+
+/// The create-token field of a private instance's form. The script keeps
+/// the token in this browser's storage for this site (its origin) only, so
+/// it is typed once, and never puts it in a link.
+fn create_token_box() -> String {
+    "<div id=\"create-token-box\" class=\"notice\">\
+     <p>This pastebin is private: saving needs a <strong>create token</strong> from its operator \
+     (<code>pastebin ctl tokens add</code>). Anyone can read a paste they have the link to.</p>\
+     <label for=\"create-token\">Create token</label>\
+     <div class=\"copy\"><input id=\"create-token\" name=\"create_token\" type=\"password\" required \
+     autocomplete=\"off\" spellcheck=\"false\"><button type=\"button\" id=\"forget-token\">Forget</button></div>\
+     <p class=\"meta\">Kept in this browser for this site only, so you type it once; never sent anywhere \
+     but this site's saves, never put in a link. “Forget” removes it from this browser.</p></div>"
+        .to_owned()
 }
 
 /// The `<datalist>` of the languages the highlighter knows: suggestions
@@ -498,9 +525,22 @@ mod tests {
         assert!(!page.contains("page-url") && !page.contains("qr.svg"), "{page}");
     }
 
+    fn new_paste_page(token_required: bool) -> String {
+        let expiry = pastebin_core::ExpiryPolicy::default();
+        new_paste(&NewPasteForm { public_url: "http://x", max_bytes: 10, expiry: &expiry, token_required })
+    }
+
+    #[test]
+    fn a_private_instance_s_form_asks_for_a_create_token_and_says_why() {
+        let page = new_paste_page(true);
+        assert!(page.contains("id=\"create-token\" name=\"create_token\" type=\"password\" required"), "{page}");
+        assert!(page.contains("This pastebin is private"), "{page}");
+        assert!(!new_paste_page(false).contains("create-token"), "an open instance asks for nothing");
+    }
+
     #[test]
     fn the_language_box_suggests_the_highlighters_languages() {
-        let page = new_paste("http://x", 10, &pastebin_core::ExpiryPolicy::default());
+        let page = new_paste_page(false);
         assert!(page.contains("list=\"languages\"") && page.contains("<datalist id=\"languages\">"), "{page}");
         assert!(page.contains("<option value=\"Rust\">"), "{page}");
     }
@@ -549,7 +589,8 @@ mod tests {
     #[test]
     fn pages_have_no_inline_script_or_style() {
         for page in [
-            new_paste("http://x", 10, &pastebin_core::ExpiryPolicy::default()),
+            new_paste_page(false),
+            new_paste_page(true),
             paste(view("x"), false, "http://x").whole(),
             delete_form("x", None),
             not_found(),

@@ -99,7 +99,13 @@ fn with_error_line(mut page: Response, message: &str) -> Response {
 
 async fn new_paste_page(State(pages): State<Pages>) -> Response {
     let settings = pages.gateway.settings();
-    page_response(StatusCode::OK, html::new_paste(&settings.public_url, settings.max_content_bytes, &settings.expiry))
+    let form = html::NewPasteForm {
+        public_url: &settings.public_url,
+        max_bytes: settings.max_content_bytes,
+        expiry: &settings.expiry,
+        token_required: pages.gateway.requires_create_token(),
+    };
+    page_response(StatusCode::OK, html::new_paste(&form))
 }
 
 /// `GET /{id}`, the share link: the page for a browser (an `Accept` that

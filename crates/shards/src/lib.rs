@@ -163,6 +163,12 @@ impl SlotMap {
             && self.pastes.table == other.pastes.table
     }
 
+    /// Whether no shard at all answered: nothing is serving at these
+    /// addresses (a stopped `pastebin up`), rather than some shard being down.
+    pub fn none_answered(&self) -> bool {
+        !self.keys.answered.iter().chain(&self.pastes.answered).any(|answered| *answered)
+    }
+
     /// The slots K shard `shard` is known to own (`0-127`, `none`), or
     /// `unknown` for a shard that did not answer.
     pub fn key_shard_slots(&self, shard: usize) -> String {

@@ -49,3 +49,36 @@ async fn a_lost_answer_retried_from_the_page_makes_one_paste_then_view_delete_an
     let raw = client.get(format!("{}/raw/{script_id}", cluster.http)).send().await.expect("GET").text().await.unwrap();
     assert_eq!(raw, rest["content"].as_str().unwrap());
 }
+
+/// A private instance (`--require-create-token`): the page asks for a create
+/// token once, keeps it for this site, and its saves carry it; the server
+/// holds exactly the two pastes saved with it (tests/browser/private.mjs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_instance_s_page_saves_with_a_token_entered_once() {
+    require_tools();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("create-tokens");
+    let tokens_file = tokens.to_str().unwrap();
+    // The order the docs show: the action, then --file.
+    let minted =
+        pastebin_tests::cluster::run_to_exit(&["ctl", "tokens", "add", "browser", "--file", tokens_file]).await;
+    assert!(minted.status.success(), "{}", String::from_utf8_lossy(&minted.stderr));
+    let token = String::from_utf8(minted.stdout).unwrap().trim().to_owned();
+    let env = [("PASTEBIN_REQUIRE_CREATE_TOKEN", "true"), ("PASTEBIN_CREATE_TOKENS_FILE", tokens_file)];
+    let env = env.map(|(name, value)| (name.to_owned(), value.to_owned())).to_vec();
+    let cluster = Cluster::start(ClusterOptions { env, ..ClusterOptions::default() }).await;
+
+    let saved = pastebin_tests::browser::run_script_phase(&cluster, "private.mjs", &["save", &token]).await;
+    assert_eq!(saved["posts"], 3, "two saves and the refused one, nothing else: {saved}");
+    let client = reqwest::Client::new();
+    for (id, content) in [
+        (&saved["first"], "the first private paste"),
+        (&saved["second"], "the second private paste, token not typed again"),
+    ] {
+        let id = id.as_str().expect("an id");
+        let paste: Value =
+            client.get(format!("{}/api/v1/pastes/{id}", cluster.http)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(paste["content"], content);
+    }
+    assert_eq!(cluster.live_pastes().await, 2, "the refused save made nothing");
+}

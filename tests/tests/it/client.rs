@@ -10,7 +10,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use pastebin_client::{Client, DeleteError, Deleted, How, IntentState, PasteError, RetryPolicy, Save, Subject};
+use pastebin_client::{
+    Choices, Client, DeleteError, Deleted, How, IntentState, PasteError, Resuming, RetryPolicy, Save, Subject,
+};
 use pastebin_core::{IdempotencyKey, KeyState};
 use pastebin_tests::{
     api::get,
@@ -45,6 +47,7 @@ fn save(subject: &str, content: &str) -> Save {
     Save {
         subject: Subject::named(subject),
         content: content.into(),
+        choices: Choices::default(),
         expires_in_seconds: Some(86_400),
         force_new: false,
         seal: None,
@@ -142,7 +145,7 @@ async fn paste_service_down_keeps_the_intent_and_resume_finishes_it_with_the_sam
     assert_eq!(on_k.state, KeyState::Pending);
 
     cluster.pastes[0].restart(&[], &["paste-service"]).await;
-    let resumed = client.resume().await.unwrap();
+    let resumed = client.resume(Resuming::EveryServer).await.unwrap();
     assert!(resumed.failed.is_empty(), "{:?}", resumed.failed);
     assert_eq!(resumed.finished.len(), 1);
     let finished = &resumed.finished[0];
@@ -153,34 +156,37 @@ async fn paste_service_down_keeps_the_intent_and_resume_finishes_it_with_the_sam
     assert!(client.journal().read(&key).unwrap().answer().is_some());
 
     // Nothing left to resume; the same save again is the stored answer.
-    assert!(client.resume().await.unwrap().finished.is_empty());
+    assert!(client.resume(Resuming::EveryServer).await.unwrap().finished.is_empty());
     let again = client.paste(save("report.txt", "waiting for P")).await.unwrap();
     assert_eq!(again.how, How::AlreadyPasted);
     assert_eq!(cluster.live_pastes().await, 1);
 }
 
+/// A gateway that is down refuses the connection: the create never left this
+/// machine, so nothing is kept pending (crates/client/README.md, "What never
+/// left is not kept"), and the same paste once the gateway is back makes
+/// exactly one paste. (A send that did leave stays pending: the tests above.)
 #[tokio::test]
-async fn gateway_down_keeps_the_intent_and_the_same_paste_again_finishes_it() {
+async fn a_gateway_that_is_down_keeps_nothing_pending_and_the_same_paste_later_makes_one() {
     let mut cluster = Cluster::start(ClusterOptions::default()).await;
     cluster.gateway.kill().await;
     let state = tempfile::tempdir().unwrap();
     let (client, _) = client(&cluster.http, state.path(), 2);
 
     let down = client.paste(save("draft", "nobody home")).await.unwrap_err();
-    let key = pending_key(&down);
+    assert!(matches!(down, PasteError::NotSent { .. }), "{down}");
     assert_eq!(cluster.key_rows().await, 0, "nothing reached the server");
-    // A changed content is another save: it does not take over the pending key.
-    let changed = client.paste(save("draft", "nobody home, v2")).await.unwrap_err();
-    assert_ne!(pending_key(&changed), key);
+    assert!(client.scan().unwrap().records.is_empty(), "nothing kept pending");
+    assert!(client.resume(Resuming::EveryServer).await.unwrap().finished.is_empty());
 
     cluster.restart_gateway("").await;
     let back = client.paste(save("draft", "nobody home")).await.unwrap();
-    assert_eq!(back.key.canonical(), key);
-    assert_eq!(back.how, How::Adopted { replayed: false });
-    let resumed = client.resume().await.unwrap();
-    assert_eq!(resumed.finished.len(), 1, "--resume finishes the other pending save");
-    assert_eq!(cluster.live_pastes().await, 2);
-    assert_eq!(get(&cluster.http, &resumed.finished[0].answer.id).await.json()["content"], "nobody home, v2");
+    assert_eq!(back.how, How::Created);
+    let again = client.paste(save("draft", "nobody home")).await.unwrap();
+    assert_eq!((again.how, again.answer.id.as_str()), (How::AlreadyPasted, back.answer.id.as_str()));
+    assert_eq!(cluster.live_pastes().await, 1);
+    assert_eq!(cluster.key_rows().await, 1);
+    assert_eq!(get(&cluster.http, &back.answer.id).await.json()["content"], "nobody home");
 }
 
 #[tokio::test]
@@ -275,7 +281,7 @@ async fn a_refused_paste_is_not_left_pending() {
     let PasteError::Refused { key, failure, .. } = &refused else { panic!("expected a refusal, got {refused}") };
     assert!(failure.to_string().contains("content exceeds the limit"), "{failure}");
     assert!(matches!(over_grpc.journal().read(key).unwrap().state, IntentState::Rejected { .. }));
-    assert!(over_grpc.resume().await.unwrap().finished.is_empty(), "nothing pending to resume");
+    assert!(over_grpc.resume(Resuming::EveryServer).await.unwrap().finished.is_empty(), "nothing pending to resume");
     // Over HTTP the client reads the published limits and refuses before it
     // journals or sends anything, in the server's words.
     let state = tempfile::tempdir().unwrap();

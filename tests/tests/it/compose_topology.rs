@@ -226,6 +226,16 @@ fn compose_publishes_only_on_loopback_and_grafana_needs_a_login() {
         password.starts_with("${GRAFANA_ADMIN_PASSWORD:?"),
         "taken from the operator's environment, with no default: {password}"
     );
+
+    // The links the gateways hand out come from the operator's environment (.env).
+    for gateway in ["gateway-1", "gateway-2"] {
+        let command = compose["services"][gateway]["command"].as_sequence().expect("a command list");
+        let public_url = command.iter().filter_map(Value::as_str).find(|arg| arg.starts_with("--public-url="));
+        assert!(
+            public_url.is_some_and(|arg| arg.starts_with("--public-url=${PASTEBIN_PUBLIC_URL:-http://localhost:")),
+            "{gateway}: {public_url:?}"
+        );
+    }
 }
 
 /// The Compose file's etcd members, run as processes with Debian's etcd on their own

@@ -199,3 +199,23 @@ async fn an_in_process_call_to_a_stalled_shard_ends_at_the_call_timeout() {
     assert_eq!(report.recovery.key_shards_unreachable, 1, "{report:?}");
     assert!(report.failure().is_some_and(|why| why.contains("key shards unreachable")), "{report:?}");
 }
+
+/// `ctl` beside an `up` that is not running says so, instead of a table of
+/// unknowns and a level it cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_against_a_stopped_up_asks_whether_it_is_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut up = Process::start(up_args(&data), vec![], &["gateway-http"]).await;
+    up.signal("TERM");
+    assert!(up.wait_exit(Duration::from_secs(30)).await.is_some(), "up stops at SIGTERM");
+
+    let data_dir = data.to_str().unwrap();
+    for command in ["stats", "pending"] {
+        let ran = pastebin_tests::cluster::run_to_exit(&["ctl", command, "--data-dir", data_dir]).await;
+        let (stdout, stderr) = (String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
+        assert_eq!(ran.status.code(), Some(3), "unreachable: {stdout}{stderr}");
+        assert!(stderr.contains("is `pastebin up` running?"), "ctl {command}: {stderr}");
+        assert!(!stdout.contains("level: unknown") && !stdout.contains("no pending keys"), "ctl {command}: {stdout}");
+    }
+}

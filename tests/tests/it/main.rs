@@ -13,6 +13,7 @@ mod batched_recovery;
 mod browser;
 mod browser_reader;
 mod client;
+mod client_cli;
 mod client_tls;
 mod compose_topology;
 mod concurrency;

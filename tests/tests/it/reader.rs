@@ -293,14 +293,14 @@ async fn reader_features_on_postgres_and_s3() {
 /// they are, with their type and name; saving the same file again is the
 /// journal's "already pasted", not a second paste.
 async fn the_client_pastes_a_binary_file_once(server: &str, http: &str) {
-    use pastebin_client::{Body, How, Save, Subject};
+    use pastebin_client::{Body, Choices, How, Save, Subject};
     let state = tempfile::tempdir().unwrap();
     let client = pastebin_client::Client::new(server, state.path()).unwrap();
-    let body =
-        Body::Binary { media_type: "image/gif".into(), file_name: Some("tiny.gif".into()), bytes: binary_sample() };
+    let body = Body::Binary { media_type: "image/gif".into(), bytes: binary_sample() };
     let save = || Save {
         subject: Subject::named("tiny.gif"),
         content: body.clone(),
+        choices: Choices { file_name: Some("tiny.gif".into()), ..Choices::default() },
         expires_in_seconds: Some(3_600),
         force_new: false,
         seal: None,

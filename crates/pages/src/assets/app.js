@@ -11,10 +11,17 @@
 // new key. A file is chosen with the picker or dropped on the form. After a
 // save the address bar shows the paste's link (so a reload or a bookmark
 // keeps it), while the screen still shows the one-time delete token.
+//
+// On a private instance (`--require-create-token`) the form has a create
+// token field: the token is kept in localStorage, which belongs to this
+// site's origin alone, so it is typed once; it goes only in the
+// Authorization header of this site's saves, never in a link. sealed.js
+// sends it the same way (window.pastebinCreateToken).
 "use strict";
 
 (function () {
   const STORE = "pastebin.pending-save";
+  const TOKEN_STORE = "pastebin.create-token";
   const TIMEOUT_MS = 15000;
   const AUTO_RETRIES_ON_503 = 2;
   // Where the pending save lives if sessionStorage is unavailable (then it
@@ -22,6 +29,8 @@
   let memory = null;
 
   const form = document.getElementById("new-paste");
+  const createToken = createTokenField();
+  window.pastebinCreateToken = createToken;
   if (form) newPastePage(form);
   wireCopyButtons();
   wireCopyContent();
@@ -202,7 +211,7 @@
         const what = request(attempt);
         const response = await fetch(what.url, {
           method: "POST",
-          headers: { "Content-Type": what.type, "Accept": "application/json", "Idempotency-Key": attempt.key },
+          headers: createToken.sign({ "Content-Type": what.type, "Accept": "application/json", "Idempotency-Key": attempt.key }),
           body: what.body,
           signal: controller.signal,
           cache: "no-store",
@@ -214,6 +223,7 @@
           const retryAfter = Number(response.headers.get("Retry-After")) || 1;
           return { kind: "unavailable", retryAfter: Math.min(retryAfter, 10) };
         }
+        if (response.status === 401) return { kind: "rejected", message: createToken.refused(body) };
         if (response.status >= 400 && response.status < 500) {
           const message = body && body.error ? body.error.message : "the request was refused (" + response.status + ")";
           return { kind: "rejected", message: message };
@@ -250,6 +260,40 @@
       status.className = "status " + kind;
       status.textContent = message;
     }
+  }
+
+  /**
+   * The create token field of a private instance's form, filled from this
+   * browser's storage; `sign` adds the token to a save's headers (and keeps
+   * it), `refused` forgets a token the server turned down and says so. On an
+   * open instance there is no field and `sign` adds nothing.
+   */
+  function createTokenField() {
+    const field = document.getElementById("create-token");
+    if (!field) return { sign: function (headers) { return headers; }, refused: refusedWithoutField };
+    try { field.value = localStorage.getItem(TOKEN_STORE) || ""; } catch (error) { /* typed each visit */ }
+    document.getElementById("forget-token").addEventListener("click", function () {
+      field.value = "";
+      try { localStorage.removeItem(TOKEN_STORE); } catch (error) { /* nothing stored */ }
+      field.focus();
+    });
+    return {
+      sign: function (headers) {
+        const token = field.value.trim();
+        try { localStorage.setItem(TOKEN_STORE, token); } catch (error) { /* kept on this page only */ }
+        return Object.assign({ "Authorization": "Bearer " + token }, headers);
+      },
+      refused: function (body) {
+        try { localStorage.removeItem(TOKEN_STORE); } catch (error) { /* nothing stored */ }
+        field.focus();
+        return (body && body.error ? body.error.message : "the create token was refused") +
+          ". Check the create token (it is no longer kept in this browser) and save again.";
+      },
+    };
+  }
+
+  function refusedWithoutField(body) {
+    return body && body.error ? body.error.message : "a create token is needed";
   }
 
   function wireCopyButtons() {

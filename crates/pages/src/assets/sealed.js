@@ -165,7 +165,7 @@
       try {
         const response = await fetch("/api/v1/pastes?" + query, {
           method: "POST",
-          headers: { "Content-Type": SEALED_TYPE, "Accept": "application/json", "Idempotency-Key": attempt.idempotencyKey },
+          headers: window.pastebinCreateToken.sign({ "Content-Type": SEALED_TYPE, "Accept": "application/json", "Idempotency-Key": attempt.idempotencyKey }),
           body: attempt.sealed.envelope,
           signal: controller.signal,
           cache: "no-store",
@@ -177,6 +177,7 @@
           const seconds = Number(response.headers.get("Retry-After")) || 1;
           return { kind: "unknown", retryAfterMs: Math.min(seconds, 10) * 1000 };
         }
+        if (response.status === 401) return { kind: "rejected", message: window.pastebinCreateToken.refused(body) };
         if (response.status >= 400 && response.status < 500) {
           return { kind: "rejected", message: body && body.error ? body.error.message : "the request was refused (" + response.status + ")" };
         }

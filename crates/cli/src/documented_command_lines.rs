@@ -262,7 +262,7 @@ fn the_scan_finds_code_blocks_inline_spans_units_and_help_texts() {
     let has = |place: &str, line: &str| {
         shown.iter().any(|shown| shown.place.starts_with(place) && shown.words.join(" ").starts_with(line))
     };
-    assert!(has("docs/security.md", "pastebin ctl tokens --file /etc/pastebin/create-tokens add alice"));
+    assert!(has("docs/security.md", "pastebin ctl tokens add alice --file /etc/pastebin/create-tokens"));
     assert!(has("docs/configuration.md", "pastebin ctl tokens add|list|revoke --file PATH"));
     assert!(has("`pastebin gateway --help`", "pastebin ctl tokens add|list|revoke --file PATH"));
     assert!(shown.iter().any(|shown| shown.place.ends_with("pastebin.service")), "the systemd unit's ExecStart");

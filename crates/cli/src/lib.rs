@@ -137,7 +137,7 @@ pub struct ShardArgs {
     /// The etcd members that decide which slots this shard owns
     /// (docs/design.md#ownership-on-etcd): etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
     /// Needed by a deployment with more than one shard of a kind. Once
-    /// `pastebin ctl topology init` has run, --slots is refused: etcd says.
+    /// etcd holds a topology for this kind, --slots is refused: etcd says.
     /// Over mutual TLS with this shard's --tls-* files when given.
     #[arg(long, env = "PASTEBIN_TOPOLOGY", requires = "advertise", help_heading = help::SHARDS)]
     pub topology: Option<pastebin_topology::TopologyUrl>,

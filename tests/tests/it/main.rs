@@ -62,3 +62,4 @@ mod stopping;
 mod store_faults;
 mod sweeper;
 mod telemetry;
+mod upgrades;

@@ -72,12 +72,13 @@ def documents(paths):
 
 
 def manifest_commands(paths):
-    """(where, argv, env names) of every container that runs the pastebin image."""
+    """(where, argv, env) of every container that runs the pastebin image; env maps each
+    variable's name to its value (None when it comes from a Secret)."""
     config_maps = {}
     docs = list(documents(paths))
     for _, doc in docs:
         if doc.get("kind") == "ConfigMap":
-            config_maps[doc["metadata"]["name"]] = list(doc.get("data", {}))
+            config_maps[doc["metadata"]["name"]] = doc.get("data", {})
     for path, doc in docs:
         pod = doc.get("spec", {}).get("template", {}).get("spec")
         if not pod:
@@ -85,9 +86,9 @@ def manifest_commands(paths):
         for container in pod.get("containers", []):
             if "pastebin" not in container.get("image", ""):
                 continue
-            env = [e["name"] for e in container.get("env", [])]
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
             for source in container.get("envFrom", []):
-                env += config_maps.get(source.get("configMapRef", {}).get("name"), [])
+                env |= config_maps.get(source.get("configMapRef", {}).get("name"), {})
             where = f"{path}: {doc['kind']}/{doc['metadata']['name']}"
             yield where, container.get("command", []) + container.get("args", []), env
 
@@ -98,7 +99,7 @@ def compose_commands():
         if not service.get("image", "").startswith("pastebin"):
             continue
         env = service.get("environment", {})
-        env = list(env) if isinstance(env, dict) else [e.split("=", 1)[0] for e in env]
+        env = env if isinstance(env, dict) else dict(e.split("=", 1) for e in env)
         yield f"{COMPOSE.relative_to(ROOT)}: {name}", service.get("command", []), env
 
 
@@ -224,15 +225,21 @@ def etcd_members(where, members, offered):
     return failures, clients
 
 
-def topology_failures(where, argv, clients):
-    """A part's `--topology etcd://a,b,c` names exactly the members' client addresses."""
+def topology_failures(where, argv, env, clients):
+    """Every part names the etcd members (two shards of a kind: etcd decides who owns
+    which slots), as `--topology` or PASTEBIN_TOPOLOGY, exactly their client addresses;
+    every shard says the address it is dialled at (`--advertise`)."""
+    flags = parse_flags(argv)
+    value = flags.get("--topology") or env.get("PASTEBIN_TOPOLOGY")
+    if not value:
+        return [f"{where}: names no etcd (--topology or PASTEBIN_TOPOLOGY): with two shards of a kind, "
+                "etcd decides which owns which slots"]
     failures = []
-    for flag, value in parse_flags(argv).items():
-        if flag != "--topology":
-            continue
-        named = set(value.removeprefix("etcd://").split(","))
-        if not value.startswith("etcd://") or named != clients:
-            failures.append(f"{where}: --topology={value}, but the etcd members are at {sorted(clients)}")
+    named = set(str(value).removeprefix("etcd://").split(","))
+    if not str(value).startswith("etcd://") or named != clients:
+        failures.append(f"{where}: --topology={value}, but the etcd members are at {sorted(clients)}")
+    if argv and argv[0] in ("key-service", "paste-service") and "--advertise" not in flags:
+        failures.append(f"{where}: a shard under etcd needs --advertise, the address the others dial it at")
     return failures
 
 
@@ -262,9 +269,8 @@ def compose_etcd(offered):
         failures.append(f"{where}: etcd members share a data volume: {shared}")
     member_failures, clients = etcd_members(where, members, offered)
     failures += member_failures
-    for name, service in services.items():
-        if service.get("image", "").startswith("pastebin"):
-            failures += topology_failures(f"{where}: {name}", service.get("command", []), clients)
+    for part, argv, env in compose_commands():
+        failures += topology_failures(part, argv, env, clients)
     return failures
 
 
@@ -306,8 +312,8 @@ def kubernetes_etcd(paths, offered):
             members[pod] = (f"{pod}.{headless}", [a.replace("$(POD_NAME)", pod) for a in argv])
         member_failures, clients = etcd_members(where, members, offered)
         failures += member_failures
-        for part, part_argv, _ in manifest_commands([path]):
-            failures += topology_failures(part, part_argv, clients)
+        for part, part_argv, env in manifest_commands([path]):
+            failures += topology_failures(part, part_argv, env, clients)
     return failures
 
 

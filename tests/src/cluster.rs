@@ -276,7 +276,8 @@ pub struct ClusterOptions {
     /// The same for P shards.
     pub paste_database_urls: Vec<String>,
     /// Every shard starts under this topology (`etcd://…`,
-    /// docs/design.md#ownership-on-etcd); the test writes its first version.
+    /// docs/design.md#ownership-on-etcd), and the gateway follows it; the
+    /// test writes its first version.
     pub topology: Option<String>,
 }
 
@@ -470,7 +471,10 @@ impl Cluster {
         }
         let failpoints = options.failpoints.as_deref().unwrap_or_default();
         let gateway_tls = options.tls.as_ref();
-        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, &options.env, failpoints).await;
+        // Under a topology the gateway follows it by a watch, as a deployment's does.
+        let topology = options.topology.iter().map(|url| ("PASTEBIN_TOPOLOGY".to_owned(), url.clone()));
+        let env: Vec<(String, String)> = options.env.iter().cloned().chain(topology).collect();
+        let gateway = start_gateway(&key_addresses, &paste_addresses, &s3, gateway_tls, &env, failpoints).await;
         let http = format!("http://{}", gateway.address("gateway-http"));
         let public_tls = gateway_tls.and_then(|tls| tls.public.as_ref());
         let grpc = format!("{}://{}", scheme(public_tls), gateway.address("gateway-grpc"));

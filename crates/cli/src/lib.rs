@@ -20,7 +20,7 @@ use pastebin_runtime::{
     db, durability,
     grpc::{GrpcLimits, GrpcServer, ServerOptions},
     help, readiness, shutdown_signal, telemetry,
-    tls::{ClientAuth, MutualTls, PublicTls, PublicTlsArgs, TlsArgs},
+    tls::{ClientAuth, MutualTls, PublicTls, PublicTlsArgs, TlsArgs, TopologyTlsArgs},
     unless_stopped, with_drain_timeout,
 };
 use pastebin_shards::{Patience, SlotMap};
@@ -64,7 +64,7 @@ pub enum Command {
     Up(Box<up::UpArgs>),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
-    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, reports, takedown, certs.
+    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, topology, reports, takedown, certs.
     Ctl(pastebin_ctl::CtlArgs),
     /// Ask an admin listener whether its process is alive (`/healthz`) or ready (`/readyz`): exit 0 if so.
     Healthcheck(healthcheck::HealthcheckArgs),
@@ -86,6 +86,8 @@ pub struct SweeperCommand {
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
+    pub topology_tls: TopologyTlsArgs,
+    #[command(flatten)]
     pub admin: flags::AdminArgs,
 }
 
@@ -101,6 +103,8 @@ pub struct GatewayCommand {
     /// The gateway's identity towards K and P (a client certificate).
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub topology_tls: TopologyTlsArgs,
     /// The public gRPC listener's own certificate (a server certificate).
     #[command(flatten)]
     pub public_tls: PublicTlsArgs,
@@ -165,6 +169,8 @@ pub struct ShardArgs {
     /// Serve TLS only, to clients with a certificate signed by --tls-ca.
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub topology_tls: TopologyTlsArgs,
     #[command(flatten)]
     pub admin: flags::AdminArgs,
 }
@@ -363,7 +369,8 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
 fn granted(args: &ShardArgs, kind: ShardKind, tls: Option<&MutualTls>) -> anyhow::Result<Option<Granted>> {
     let (Some(url), Some(address)) = (&args.topology, &args.advertise) else { return Ok(None) };
     anyhow::ensure!(!args.reshard, "--reshard is refused with --topology: etcd decides what this shard owns");
-    let authority = pastebin_topology::EtcdAuthority::new(url.clone(), tls.map(MutualTls::client))?;
+    let tls = args.topology_tls.load_or(tls)?;
+    let authority = pastebin_topology::EtcdAuthority::new(url.clone(), tls.as_ref().map(MutualTls::client))?;
     let kind = match kind {
         ShardKind::Key => pastebin_topology::Kind::Key,
         _ => pastebin_topology::Kind::Paste,
@@ -436,6 +443,19 @@ async fn slot_map(shards: &pastebin_shards::ShardAddresses, tls: Option<&MutualT
     Ok(map)
 }
 
+/// With `--topology`, the map in `slots` follows etcd's watch
+/// (docs/design.md#routers-watch-the-topology); without it, the shards' refusals.
+fn follow_topology(
+    shards: &pastebin_shards::ShardAddresses,
+    (topology_tls, tls): (&TopologyTlsArgs, Option<&MutualTls>),
+    slots: &pastebin_shards::SlotMapCell,
+) -> anyhow::Result<()> {
+    if let Some(authority) = shards.authority(topology_tls, tls)? {
+        pastebin_shards::follow_topology(slots.clone(), Arc::new(authority));
+    }
+    Ok(())
+}
+
 /// How long one `Describe` of a shard may take at start-up.
 const DESCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long a gateway waits for every shard before it listens without a slot map.
@@ -458,6 +478,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     let _objects = locks::deployment_objects(&args.objects, "pastebin gateway")?;
     let slots = pastebin_shards::SlotMapCell::default();
     slots.rediscover_with(pastebin_shards::rediscovery(args.shards.clone(), tls.clone(), DESCRIBE_TIMEOUT));
+    follow_topology(&args.shards, (&args.topology_tls, tls.as_ref()), &slots)?;
     if let Ok(map) = tokio::time::timeout(FIRST_DISCOVERY, slot_map(&args.shards, tls.as_ref())).await {
         slots.fill(map?);
     }
@@ -515,6 +536,7 @@ async fn run_sweeper(args: SweeperCommand) -> anyhow::Result<()> {
         tls.clone(),
         DESCRIBE_TIMEOUT,
     ));
+    follow_topology(&args.shards, (&args.topology_tls, tls.as_ref()), &sweeper.slot_map_cell())?;
     tracing::info!(settings = ?sweeper.settings(), "sweeper running");
     let admin = AdminState::new(sweeper.clone());
     let rounds = admin.clone();

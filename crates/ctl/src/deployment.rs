@@ -37,6 +37,8 @@ pub struct EndpointArgs {
     /// ctl's own identity towards K and P.
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub topology_tls: pastebin_runtime::tls::TopologyTlsArgs,
 }
 
 /// What the arguments and the data directory say, before any shard is asked.
@@ -212,7 +214,7 @@ mod tests {
         args.shards = ShardAddresses {
             key_shards: vec!["127.0.0.1:1".into()],
             paste_shards: vec!["127.0.0.1:2".into()],
-            topology: None,
+            ..Default::default()
         };
         args.timeout_secs = 1;
         let deployment = Deployment::resolve(&args).await.unwrap();

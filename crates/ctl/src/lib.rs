@@ -42,6 +42,7 @@ pub mod repair;
 pub mod reshard;
 mod stats;
 mod tokens;
+mod topology;
 
 use std::io::Write;
 
@@ -96,6 +97,9 @@ pub enum CtlCommand {
     /// Make a development CA and a certificate and key for each part
     /// (key-service, paste-service, gateway, sweeper, ctl), and print the flags to use.
     Certs(certs::CertsArgs),
+    /// Which shard owns which slots, on etcd (--topology): `init` writes the
+    /// ranges the shards hold today, once; `show` prints what etcd holds.
+    Topology(topology::TopologyArgs),
 }
 
 /// The commands that read the object store; the others hide its flags from
@@ -203,6 +207,7 @@ pub async fn execute_with(
             CtlCommand::Takedown(command) => keeping::takedown(&deployment().await?, command, out, err).await,
             CtlCommand::Certs(command) => certs::run(command, out),
             CtlCommand::Tokens(command) => tokens::run(command, out),
+            CtlCommand::Topology(command) => topology::run(command, &args.endpoints, out, err).await,
         }
     }
     .await;

@@ -32,16 +32,15 @@
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,
-    sync::Arc,
     time::Duration,
 };
 
 use pastebin_core::{OwnedSlots, SlotRange};
 use pastebin_handover::{refusal::check_asked, Identity, Next, Record, Role, Step};
 use pastebin_proto::shard::v1::{self as pb, slot_moves_client::SlotMovesClient};
-use pastebin_runtime::{failpoints, tls::MutualTls};
+use pastebin_runtime::failpoints;
 use pastebin_slots::shard_slots::{described, move_from_pb, move_to_pb, span};
-use pastebin_topology::{EtcdAuthority, Phase};
+use pastebin_topology::Phase;
 use tonic::transport::Channel;
 
 use crate::{
@@ -302,15 +301,7 @@ pub async fn run(
     crate::move_preflight::check(args, endpoints).await?;
     let source = End::connect("source", &args.from, endpoints)?;
     let target = End::connect("target", &args.to, endpoints)?;
-    let authority = match &endpoints.shards.topology {
-        Some(url) => {
-            let tls = endpoints.tls.load().map_err(|error| CtlError::Usage(error.to_string()))?;
-            let etcd = EtcdAuthority::new(url.clone(), tls.as_ref().map(MutualTls::client))
-                .map_err(|error| CtlError::Usage(error.to_string()))?;
-            Some(MoveAuthority::new(Arc::new(etcd), args.kind))
-        }
-        None => None,
-    };
+    let authority = crate::topology::authority(endpoints)?.map(|etcd| MoveAuthority::new(etcd, args.kind));
     run_between(args, source, target, authority, progress, out, err).await
 }
 

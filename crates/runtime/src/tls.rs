@@ -44,6 +44,35 @@ pub struct TlsArgs {
     pub tls_ca: Option<PathBuf>,
 }
 
+/// `--topology-tls-cert`, `--topology-tls-key`, `--topology-tls-ca`: this
+/// part's identity towards etcd and the CA that signs etcd's members, for an
+/// etcd with a CA of its own (docs/security.md#certificates). Unset, a part
+/// meets etcd with its `--tls-*` files.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = crate::help::TLS)]
+pub struct TopologyTlsArgs {
+    /// This part's certificate towards etcd (clientAuth; default: --tls-cert).
+    #[arg(long, env = "PASTEBIN_TOPOLOGY_TLS_CERT", global = true)]
+    pub topology_tls_cert: Option<PathBuf>,
+    /// The private key of --topology-tls-cert (PEM).
+    #[arg(long, env = "PASTEBIN_TOPOLOGY_TLS_KEY", global = true)]
+    pub topology_tls_key: Option<PathBuf>,
+    /// The CA that signs etcd's members.
+    #[arg(long, env = "PASTEBIN_TOPOLOGY_TLS_CA", global = true)]
+    pub topology_tls_ca: Option<PathBuf>,
+}
+
+impl TopologyTlsArgs {
+    const FLAGS: [&'static str; 3] = ["--topology-tls-cert", "--topology-tls-key", "--topology-tls-ca"];
+
+    /// The files given to meet etcd with, or `parts` (the `--tls-*` files)
+    /// when none is; an error when only some are.
+    pub fn load_or(&self, parts: Option<&MutualTls>) -> Result<Option<MutualTls>, TlsError> {
+        let given = [&self.topology_tls_cert, &self.topology_tls_key, &self.topology_tls_ca];
+        Ok(load_mutual(Self::FLAGS, given)?.or_else(|| parts.cloned()))
+    }
+}
+
 /// `--public-tls-cert`, `--public-tls-key`: the gateway's public gRPC
 /// listener's own certificate, for the names its clients dial.
 #[derive(Debug, Clone, clap::Args)]
@@ -87,8 +116,8 @@ pub enum ClientAuth {
 /// Why the TLS files could not be used; each names the flag and the file.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("--tls-cert, --tls-key and --tls-ca go together: {0} is missing")]
-    Incomplete(&'static str),
+    #[error("{}, {} and {} go together: {missing} is missing", flags[0], flags[1], flags[2])]
+    Incomplete { flags: [&'static str; 3], missing: &'static str },
     #[error("--public-tls-cert and --public-tls-key go together: {0} is missing")]
     PublicIncomplete(&'static str),
     #[error("cannot read {flag} {}: {error}", path.display())]
@@ -109,19 +138,28 @@ impl TlsArgs {
     /// and checked when all three are; an error naming what is missing or
     /// unreadable otherwise, so a typo never silently means plaintext.
     pub fn load(&self) -> Result<Option<MutualTls>, TlsError> {
-        let (cert, key, ca) = match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
-            (None, None, None) => return Ok(None),
-            (Some(cert), Some(key), Some(ca)) => (cert, key, ca),
-            (None, _, _) => return Err(TlsError::Incomplete("--tls-cert")),
-            (_, None, _) => return Err(TlsError::Incomplete("--tls-key")),
-            (_, _, None) => return Err(TlsError::Incomplete("--tls-ca")),
-        };
-        let cert = read_certificates("--tls-cert", cert)?;
-        let key = read_key("--tls-key", key)?;
-        let ca = read_certificates("--tls-ca", ca)?;
-        choose_ring_provider();
-        Ok(Some(MutualTls { identity: Identity::from_pem(cert, key), ca: Certificate::from_pem(ca) }))
+        load_mutual(["--tls-cert", "--tls-key", "--tls-ca"], [&self.tls_cert, &self.tls_key, &self.tls_ca])
     }
+}
+
+/// A certificate, its key and a CA bundle given by the three `flags`:
+/// `None` when none is given, an error naming the one missing when some are.
+fn load_mutual(
+    flags: [&'static str; 3],
+    [cert, key, ca]: [&Option<PathBuf>; 3],
+) -> Result<Option<MutualTls>, TlsError> {
+    let (cert, key, ca) = match (cert, key, ca) {
+        (None, None, None) => return Ok(None),
+        (Some(cert), Some(key), Some(ca)) => (cert, key, ca),
+        (None, _, _) => return Err(TlsError::Incomplete { flags, missing: flags[0] }),
+        (_, None, _) => return Err(TlsError::Incomplete { flags, missing: flags[1] }),
+        (_, _, None) => return Err(TlsError::Incomplete { flags, missing: flags[2] }),
+    };
+    let cert = read_certificates(flags[0], cert)?;
+    let key = read_key(flags[1], key)?;
+    let ca = read_certificates(flags[2], ca)?;
+    choose_ring_provider();
+    Ok(Some(MutualTls { identity: Identity::from_pem(cert, key), ca: Certificate::from_pem(ca) }))
 }
 
 impl PublicTlsArgs {

@@ -10,7 +10,10 @@ use std::{
 
 use anyhow::Context;
 use pastebin_objects::{CheckedS3Store, CreateOnlyError, LocalDirStore, ObjectStore, S3Settings, S3Store};
-use pastebin_runtime::{grpc::shard_url, tls::MutualTls};
+use pastebin_runtime::{
+    grpc::shard_url,
+    tls::{MutualTls, TopologyTlsArgs},
+};
 use serde::{Deserialize, Serialize};
 
 /// Where the K and P shards are. The order of a list does not matter: each
@@ -58,6 +61,18 @@ impl ShardAddresses {
             paste_shards: pick(&self.paste_shards, endpoints.map(|e| &e.paste_shards)),
             topology: self.topology.clone(),
         }
+    }
+
+    /// The etcd `--topology` names, if it names one, met with the
+    /// `--topology-tls-*` files or else the part's own `tls`.
+    pub fn authority(
+        &self,
+        topology_tls: &TopologyTlsArgs,
+        tls: Option<&MutualTls>,
+    ) -> anyhow::Result<Option<pastebin_topology::EtcdAuthority>> {
+        let Some(url) = &self.topology else { return Ok(None) };
+        let tls = topology_tls.load_or(tls)?;
+        Ok(Some(pastebin_topology::EtcdAuthority::new(url.clone(), tls.as_ref().map(MutualTls::client))?))
     }
 }
 
@@ -289,15 +304,15 @@ mod tests {
         let given = ShardAddresses {
             key_shards: vec!["a:1".into(), " ".into()],
             paste_shards: vec!["b:2".into()],
-            topology: None,
+            ..Default::default()
         };
         assert_eq!(given.required().unwrap(), (vec!["a:1".to_owned()], vec!["b:2".to_owned()]));
         assert_eq!(ShardAddresses::default().required(), Err(AddressError::NoShards));
-        let keys_only = ShardAddresses { key_shards: vec!["a:1".into()], paste_shards: vec![], topology: None };
+        let keys_only = ShardAddresses { key_shards: vec!["a:1".into()], paste_shards: vec![], ..Default::default() };
         assert_eq!(keys_only.required(), Err(AddressError::NoPasteShards));
         assert!(AddressError::NoPasteShards.to_string().starts_with("--paste-shards is missing"));
         let pastes_only =
-            ShardAddresses { key_shards: vec![" ".into()], paste_shards: vec!["b:2".into()], topology: None };
+            ShardAddresses { key_shards: vec![" ".into()], paste_shards: vec!["b:2".into()], ..Default::default() };
         assert_eq!(pastes_only.required(), Err(AddressError::NoKeyShards));
         assert!(matches!(channel("http://bad host:1", None), Err(AddressError::BadAddress { .. })));
         assert!(matches!(channel("https://k:1", None), Err(AddressError::BadAddress { .. })));
@@ -308,7 +323,7 @@ mod tests {
         let written =
             Endpoints { key_shards: vec!["a:1".into()], paste_shards: vec!["b:2".into()], ..Default::default() };
         let given =
-            ShardAddresses { key_shards: vec!["c:3".into(), "d:4".into()], paste_shards: vec![], topology: None };
+            ShardAddresses { key_shards: vec!["c:3".into(), "d:4".into()], paste_shards: vec![], ..Default::default() };
         let chosen = given.or_from(Some(&written));
         assert_eq!(chosen.key_shards, ["c:3", "d:4"]);
         assert_eq!(chosen.paste_shards, ["b:2"]);

@@ -10,6 +10,9 @@
 //!   it in a [`SlotMapCell`], empty (not ready) until every shard has
 //!   answered, and replaced by a newer one when a shard says the map is out
 //!   of date (docs/design.md#moving-slots).
+//! - [`follow_topology`]: with `--topology`, every change etcd records makes
+//!   the map be discovered again until it agrees with the grants
+//!   (docs/design.md#routers-watch-the-topology).
 //! - [`reconcile`]: one slot's cross-check of K, P and the object store
 //!   (lost pastes, orphans, missing objects), read-only.
 //! - [`address_book`]: the flags every command flattens (shard addresses,
@@ -21,6 +24,7 @@
 
 pub mod address_book;
 mod discover;
+mod follow;
 pub mod reconcile;
 mod recovery;
 mod table;
@@ -43,6 +47,7 @@ pub use address_book::{
     DEFAULT_DATA_DIR,
 };
 pub use discover::{describe_once, discover, rediscovery, tls_mismatch, DiscoveryError, Patience, ShardKind};
+pub use follow::follow_topology;
 pub use table::{Claim, CoverageError, SlotTable};
 
 /// One shard: where it is, what it said it owns (`None` when it did not

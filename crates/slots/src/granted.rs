@@ -54,7 +54,7 @@ impl ShardSlots {
     /// Starts a shard under a topology. Before `ctl topology init` there is
     /// none: the shard claims `asked` (or its stored range) as
     /// [`ShardSlots::claim`] does, which `init` reads; from then on the
-    /// topology alone says what it owns, `asked` is refused, and a range its
+    /// topology alone says what it owns, an `asked` that differs is refused, and a range its
     /// database says otherwise is logged and replaced. Waits for the
     /// authority, saying so, rather than start on a guess.
     pub async fn claim_granted(
@@ -77,7 +77,10 @@ impl ShardSlots {
             }
             Some(topology) => {
                 let owned = topology.serving(&granted.address).owned;
-                if let Some(asked) = asked {
+                // The range it was first started with (a Compose file's) is
+                // accepted while etcd still grants exactly that; after a move it
+                // is refused, as a stale --slots is without a topology.
+                if let Some(asked) = asked.filter(|asked| *asked != owned) {
                     return Err(SlotClaimError::GrantedElsewhere { asked, granted: owned });
                 }
                 // The database's range is this shard's record for its moves; a

@@ -116,6 +116,11 @@ impl Sweeper {
         self
     }
 
+    /// The cell its slot map lives in, for a follower of the topology to refresh.
+    pub fn slot_map_cell(&self) -> SlotMapCell {
+        self.slots.clone()
+    }
+
     fn slot_map(&self) -> Arc<SlotMap> {
         // Filled when the sweeper was made, and never emptied.
         self.slots.get().expect("a sweeper always has a slot map")

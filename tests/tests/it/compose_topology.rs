@@ -1,9 +1,10 @@
 //! `deploy/compose/compose.yaml` run as processes: every `pastebin` service of
 //! the Compose file is started with its own command line and environment,
 //! only its addresses moved to loopback, its databases to the test
-//! PostgreSQL, its bucket to SeaweedFS and its certificates to ones made by the
-//! Compose file's own `make-certs.sh`. The deployment a new user starts with
-//! one command must come up ready and serve a paste through both gateways.
+//! PostgreSQL, its bucket to SeaweedFS, its etcd members to Debian's etcd and its
+//! certificates to ones made by the Compose file's own `make-certs.sh`. The
+//! deployment a new user starts with one command must come up ready, hand its
+//! ranges to etcd, and serve a paste through both gateways.
 
 use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
@@ -94,15 +95,21 @@ fn certificates(dir: &Path) {
 struct Loopback {
     /// Compose host name (`key-0`) → the address its process listens on.
     hosts: BTreeMap<String, String>,
+    /// `etcd-N:2379` → where member N's clients connect.
+    etcd: Vec<(String, String)>,
     certs: String,
     s3_endpoint: String,
     bucket: String,
 }
 
 impl Loopback {
-    fn arg(&self, arg: &str) -> String {
+    fn arg(&self, arg: &str, service: &str) -> String {
         let arg = arg.replace("/etc/pastebin/tls", &self.certs);
         match arg.split_once('=') {
+            // A shard listens where it advertises, picked before it starts.
+            Some((flag @ ("--listen" | "--advertise"), _)) if self.hosts.contains_key(service) => {
+                format!("{flag}={}", self.hosts[service])
+            }
             Some((flag @ ("--listen" | "--http" | "--grpc"), _)) => format!("{flag}=127.0.0.1:0"),
             _ => arg,
         }
@@ -121,14 +128,37 @@ impl Loopback {
                 })
                 .collect::<Vec<_>>()
                 .join(","),
-            _ => value.to_owned(),
+            "PASTEBIN_TOPOLOGY" => {
+                self.etcd.iter().fold(value.to_owned(), |value, (member, moved)| value.replace(member, moved))
+            }
+            _ => value.replace("/etc/pastebin/tls", &self.certs),
         }
     }
 
+    /// A service's command line and environment, moved to loopback.
+    fn command(&self, service: &Service) -> (Vec<String>, Vec<(String, String)>) {
+        let args = service.command.iter().map(|arg| self.arg(arg, &service.name)).collect();
+        let env = service.environment.iter().map(|(name, value)| (name.clone(), self.variable(name, value))).collect();
+        (args, env)
+    }
+
+    /// Runs a one-shot service (`ctl …`) to its end: what it printed, and whether it succeeded.
+    async fn run(&self, service: &Service) -> (bool, String) {
+        let (args, env) = self.command(service);
+        let ran = tokio::process::Command::new(pastebin_tests::cluster::testbed_binary())
+            .args(&args)
+            .envs(env)
+            .kill_on_drop(true)
+            .output();
+        let ran = tokio::time::timeout(Duration::from_secs(120), ran).await.expect("ends by itself").unwrap();
+        (
+            ran.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr)),
+        )
+    }
+
     async fn start(&self, service: &Service, database_url: Option<String>) -> Process {
-        let args: Vec<String> = service.command.iter().map(|arg| self.arg(arg)).collect();
-        let mut env: Vec<(String, String)> =
-            service.environment.iter().map(|(name, value)| (name.clone(), self.variable(name, value))).collect();
+        let (args, mut env) = self.command(service);
         if let Some(url) = database_url {
             env.retain(|(name, _)| name != "PASTEBIN_DATABASE_URL");
             env.push(("PASTEBIN_DATABASE_URL".to_owned(), url));
@@ -166,22 +196,31 @@ async fn the_compose_deployment_runs_as_processes_and_serves_through_both_gatewa
 
     let certs = tempfile::tempdir().unwrap();
     certificates(certs.path());
+    let ComposeEtcd { etcd, moved } = ComposeEtcd::start(certs.path()).await;
     let s3 = pastebin_tests::s3::fresh_bucket().await;
-    let mut loopback = Loopback {
-        hosts: BTreeMap::new(),
+    let shards: Vec<&Service> = services.iter().filter(|s| s.command[0].ends_with("-service")).collect();
+    let ports = pastebin_tests::seaweedfs::free_ports::<4>();
+    let loopback = Loopback {
+        hosts: shards.iter().zip(ports).map(|(s, port)| (s.name.clone(), format!("127.0.0.1:{port}"))).collect(),
+        etcd: moved.members.iter().map(|(name, _)| format!("{name}:2379")).zip(etcd.endpoints()).collect(),
         certs: certs.path().to_str().unwrap().to_owned(),
         s3_endpoint: s3.endpoint.clone().unwrap(),
         bucket: s3.bucket.clone(),
     };
 
     let mut running = Vec::new();
-    for service in services.iter().filter(|s| s.command[0].ends_with("-service")) {
+    for service in &shards {
         let url = pastebin_tests::postgres::fresh_database_url().await;
-        let process = loopback.start(service, Some(url)).await;
-        loopback.hosts.insert(service.name.clone(), process.address(&service.command[0]).to_owned());
-        running.push((service.name.clone(), process));
+        running.push((service.name.clone(), loopback.start(service, Some(url)).await));
     }
-    for service in services.iter().filter(|s| !s.command[0].ends_with("-service")) {
+    // The one-shot services, in the order Compose runs them: the shards' ranges to etcd.
+    for service in services.iter().filter(|s| s.command[0] == "ctl") {
+        let (ok, output) = loopback.run(service).await;
+        assert!(ok, "{}: {output}", service.name);
+        assert!(output.contains("every key shard confirmed its grant"), "{output}");
+        assert!(output.contains("every paste shard confirmed its grant"), "{output}");
+    }
+    for service in services.iter().filter(|s| !s.command[0].ends_with("-service") && s.command[0] != "ctl") {
         running.push((service.name.clone(), loopback.start(service, None).await));
     }
     for (name, process) in &running {
@@ -290,10 +329,10 @@ impl ComposeEtcd {
         let files = |name: &str| TlsFiles {
             cert: certs.join(format!("{name}.crt")),
             key: certs.join(format!("{name}.key")),
-            ca: certs.join("ca.crt"),
+            ca: certs.join("etcd-ca.crt"),
         };
-        // The test calls etcd as the gateways and the sweeper would, with client.crt.
-        let tls = EtcdTls { member: files("etcd"), client: files("client") };
+        // The test calls etcd as every part does, with etcd-client.crt from etcd's own CA.
+        let tls = EtcdTls { member: files("etcd"), client: files("etcd-client") };
         let etcd = Etcd::start_commands(dir, commands, Some(tls)).await.unwrap_or_else(|e| panic!("{e}"));
         ComposeEtcd { etcd, moved }
     }
@@ -316,8 +355,8 @@ impl MovedEtcd {
 }
 
 /// The Compose file's three etcd members form one cluster over mutual TLS between peers
-/// and with clients, the Compose health check passes on each, and the gateways' and
-/// sweeper's client certificate may write.
+/// and with clients, the Compose health check passes on each, and the parts' etcd
+/// certificate may write while their K and P one may not: etcd has a CA of its own.
 #[tokio::test]
 async fn the_compose_etcd_members_form_one_cluster_over_mutual_tls() {
     let certs = tempfile::tempdir().unwrap();
@@ -336,7 +375,14 @@ async fn the_compose_etcd_members_form_one_cluster_over_mutual_tls() {
         assert!(checked.status.success(), "the health check fails on {endpoint}: {checked:?}\n{}", etcd.logs());
     }
     let put = etcd.etcdctl(&["put", "compose/probe", "written"]).await;
-    assert!(put.status.success(), "client.crt writes: {put:?}");
+    assert!(put.status.success(), "etcd-client.crt writes: {put:?}");
+    let client = TlsFiles {
+        cert: certs.path().join("client.crt"),
+        key: certs.path().join("client.key"),
+        ca: certs.path().join("etcd-ca.crt"),
+    };
+    let refused = etcd.etcdctl_as(Some(&client), &etcd.endpoints()[0], &["put", "compose/probe", "no"]).await;
+    assert!(!refused.status.success(), "a certificate K and P accept is not etcd's: {refused:?}");
     let listed = etcd.etcdctl(&["member", "list"]).await;
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert_eq!(listed.lines().count(), 3, "one cluster of three: {listed}");

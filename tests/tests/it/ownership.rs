@@ -19,8 +19,8 @@ use reqwest::StatusCode;
 use sqlx::Connection;
 
 use crate::reshard::{
-    check_each_create_stored_once, check_replays_and_reads, create_until_created, ctl_reshard_command, finished,
-    move_args, Created, HIGH,
+    check_each_create_stored_once, check_replays_and_reads, create_until_created, ctl_command, ctl_reshard_command,
+    finished, move_args, Created, HIGH,
 };
 
 /// One K shard owning every slot and an empty one, one P shard, all under
@@ -204,4 +204,71 @@ async fn a_source_restored_to_before_its_release_serves_only_its_grant() {
     assert!(!output.contains("abandoned:") && !output.contains("the target's copies are gone"), "{output}");
     assert!(ok == output.contains("is already done"), "{output}");
     assert_eq!(cluster.key_client(1).describe().await.unwrap().owned, OwnedSlots::Range(HIGH.parse().unwrap()));
+}
+
+/// `pastebin ctl …` with the cluster's shard lists and `--topology`, plus `args`.
+async fn ctl(cluster: &Cluster, etcd: &Etcd, args: &[&str]) -> (bool, String) {
+    let mut command = ctl_command(cluster, "");
+    command.env("PASTEBIN_TOPOLOGY", etcd.topology_url()).args(args);
+    finished(command.spawn().expect("run ctl")).await
+}
+
+/// `ctl topology init` hands the ranges the shards hold over to etcd once:
+/// not while a slot would have no owner, not twice, and only as the
+/// shards report them; every shard then confirms its grant and keeps
+/// serving what it served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ctl_topology_init_writes_the_shards_ranges_once_and_refuses_a_gap() {
+    let etcd = Etcd::single().await;
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        empty_key_shards: 1,
+        key_database_urls: vec![sqlite_url(dir.path(), "k0.db"), sqlite_url(dir.path(), "k1.db")],
+        topology: Some(etcd.topology_url()),
+        ..Default::default()
+    };
+    let cluster = Cluster::start(options).await;
+    // Before `init`, each shard serves the range its database holds.
+    let created = create_some(&cluster, 6).await;
+    let (a, b) = (cluster.key_addresses[0].clone(), cluster.key_addresses[1].clone());
+
+    let (ok, output) = ctl(&cluster, &etcd, &["--key-shards", &b, "topology", "init"]).await;
+    assert!(!ok && output.contains("no shard claims slot 0") && output.contains("nothing was written"), "{output}");
+    let (ok, output) = ctl(&cluster, &etcd, &["topology", "show"]).await;
+    assert!(ok && output.contains("key: no topology yet") && output.contains("paste: no topology yet"), "{output}");
+
+    let (ok, output) = ctl(&cluster, &etcd, &["topology", "init"]).await;
+    assert!(ok && output.contains("key topology written (version 1)"), "{output}");
+    assert!(output.contains(&format!("{a} 0-255")) && output.contains(&format!("{b} none")), "{output}");
+    assert!(output.contains("every key shard confirmed its grant"), "{output}");
+    assert!(output.contains("every paste shard confirmed its grant"), "{output}");
+    let (ok, output) = ctl(&cluster, &etcd, &["topology", "init"]).await;
+    assert!(ok && output.contains("key topology already written"), "a rerun changes nothing: {output}");
+
+    let (ok, output) = ctl(&cluster, &etcd, &["topology", "show"]).await;
+    assert!(ok && output.contains(&format!("{a}  slots 0-255  (confirmed)")), "{output}");
+    assert!(!output.contains("not confirmed") && output.contains("no move in progress"), "{output}");
+    check_replays_and_reads(&cluster, &created).await;
+}
+
+/// Routers watch the topology (docs/design.md#routers-watch-the-topology):
+/// a gateway learns of a finished move from etcd, before any call it
+/// routes is refused — none is routed between the move and the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_follows_a_move_by_the_watch_before_any_call_is_refused() {
+    let etcd = Etcd::single().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_on(&etcd, dir.path()).await;
+    let created = create_some(&cluster, 10).await;
+    let (a, b) = (cluster.key_addresses[0].clone(), cluster.key_addresses[1].clone());
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    let followed = format!("{a} 0-127, {b} 128-255");
+    assert!(
+        cluster.gateway.wait_for_log(&followed, Duration::from_secs(60)).await,
+        "the gateway's map follows the move without a call: {}",
+        cluster.gateway.logs()
+    );
+    check_replays_and_reads(&cluster, &created).await;
 }

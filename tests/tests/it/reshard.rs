@@ -35,8 +35,16 @@ pub(crate) async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &s
 /// The command given the cluster's shard lists as the gateway is given
 /// them (through the environment, so a test's own flags win).
 pub(crate) fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> tokio::process::Command {
+    let mut command = ctl_command(cluster, failpoints);
+    command.arg("reshard").args(args);
+    command
+}
+
+/// `pastebin ctl` (its command and flags still to add) over the cluster's
+/// shards, with `failpoints` armed.
+pub(crate) fn ctl_command(cluster: &Cluster, failpoints: &str) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(testbed_binary());
-    command.arg("ctl").arg("reshard").args(args).env("PASTEBIN_FAILPOINTS", failpoints).kill_on_drop(true);
+    command.arg("ctl").env("PASTEBIN_FAILPOINTS", failpoints).kill_on_drop(true);
     command.env("PASTEBIN_KEY_SHARDS", cluster.key_addresses.join(","));
     command.env("PASTEBIN_PASTE_SHARDS", cluster.paste_addresses.join(","));
     command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use pastebin_handover::Identity;
 use pastebin_proto::shard::v1 as pb;
-use pastebin_topology::{change, Authority, ChangeError, Kind as TopologyKind, Move, Phase, Refused, Topology};
+use pastebin_topology::{
+    change, patiently, Authority, ChangeError, Kind as TopologyKind, Move, Phase, Refused, Topology,
+};
 use sha2::{Digest, Sha256};
 
 use crate::{reshard::Kind, CtlError};
@@ -37,8 +39,10 @@ impl MoveAuthority {
         Self { authority, kind }
     }
 
+    /// The topology as it is now; waits, saying so, while etcd does not
+    /// answer: a move takes no step on a guess.
     pub(crate) async fn topology(&self) -> Result<Topology, CtlError> {
-        let read = self.authority.read(self.kind).await.map_err(|error| CtlError::Unreachable(error.to_string()))?;
+        let read = patiently(WAITS, || async { Ok(self.authority.read(self.kind).await?) }).await.map_err(failed)?;
         read.topology.ok_or_else(|| failed(ChangeError::NotInitialised(self.kind)))
     }
 
@@ -176,10 +180,18 @@ impl MoveAuthority {
         }
     }
 
+    /// Stores what `decide` makes of the topology, waiting while etcd does
+    /// not answer. A change whose answer was lost is decided again from
+    /// what etcd holds then, so a step it already took is seen as taken.
     async fn change(&self, decide: impl FnMut(&Topology) -> Result<Option<Topology>, Refused>) -> Result<(), CtlError> {
-        change(&*self.authority, self.kind, decide).await.map(drop).map_err(failed)
+        let decide = std::cell::RefCell::new(decide);
+        let attempt = || change(&*self.authority, self.kind, |topology: &Topology| (decide.borrow_mut())(topology));
+        patiently(WAITS, attempt).await.map(drop).map_err(failed)
     }
 }
+
+/// What a move says while it waits for etcd.
+const WAITS: &str = "ctl reshard: the move's next step";
 
 fn failed(error: ChangeError) -> CtlError {
     match error {

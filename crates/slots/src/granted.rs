@@ -14,6 +14,10 @@ use sqlx::{AnyPool, Row};
 
 use crate::shard_slots::{Resharding, ShardSlots, SlotClaimError};
 
+/// How long a move's step waits for the topology store before it is
+/// refused as unavailable (ctl waits and asks again).
+const AUTHORIZE_PATIENCE: Duration = Duration::from_secs(10);
+
 /// Where this shard's grant is decided, and the name it has there.
 #[derive(Clone)]
 pub struct Granted {
@@ -35,11 +39,22 @@ impl Granted {
     /// judges: a shard under a topology takes no step of a move that the
     /// topology does not record (docs/design.md#ownership-on-etcd).
     pub async fn authorize(&self, allowed: impl FnOnce(&Topology) -> Result<(), String>) -> Result<(), tonic::Status> {
-        let read = self
-            .authority
-            .read(self.kind)
-            .await
-            .map_err(|error| tonic::Status::unavailable(format!("{error}: a move waits for the topology store")))?;
+        // A member that just came back may refuse a connection or two while
+        // the others answer: ask again for a while before refusing the step.
+        let what = format!("the {} shard {} checks a move's step", self.kind, self.address);
+        let read = patiently(&what, || async { Ok(self.authority.read(self.kind).await?) });
+        let read = match tokio::time::timeout(AUTHORIZE_PATIENCE, read).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(error)) => {
+                return Err(tonic::Status::unavailable(format!("{error}: a move waits for the topology store")))
+            }
+            Err(_) => {
+                return Err(tonic::Status::unavailable(format!(
+                    "the topology store at {} did not answer within {AUTHORIZE_PATIENCE:?}: a move waits for it",
+                    self.authority.describe()
+                )))
+            }
+        };
         let topology = read.topology.ok_or_else(|| {
             tonic::Status::failed_precondition(format!(
                 "there is no {} topology yet: run `pastebin ctl topology init` first",

@@ -272,3 +272,128 @@ async fn a_gateway_follows_a_move_by_the_watch_before_any_call_is_refused() {
     );
     check_replays_and_reads(&cluster, &created).await;
 }
+
+/// A process that may not be ready for a while (it waits for etcd): its
+/// output so far, collected as it comes.
+struct Waiting {
+    child: tokio::process::Child,
+    output: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Waiting {
+    fn spawn(mut command: tokio::process::Command) -> Waiting {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starts");
+        let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let streams: [Box<dyn tokio::io::AsyncRead + Send + Unpin>; 2] =
+            [Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
+        for stream in streams {
+            let sink = output.clone();
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stream).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let mut output = sink.lock().unwrap();
+                    output.push_str(&line);
+                    output.push('\n');
+                }
+            });
+        }
+        Waiting { child, output }
+    }
+
+    fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// Waits until its output has `needle` (or it ends); whether it has.
+    async fn says(&mut self, needle: &str, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if self.output().contains(needle) {
+                return true;
+            }
+            if self.child.try_wait().unwrap().is_some() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                return self.output().contains(needle);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+}
+
+/// The "quorum lost" schedule: with two of etcd's three members
+/// down, the shards whose grants are confirmed keep serving creates, reads
+/// and deletes; a shard that starts and a move both wait, saying what for,
+/// and neither guesses; once the quorum is back, the shard serves its grant
+/// and the move finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_etcd_s_quorum_confirmed_shards_serve_while_a_start_and_a_move_wait_for_it() {
+    let mut etcd = Etcd::three().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_on(&etcd, dir.path()).await;
+    let before = create_some(&cluster, 6).await;
+    let (a, b) = (cluster.key_addresses[0].clone(), cluster.key_addresses[1].clone());
+
+    etcd.lose_quorum();
+    // A member that led a moment ago may answer until it steps down: the loss
+    // is what the parts see.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while authority(&etcd).read(Kind::Key).await.is_ok() {
+        assert!(tokio::time::Instant::now() < deadline, "etcd keeps answering without a quorum");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let during = create_some(&cluster, 10).await;
+    let all: Vec<Created> = before.iter().chain(&during).cloned().collect();
+    check_replays_and_reads(&cluster, &all).await;
+    let deleted = &during[0];
+    let body: serde_json::Value = serde_json::from_str(&deleted.body).unwrap();
+    let (id, token) = (body["id"].as_str().unwrap(), body["delete_token"].as_str().unwrap());
+    let answer = reqwest::Client::new()
+        .delete(format!("{}/api/v1/pastes/{id}", cluster.http))
+        .header(reqwest::header::AUTHORIZATION, format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::NO_CONTENT, "a delete is served without etcd");
+
+    // A new K shard waits for etcd before it serves anything.
+    let [port] = pastebin_tests::seaweedfs::free_ports();
+    let third = format!("http://127.0.0.1:{port}");
+    let mut start = tokio::process::Command::new(pastebin_tests::cluster::testbed_binary());
+    start.args(["key-service", "--database-url", &sqlite_url(dir.path(), "k2.db")]);
+    start.args(["--listen", &format!("127.0.0.1:{port}"), "--topology", &etcd.topology_url(), "--advertise", &third]);
+    let mut shard = Waiting::spawn(start);
+    assert!(
+        shard.says("waiting for the topology store", Duration::from_secs(60)).await,
+        "a start waits for etcd, saying so: {}",
+        shard.output()
+    );
+    assert!(!shard.output().contains("listening"), "it serves nothing on a guess: {}", shard.output());
+
+    // A move waits too, and takes no step.
+    let mut command = ctl_reshard_command(&cluster, &move_args("key", &a, &b, HIGH), "");
+    command.env("PASTEBIN_TOPOLOGY", etcd.topology_url());
+    let mut ctl = Waiting::spawn(command);
+    assert!(
+        ctl.says("waiting for the topology store", Duration::from_secs(60)).await,
+        "a move waits for etcd, saying so: {}",
+        ctl.output()
+    );
+    assert!(ctl.child.try_wait().unwrap().is_none(), "it is still waiting: {}", ctl.output());
+    assert_eq!(cluster.key_client(0).describe().await.unwrap().owned, OwnedSlots::Range(SlotRange::ALL));
+
+    etcd.restore_quorum().await;
+    let ended = tokio::time::timeout(Duration::from_secs(180), ctl.child.wait()).await.expect("the move ends").unwrap();
+    assert!(ended.success() && ctl.output().contains("done: slots 128-255 moved"), "{}", ctl.output());
+    assert!(shard.says("listening", Duration::from_secs(120)).await, "the new shard starts: {}", shard.output());
+    let topology = authority(&etcd).read(Kind::Key).await.unwrap().topology.unwrap();
+    assert_eq!(topology.serving(&third).owned, OwnedSlots::Nothing, "it registered itself, owning nothing");
+    let survivors: Vec<Created> = all.into_iter().filter(|created| created.key != deleted.key).collect();
+    check_replays_and_reads(&cluster, &survivors).await;
+}

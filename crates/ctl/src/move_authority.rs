@@ -132,6 +132,17 @@ impl MoveAuthority {
         self.change(|topology| topology.taken_again(id, digest, marker).map(Some)).await
     }
 
+    /// The source is about to delete its copies: from then on the target's
+    /// copy is the only one (a target that forgets is not copied again).
+    pub(crate) async fn deleting(&self, id: &str) -> Result<(), CtlError> {
+        self.change(|topology| match &topology.moving {
+            Some(moving) if moving.id == id && moving.deleting => Ok(None),
+            Some(moving) if moving.id == id => topology.deleting(id).map(Some),
+            _ => Ok(None),
+        })
+        .await
+    }
+
     /// The source deleted its copies: the move is done, as read back.
     pub(crate) async fn finish(&self, id: &str) -> Result<(), CtlError> {
         self.change(|topology| match &topology.moving {

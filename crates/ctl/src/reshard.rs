@@ -824,6 +824,9 @@ impl<'a> Handover<'a> {
             Some(recopied) => summary(&self.digest(source).await?, recopied, self.bulk),
             None => "copied by an earlier run".to_owned(),
         };
+        if let Some(authority) = &self.authority {
+            authority.deleting(&self.call.move_id).await?;
+        }
         let deleted = self.delete_copies(taken.map(move_to_pb)).await?;
         if let Some(authority) = &self.authority {
             authority.finish(&self.call.move_id).await?;

@@ -9,11 +9,14 @@
 //! - [`properties`]: what must always (or eventually) hold;
 //! - [`flaw`]: broken variants, each of which the checker must catch;
 //! - [`check`]: runs a check and reports what it found;
-//! - [`handover`]: a model of its own, moving one slot between two shards.
+//! - [`handover`]: a model of its own, moving one slot between two shards;
+//! - [`ownership`]: a move under the authority, where a shard's database may
+//!   forget (roll back to an earlier state of itself).
 
 pub mod check;
 pub mod flaw;
 pub mod handover;
+pub mod ownership;
 pub mod properties;
 pub mod protocol;
 pub mod servers;

@@ -35,7 +35,7 @@ impl std::fmt::Display for Kind {
 
 /// What the authority grants one shard: its slots, and the marker its
 /// database held when the shard last confirmed it had not forgotten.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Grant {
     #[serde(with = "owned_slots")]
     pub slots: OwnedSlots,
@@ -48,7 +48,7 @@ pub struct Grant {
 
 /// How far a move has come. Only the authority's record decides what a
 /// shard may do for the moving slots; the shards keep the rows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Phase {
     /// The source serves the slots and records what changes; the target
@@ -97,7 +97,7 @@ impl Phase {
 }
 
 /// One move, as the operator asked for it, and how far it has come.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Move {
     pub id: String,
     #[serde(with = "slot_range")]
@@ -111,6 +111,12 @@ pub struct Move {
     /// (docs/design.md#adopting-after-a-k-loss).
     #[serde(default)]
     pub search_first: Option<(i64, i64)>,
+    /// The source has begun deleting its copies: from then on the target's
+    /// copy is the only one, so a target that forgets since is an ordinary
+    /// failover (reconcile, repair, adopt), never copied again from a
+    /// source that no longer has the rows.
+    #[serde(default)]
+    pub deleting: bool,
 }
 
 impl Move {
@@ -133,7 +139,7 @@ pub const FINISHED_KEPT: usize = 16;
 /// Every shard of one kind, what each is granted, and the move in
 /// progress. `version` only grows: each change adds one, and a reader
 /// never replaces a newer topology by an older one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Topology {
     pub version: u64,
     pub shards: BTreeMap<String, Grant>,
@@ -222,7 +228,7 @@ impl Topology {
             Phase::Frozen | Phase::Verified { .. } | Phase::Abandoning if moving.source == address => {
                 serving.frozen = Some(moving.slots);
             }
-            Phase::Taken { target_marker, .. } if moving.target == address => {
+            Phase::Taken { target_marker, .. } if moving.target == address && !moving.deleting => {
                 let marker = self.grant(address).and_then(|grant| grant.marker.as_deref());
                 if marker != Some(target_marker.as_str()) {
                     serving.held = Some(moving.slots);
@@ -266,6 +272,7 @@ impl Topology {
             target: target.to_owned(),
             phase: Phase::Copying,
             search_first: None,
+            deleting: false,
         });
         Ok(next)
     }
@@ -330,9 +337,19 @@ impl Topology {
     pub fn may_delete_copies(&self, id: &str) -> Result<(), Refused> {
         let moving = self.move_named(id)?;
         match &moving.phase {
+            Phase::Taken { .. } if moving.deleting => Ok(()),
             Phase::Taken { target_marker, .. } => self.check_marker(moving, target_marker),
             _ => Err(self.wrong_phase(moving, "taken")),
         }
+    }
+
+    /// The source is about to delete its first copy: recorded only while
+    /// the target still holds what was verified (see [`Move::deleting`]).
+    pub fn deleting(&self, id: &str) -> Result<Self, Refused> {
+        self.may_delete_copies(id)?;
+        let mut next = self.bumped();
+        next.moving.as_mut().expect("the move was read from this topology").deleting = true;
+        Ok(next)
     }
 
     /// Whether a shard may take `step` of move `id`: only what the topology
@@ -615,6 +632,21 @@ mod tests {
         let again = next.taken_again("mv", "d1", "m5").unwrap();
         assert!(again.serving("b").writable(Slot(200)));
         assert_eq!(again.may_delete_copies("mv"), Ok(()));
+    }
+
+    #[test]
+    fn once_the_source_deletes_a_target_that_forgets_is_no_longer_copied_again() {
+        let taken = verified().take("mv", "d1", None).unwrap();
+        let deleting = taken.deleting("mv").unwrap();
+        // The target restarts on an older database: a new marker, but the
+        // source's copies are going, so its copy is the one to serve.
+        let Confirmation::Forgot { next, .. } = deleting.confirm("b", None, "m4") else { panic!() };
+        assert_eq!(next.serving("b").held, None);
+        assert_eq!(next.may_delete_copies("mv"), Ok(()));
+        // Before the deleting began, the same restart holds the slots.
+        let Confirmation::Forgot { next, .. } = taken.confirm("b", None, "m4") else { panic!() };
+        assert!(next.serving("b").held.is_some());
+        assert_eq!(next.deleting("mv"), Err(Refused::TargetForgot { target: "b".into() }));
     }
 
     #[test]

@@ -19,6 +19,10 @@ use pastebin_topology::ShardStep;
 
 use crate::shard_slots::{move_from_pb, move_to_pb, span_range, Applied, ShardSlots, IMPORT_FENCE};
 
+/// The target committed its take and has not answered it (a crash here
+/// loses the answer, not the take).
+pub const AFTER_TAKE_COMMIT: &str = "after_take_commit";
+
 /// A column of a moved table, and how its values are read and written.
 #[derive(Debug, Clone, Copy)]
 pub enum ColumnType {
@@ -581,13 +585,15 @@ impl SlotMoves for SlotMovesService {
         self.authorized(request.get_ref().call.as_ref(), ShardStep::Take).await?;
         let request = request.into_inner();
         let receipt = move_from_pb(request.receipt.as_ref().ok_or_else(|| bad("no release receipt"))?).map_err(bad)?;
-        let applied = self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
-        // A rerun of a take holds its window again: `hold_window` stores it once.
-        if let Some(taken) = applied.record.as_ref().filter(|_| !applied.has(&Effect::AlreadyDone)) {
-            if let Some((since, until)) = taken.search_first {
-                self.slots.hold_window(taken.identity.slots, since, until).await.map_err(database)?;
-            }
+        // The lost-commits window that leaves the source with the slots is
+        // held here before this shard serves them, and again by every rerun
+        // (`hold_window` stores it once): a take whose answer was lost still
+        // leaves it held (docs/design.md#adopting-after-a-k-loss).
+        if let Some((since, until)) = receipt.search_first {
+            self.slots.hold_window(receipt.identity.slots, since, until).await.map_err(database)?;
         }
+        self.apply(request.call.as_ref(), Call::Take { receipt }).await?;
+        pastebin_runtime::failpoints::hit(AFTER_TAKE_COMMIT).await;
         Ok(Response::new(self.status(&pb::MoveStatusRequest::default()).await?))
     }
 

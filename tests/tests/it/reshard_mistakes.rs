@@ -340,3 +340,33 @@ async fn the_lost_commits_window_moves_with_its_slots() {
         other => panic!("a new key is inserted: {other:?}"),
     }
 }
+
+/// A take whose answer was lost still leaves the window held: the target
+/// crashed right after committing its take, and the rerun, whose take is
+/// "already done" there, holds the window all the same; it was held before
+/// the target served the slots at all (docs/design.md#adopting-after-a-k-loss).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_target_that_crashed_right_after_its_take_holds_the_window_all_the_same() {
+    let mut cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let since = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    cluster.keys[0].forget_flag("--slots");
+    cluster.keys[0].set_flag("--may-have-lost-commits-since", &since);
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    cluster.keys[1]
+        .restart(&[("PASTEBIN_FAILPOINTS", pastebin_slots::slot_moves::AFTER_TAKE_COMMIT)], &["key-service"])
+        .await;
+    let k = cluster.key_addresses.clone();
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
+    assert!(!ok && output.contains("Take on the target"), "the target died answering its take: {output}");
+
+    cluster.keys[1].forget_flag("--slots");
+    cluster.keys[1].restart(&[("PASTEBIN_FAILPOINTS", "")], &["key-service"]).await;
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    match cluster.key_client(1).begin(&moving_key(range(HIGH))).await.unwrap() {
+        pastebin_keys::Begun::Inserted(record) => {
+            assert!(record.search_first, "a key of the moved slots is searched for first on the target")
+        }
+        other => panic!("a new key is inserted: {other:?}"),
+    }
+}

@@ -26,22 +26,29 @@ use crate::reshard::{
 /// One K shard owning every slot and an empty one, one P shard, all under
 /// the topology on `etcd`, whose first version the test writes.
 async fn cluster_on(etcd: &Etcd, dir: &Path) -> Cluster {
-    let options = ClusterOptions {
-        empty_key_shards: 1,
-        key_database_urls: vec![sqlite_url(dir, "k0.db"), sqlite_url(dir, "k1.db")],
-        topology: Some(etcd.topology_url()),
-        ..Default::default()
-    };
+    cluster_moving(etcd, dir, Kind::Key).await
+}
+
+/// Two shards of `kind` (one owning every slot, one empty, on SQLite files
+/// `k0.db`, `k1.db` or `p0.db`, `p1.db` in `dir`) and one of the other kind,
+/// all under the topology on `etcd`, whose first version the test writes.
+async fn cluster_moving(etcd: &Etcd, dir: &Path, kind: Kind) -> Cluster {
+    let files =
+        |prefix: &str| vec![sqlite_url(dir, &format!("{prefix}0.db")), sqlite_url(dir, &format!("{prefix}1.db"))];
+    let mut options = ClusterOptions { topology: Some(etcd.topology_url()), ..Default::default() };
+    match kind {
+        Kind::Key => (options.empty_key_shards, options.key_database_urls) = (1, files("k")),
+        Kind::Paste => (options.empty_paste_shards, options.paste_database_urls) = (1, files("p")),
+    }
     let cluster = Cluster::start(options).await;
     let authority = authority(etcd);
-    let keys = Topology::initial([
-        (cluster.key_addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL)),
-        (cluster.key_addresses[1].clone(), OwnedSlots::Nothing),
-    ])
-    .unwrap();
-    let pastes = Topology::initial([(cluster.paste_addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL))]).unwrap();
-    authority.swap(Kind::Key, None, &keys).await.unwrap();
-    authority.swap(Kind::Paste, None, &pastes).await.unwrap();
+    let initial = |addresses: &[String]| {
+        let mut grants = vec![(addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL))];
+        grants.extend(addresses[1..].iter().map(|address| (address.clone(), OwnedSlots::Nothing)));
+        Topology::initial(grants).unwrap()
+    };
+    authority.swap(Kind::Key, None, &initial(&cluster.key_addresses)).await.unwrap();
+    authority.swap(Kind::Paste, None, &initial(&cluster.paste_addresses)).await.unwrap();
     // Every shard confirms its marker once it sees the topology.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
@@ -396,4 +403,48 @@ async fn without_etcd_s_quorum_confirmed_shards_serve_while_a_start_and_a_move_w
     assert_eq!(topology.serving(&third).owned, OwnedSlots::Nothing, "it registered itself, owning nothing");
     let survivors: Vec<Created> = all.into_iter().filter(|created| created.key != deleted.key).collect();
     check_replays_and_reads(&cluster, &survivors).await;
+}
+
+/// The first schedule on a P move: the paste target's volume is replaced
+/// after the cut-over. It holds the slots (a read of a paste it lost is
+/// refused, never "gone"), the source deletes nothing meanwhile, and the
+/// rerun copies every row again: each paste reads back as it was, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paste_target_that_forgot_its_copy_holds_the_slots_until_the_rerun_copies_them_again() {
+    let etcd = Etcd::single().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster_moving(&etcd, dir.path(), Kind::Paste).await;
+    let created = create_some(&cluster, 30).await;
+    let (a, b) = (cluster.paste_addresses[0].clone(), cluster.paste_addresses[1].clone());
+    let on_source = sqlite_count(dir.path(), "p0.db", "SELECT COUNT(*) FROM pastes").await;
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("paste", &a, &b, HIGH), failpoint::AFTER_RELEASE).await;
+    assert!(!ok && output.contains("the topology records the cut-over"), "{output}");
+    cluster.pastes[1].kill().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(format!("p1.db{suffix}")));
+    }
+    cluster.pastes[1].forget_flag("--slots");
+    cluster.pastes[1].restart(&[], &["paste-service"]).await;
+
+    let lost = moved(&created);
+    assert!(!lost.is_empty(), "some pastes are in the moved slots");
+    for lost in lost.into_iter().take(3) {
+        let id = serde_json::from_str::<serde_json::Value>(&lost.body).unwrap()["id"].as_str().unwrap().to_owned();
+        let read = pastebin_tests::api::get(&cluster.http, &id).await;
+        assert!(
+            ![StatusCode::NOT_FOUND, StatusCode::GONE, StatusCode::OK].contains(&read.status),
+            "a paste the target lost is refused, neither served nor gone: {} {}",
+            read.status,
+            read.body
+        );
+    }
+    let kept = sqlite_count(dir.path(), "p0.db", "SELECT COUNT(*) FROM pastes").await;
+    assert_eq!(kept, on_source, "the source deleted nothing while the target's copy was gone");
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("paste", &a, &b, HIGH), "").await;
+    assert!(ok && output.contains("forgot its copy since the cut-over: copying it again"), "{output}");
+    assert!(output.contains("done: slots 128-255 moved"), "{output}");
+    check_replays_and_reads(&cluster, &created).await;
+    check_each_create_stored_once(&cluster, &created).await;
 }

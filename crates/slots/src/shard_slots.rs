@@ -153,6 +153,11 @@ impl Ownership {
         self.granted.map_or(self.owned, |granted| granted.owned)
     }
 
+    /// The slots a move is bringing here that this shard has not taken yet.
+    fn importing(&self) -> Option<SlotRange> {
+        self.active.as_ref().filter(|m| m.role == Role::Target && m.step == Step::Importing).map(|m| m.identity.slots)
+    }
+
     /// The slots this shard still owns but refuses writes for.
     pub fn frozen(&self) -> Option<SlotRange> {
         self.active.as_ref().filter(|m| m.role == Role::Source && m.step == Step::Frozen).map(|m| m.identity.slots)
@@ -170,6 +175,12 @@ impl Ownership {
                 return Err(held_refusal(slot, self.generation));
             }
             if write && !granted.writable(slot) {
+                return Err(frozen_refusal(slot, self.generation));
+            }
+            // The target serves the slots once etcd records the take, but
+            // takes writes for them only after its own take held their
+            // lost-commits window (docs/design.md#adopting-after-a-k-loss).
+            if write && self.importing().is_some_and(|slots| slots.contains(slot)) {
                 return Err(frozen_refusal(slot, self.generation));
             }
         }

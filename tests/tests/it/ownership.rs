@@ -20,7 +20,7 @@ use sqlx::Connection;
 
 use crate::reshard::{
     check_each_create_stored_once, check_replays_and_reads, create_until_created, ctl_command, ctl_reshard_command,
-    finished, move_args, Created, HIGH,
+    finished, move_args, moving_key, range, Created, HIGH,
 };
 
 /// One K shard owning every slot and an empty one, one P shard, all under
@@ -447,4 +447,32 @@ async fn a_paste_target_that_forgot_its_copy_holds_the_slots_until_the_rerun_cop
     assert!(output.contains("done: slots 128-255 moved"), "{output}");
     check_replays_and_reads(&cluster, &created).await;
     check_each_create_stored_once(&cluster, &created).await;
+}
+
+/// Under the topology the target serves the slots as soon as etcd records
+/// the take, before its own take call: it takes no write for them until
+/// that call held the lost-commits window the slots bring, so a key of the
+/// moved slots is never begun there without being searched for first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_target_takes_no_write_for_the_slots_before_its_own_take_held_their_window() {
+    let etcd = Etcd::single().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster_on(&etcd, dir.path()).await;
+    let since = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    cluster.keys[0].forget_flag("--slots");
+    cluster.keys[0].set_flag("--may-have-lost-commits-since", &since);
+    cluster.keys[0].restart(&[], &["key-service"]).await;
+    let (a, b) = (cluster.key_addresses[0].clone(), cluster.key_addresses[1].clone());
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), failpoint::AFTER_RELEASE).await;
+    assert!(!ok && output.contains("the topology records the cut-over"), "{output}");
+    let early = cluster.key_client(1).begin(&moving_key(range(HIGH))).await;
+    assert!(early.is_err(), "a write before the target's own take is refused (retryable): {early:?}");
+
+    let (ok, output) = reshard(&cluster, &etcd, &move_args("key", &a, &b, HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    match cluster.key_client(1).begin(&moving_key(range(HIGH))).await.unwrap() {
+        pastebin_keys::Begun::Inserted(record) => assert!(record.search_first, "searched for first on the target"),
+        other => panic!("a new key is inserted: {other:?}"),
+    }
 }

@@ -29,10 +29,16 @@ pub const KEPT_REPORTS: usize = 10;
 const REPORT_ATTEMPTS: usize = 5;
 
 /// The stored JSON array of reports, newest first (none: an empty list).
+/// A note kept before notes lost their link keys loses them here, so no
+/// listing shows one and the row's next write keeps none.
 fn reports_from(raw: Option<String>) -> Result<Vec<Report>, PasteStoreError> {
-    raw.map_or(Ok(Vec::new()), |raw| {
+    let mut reports: Vec<Report> = raw.map_or(Ok(Vec::new()), |raw| {
         serde_json::from_str(&raw).map_err(|e| PasteStoreError::Corrupt(format!("reports: {e}")))
-    })
+    })?;
+    for note in reports.iter_mut().filter_map(|report| report.note.as_mut()) {
+        *note = pastebin_core::without_link_keys(note);
+    }
+    Ok(reports)
 }
 
 /// Why an id became a tombstone; kept for operators.

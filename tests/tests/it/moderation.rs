@@ -1,0 +1,74 @@
+//! The moderation path hardened (docs/operations.md#reports-and-takedowns,
+//! docs/security.md#reports), on real processes: a report's note keeps no
+//! link key, and `ctl reports` prints a hostile note without obeying it.
+
+use std::path::Path;
+
+use pastebin_tests::api::new_key;
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+
+use crate::keeping::{create, pastebin, start_up};
+
+/// A key as a sealed paste's link carries it after `#`: 43 base64url characters.
+const LINK_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJC";
+
+async fn new_paste(http: &str, content: &str) -> String {
+    let (status, body, _) = create(http, &new_key(), json!({ "content": content })).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["id"].as_str().unwrap().to_owned()
+}
+
+async fn report(http: &str, id: &str, reason: &str, note: &str) {
+    let sent = Client::new()
+        .post(format!("{http}/api/v1/pastes/{id}/reports"))
+        .json(&json!({ "reason": reason, "note": note }))
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert_eq!(sent.status(), StatusCode::CREATED, "{}", sent.text().await.unwrap());
+}
+
+/// `pastebin ctl --data-dir DATA ARGS` as the operator runs it: its exit status and standard output.
+async fn ctl(data: &Path, args: &[&str]) -> (bool, String, String) {
+    let state = tempfile::tempdir().unwrap();
+    let argv: Vec<&str> = [&["ctl", "--data-dir", data.to_str().unwrap()], args].concat();
+    let output = pastebin(&argv, state.path()).await;
+    let (out, err) = (String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap());
+    (output.status.success(), out, err)
+}
+
+/// Whether any byte of P's database (its file and its write-ahead log) holds `needle`.
+fn pastes_database_holds(data: &Path, needle: &str) -> bool {
+    ["pastes.db", "pastes.db-wal"].iter().any(|file| {
+        let bytes = std::fs::read(data.join(file)).unwrap_or_default();
+        bytes.windows(needle.len()).any(|window| window == needle.as_bytes())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reports_note_keeps_no_link_key_and_ctl_prints_it_without_obeying_it() {
+    let data = tempfile::tempdir().unwrap();
+    let (_up, http) = start_up(data.path(), &[]).await;
+    let id = new_paste(&http, "reported with its link").await;
+    // The form asks for the link without its key.
+    let form = reqwest::get(format!("{http}/{id}/report")).await.unwrap().text().await.unwrap();
+    assert!(form.contains("leave out the part after <code>#</code>"), "{form}");
+
+    // A reporter pastes the whole link anyway, and the key once more on its own.
+    report(&http, &id, "illegal", &format!("see {http}/{id}#{LINK_KEY} (key {LINK_KEY})")).await;
+    assert!(!pastes_database_holds(data.path(), LINK_KEY), "the key reached P's database");
+    report(&http, &id, "spam", "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}exe.gnp").await;
+
+    let (ok, out, err) = ctl(data.path(), &["reports", "--json"]).await;
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let notes: Vec<&str> =
+        listed["pastes"][0]["recent"].as_array().unwrap().iter().map(|r| r["note"].as_str().unwrap()).collect();
+    assert_eq!(notes[1], format!("see {http}/{id}#… (key [key removed])"), "{listed}");
+
+    let (ok, table, err) = ctl(data.path(), &["reports"]).await;
+    assert!(ok, "{err}");
+    assert!(!table.contains(['\u{1b}', '\u{7}', '\u{202e}']), "a control character reached the terminal: {table:?}");
+    assert!(table.contains(r"\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}exe.gnp"), "shown, escaped: {table}");
+}

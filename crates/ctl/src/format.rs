@@ -49,7 +49,8 @@ pub fn seconds_between(earlier: chrono::DateTime<chrono::Utc>, later: chrono::Da
 /// the operator's line around (docs/security.md#reports).
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| {
-        c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}' | '\u{200E}' | '\u{200F}')
+        c.is_control()
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}' | '\u{200E}' | '\u{200F}')
     };
     if !text.contains(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);

@@ -72,3 +72,57 @@ async fn a_reports_note_keeps_no_link_key_and_ctl_prints_it_without_obeying_it()
     assert!(!table.contains(['\u{1b}', '\u{7}', '\u{202e}']), "a control character reached the terminal: {table:?}");
     assert!(table.contains(r"\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}exe.gnp"), "shown, escaped: {table}");
 }
+
+/// `ctl reports --json`: the one listed paste's open count, its kept reports' ids, and the total open count.
+async fn listed(data: &Path) -> (Value, Vec<String>, u64) {
+    let (ok, out, err) = ctl(data, &["reports", "--json"]).await;
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let first = listed["pastes"].get(0).cloned().unwrap_or(Value::Null);
+    let ids = first["recent"]
+        .as_array()
+        .map_or(Vec::new(), |recent| recent.iter().map(|report| report["id"].as_str().unwrap().to_owned()).collect());
+    (first, ids, listed["open_reports"].as_u64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_shows_every_kept_report_and_dismisses_one_or_all_of_a_pastes() {
+    let data = tempfile::tempdir().unwrap();
+    let (up, http) = start_up(data.path(), &[]).await;
+    let id = new_paste(&http, "reported three times").await;
+    for (reason, note) in [("spam", "first"), ("other", "second"), ("malware", "third")] {
+        report(&http, &id, reason, note).await;
+    }
+    // The table shows every report P keeps, not only the latest, each by
+    // the name --dismiss takes.
+    let (ok, table, err) = ctl(data.path(), &["reports"]).await;
+    assert!(ok, "{err}");
+    for (number, reason, note) in [(1, "spam", "first"), (2, "other", "second"), (3, "malware", "third")] {
+        let line = table.lines().find(|line| line.starts_with(&format!("{id}-{number} "))).unwrap_or_default();
+        assert!(line.contains(reason) && line.ends_with(note), "report {number}: {table}");
+    }
+
+    let (ok, out, err) = ctl(data.path(), &["reports", "--dismiss", &format!("{id}-2")]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("1 open") || out.contains("2 open"), "{out}");
+    let (paste, ids, open) = listed(data.path()).await;
+    assert_eq!(ids, [format!("{id}-3"), format!("{id}-1")], "the dismissed one is gone: {paste}");
+    assert_eq!((paste["open_reports"].as_u64(), paste["reports"].as_u64(), open), (Some(2), Some(3), 2), "{paste}");
+    // Dismissing it again changes nothing and says so.
+    let (ok, _, err) = ctl(data.path(), &["reports", "--dismiss", &format!("{id}-2")]).await;
+    assert!(!ok && err.contains("nothing was dismissed"), "{err}");
+
+    // A paste's id dismisses all of its reports: it leaves the list and the count.
+    let (ok, _, err) = ctl(data.path(), &["reports", "--dismiss", &id]).await;
+    assert!(ok, "{err}");
+    let (paste, _, open) = listed(data.path()).await;
+    assert_eq!((paste, open), (Value::Null, 0));
+    assert!(up.logs().contains("report dismissed by the operator"), "the audit line");
+    // A new report opens it again, numbered after the others.
+    report(&http, &id, "illegal", "fourth").await;
+    let (_, ids, open) = listed(data.path()).await;
+    assert_eq!((ids, open), (vec![format!("{id}-4")], 1));
+    // The paste itself was never touched.
+    let read = reqwest::get(format!("{http}/raw/{id}")).await.unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+}

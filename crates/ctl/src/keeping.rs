@@ -9,6 +9,7 @@ use std::io::Write;
 
 use pastebin_core::{from_millis, PasteId, MAX_TAKEDOWN_REASON_CHARS};
 use pastebin_pastes::{DismissOutcome, Dismissal, ReportOrder, ReportedPaste, TakedownOutcome};
+use pastebin_runtime::grpc::CallError;
 use serde::Serialize;
 
 use crate::{
@@ -158,12 +159,11 @@ async fn dismiss(deployment: &Deployment, raw: &str, out: &mut (dyn Write + Send
     let (id, which) = report_name(raw)?;
     let shard = owner(deployment, &id)?;
     let operator = operator_name(None);
-    let outcome = deployment.pastes(shard).dismiss_report(&id, which, &operator).await.map_err(|error| {
-        CtlError::Unreachable(format!(
-            "{}; the report may or may not be dismissed: run the same command again",
-            crate::pending::unreachable(deployment, "P", shard, &error.to_string())
-        ))
-    })?;
+    let outcome = deployment
+        .pastes(shard)
+        .dismiss_report(&id, which, &operator)
+        .await
+        .map_err(|error| operator_call_failed(deployment, shard, error, "dismissed"))?;
     match (outcome, which) {
         (DismissOutcome::Dismissed { open_reports }, Dismissal::One(_)) => {
             writeln!(out, "dismissed report {raw}; {id} has {open_reports} open reports")?;
@@ -196,6 +196,23 @@ fn report_name(raw: &str) -> Result<(PasteId, Dismissal), CtlError> {
                  or a paste's id for all of its reports"
             ))
         }),
+    }
+}
+
+/// An operator's call to P that did not answer as it should: refused (P
+/// said why, e.g. that this identity is no operator's: nothing changed), or
+/// unanswered (it may have been `done`: the same command again settles it).
+fn operator_call_failed(deployment: &Deployment, shard: usize, error: CallError, done: &str) -> CtlError {
+    match error {
+        CallError::Refused(status) => CtlError::Failed(format!(
+            "P shard {} refused: {}; nothing was {done}",
+            deployment.paste_name(shard),
+            status.message()
+        )),
+        error => CtlError::Unreachable(format!(
+            "{}; it may or may not be {done}: run the same command again",
+            crate::pending::unreachable(deployment, "P", shard, &error.to_string())
+        )),
     }
 }
 
@@ -257,12 +274,11 @@ pub async fn takedown(
     }
     let operator = operator_name(args.operator.as_deref());
     let shard = owner(deployment, &id)?;
-    let outcome = deployment.pastes(shard).take_down(&id, reason, &operator).await.map_err(|error| {
-        CtlError::Unreachable(format!(
-            "{}; the paste may or may not be taken down: run the same command again",
-            crate::pending::unreachable(deployment, "P", shard, &error.to_string())
-        ))
-    })?;
+    let outcome = deployment
+        .pastes(shard)
+        .take_down(&id, reason, &operator)
+        .await
+        .map_err(|error| operator_call_failed(deployment, shard, error, "taken down"))?;
     match outcome {
         TakedownOutcome::NotFound => {
             return Err(CtlError::Failed(format!("no live paste {id}: nothing was taken down")));

@@ -1,6 +1,7 @@
 use pastebin_core::{to_millis, DeleteToken, DeleteTokenHash, PasteId, ReportReason, MAX_TAKEDOWN_REASON_CHARS};
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::metrics as names;
+use pastebin_runtime::operator::operator_of;
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
     grpc::{store_status, StoreFailure},
@@ -109,6 +110,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     }
 
     async fn take_down(&self, request: Request<pb::TakeDownRequest>) -> Result<Response<pb::TakeDownResponse>, Status> {
+        let operator = operator_of(&request, "TakeDown")?;
         let request = request.into_inner();
         let id = id_lookup(&request.id)?;
         let reason = request.reason.trim();
@@ -121,11 +123,13 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let (paste, why) = (id.clone(), reason.to_owned());
         let outcome = permit.complete(async move { store.take_down(&paste, &why).await }).await??;
         if outcome == TakedownOutcome::TakenDown {
-            // The audit line: who took what down and why (never the content).
+            // The audit line: who took what down and why (never the content);
+            // the operator as verified, and the name the caller gave.
             tracing::warn!(
                 target: "pastebin::audit",
                 paste_id = %id,
-                operator = %request.operator,
+                operator = %operator,
+                operator_says = %request.operator,
                 reason,
                 "paste taken down by the operator"
             );
@@ -179,6 +183,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         &self,
         request: Request<pb::DismissReportRequest>,
     ) -> Result<Response<pb::DismissReportResponse>, Status> {
+        let operator = operator_of(&request, "DismissReport")?;
         let request = request.into_inner();
         let id = id_lookup(&request.id)?;
         let which = convert::dismissal_from_pb(request.number);
@@ -191,7 +196,8 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
                 target: "pastebin::audit",
                 paste_id = %id,
                 report = request.number,
-                operator = %request.operator,
+                operator = %operator,
+                operator_says = %request.operator,
                 open_reports,
                 "report dismissed by the operator"
             );

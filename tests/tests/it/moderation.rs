@@ -1,14 +1,22 @@
 //! The moderation path hardened (docs/operations.md#reports-and-takedowns,
 //! docs/security.md#reports), on real processes: a report's note keeps no
-//! link key, and `ctl reports` prints a hostile note without obeying it.
+//! link key, and `ctl reports` prints a hostile note without obeying it;
+//! `ctl reports` shows every kept report and dismisses one or all; P takes
+//! operator calls from an operator's identity only (a certificate with the
+//! role, `up`'s socket) and its audit line names that identity.
 
 use std::path::Path;
 
+use pastebin_pastes::{Dismissal, PasteClient, TakedownOutcome};
+use pastebin_runtime::grpc::CallError;
 use pastebin_tests::api::new_key;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
-use crate::keeping::{create, pastebin, start_up};
+use crate::{
+    keeping::{create, pastebin, start_up},
+    mtls::{shard, Given},
+};
 
 /// A key as a sealed paste's link carries it after `#`: 43 base64url characters.
 const LINK_KEY: &str = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJC";
@@ -117,7 +125,10 @@ async fn ctl_shows_every_kept_report_and_dismisses_one_or_all_of_a_pastes() {
     assert!(ok, "{err}");
     let (paste, _, open) = listed(data.path()).await;
     assert_eq!((paste, open), (Value::Null, 0));
-    assert!(up.logs().contains("report dismissed by the operator"), "the audit line");
+    // The audit line names the identity `up`'s owner-only socket proved.
+    let logs = up.logs();
+    let audit = logs.lines().find(|line| line.contains("report dismissed by the operator")).unwrap_or_default();
+    assert!(audit.contains("operator=local uid"), "{logs}");
     // A new report opens it again, numbered after the others.
     report(&http, &id, "illegal", "fourth").await;
     let (_, ids, open) = listed(data.path()).await;
@@ -125,4 +136,39 @@ async fn ctl_shows_every_kept_report_and_dismisses_one_or_all_of_a_pastes() {
     // The paste itself was never touched.
     let read = reqwest::get(format!("{http}/raw/{id}")).await.unwrap();
     assert_eq!(read.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn operator_calls_are_refused_to_the_gateways_certificate_and_taken_from_ctls() {
+    let temp = tempfile::tempdir().unwrap();
+    let certs = pastebin_tests::tls::ctl_certs(&temp.path().join("certs"));
+    let (pastes, address) = shard("paste-service", temp.path(), &certs.paste_service, Given::Flags).await;
+    let as_part = |files: &pastebin_tests::tls::TlsFiles| {
+        PasteClient::new(pastebin_shards::channel(&address, Some(&files.load())).unwrap())
+    };
+    let (paste, _token) = pastebin_tests::shards::new_paste(chrono::Utc::now(), chrono::Duration::hours(1));
+    as_part(&certs.gateway).insert(&paste).await.expect("the gateway inserts");
+    as_part(&certs.gateway).report(&paste.id, "spam", None).await.expect("the gateway passes a report on");
+
+    // Signed by the same CA, but neither the gateway's nor the sweeper's
+    // certificate is an operator's: refused, saying what is needed, and
+    // whatever operator name the caller writes in the request.
+    for part in [&certs.gateway, &certs.sweeper] {
+        let refused = as_part(part).take_down(&paste.id, "spam", "root").await.expect_err("not an operator");
+        let CallError::Refused(status) = &refused else { panic!("{refused:?}") };
+        assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+        assert!(status.message().contains("pastebin:role:operator"), "{status:?}");
+        let refused = as_part(part).dismiss_report(&paste.id, Dismissal::All, "root").await.expect_err("refused");
+        assert_eq!(refused.status().code(), tonic::Code::PermissionDenied, "{refused:?}");
+    }
+    assert!(as_part(&certs.client).get(&paste.id).await.unwrap().is_some(), "nothing was taken down");
+
+    // ctl's certificate carries the role: taken down, and the audit line
+    // names the certificate, not the name the caller sent.
+    let outcome = as_part(&certs.client).take_down(&paste.id, "spam", "someone else").await.unwrap();
+    assert_eq!(outcome, TakedownOutcome::TakenDown);
+    let logs = pastes.logs();
+    let audit = logs.lines().find(|line| line.contains("paste taken down by the operator")).expect("an audit line");
+    assert!(audit.contains("operator=certificate CN=ctl (serial "), "{audit}");
+    assert!(audit.contains("operator_says=someone else"), "{audit}");
 }

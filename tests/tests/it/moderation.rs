@@ -5,11 +5,16 @@
 //! operator calls from an operator's identity only (a certificate with the
 //! role, `up`'s socket) and its audit line names that identity.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
+
+use pastebin_core::{IdempotencyKey, KeyState};
 
 use pastebin_pastes::{Dismissal, PasteClient, TakedownOutcome};
 use pastebin_runtime::grpc::CallError;
-use pastebin_tests::api::new_key;
+use pastebin_tests::{
+    api::{self, new_key},
+    cluster::{execute, Cluster, ClusterOptions},
+};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
@@ -171,4 +176,50 @@ async fn operator_calls_are_refused_to_the_gateways_certificate_and_taken_from_c
     let audit = logs.lines().find(|line| line.contains("paste taken down by the operator")).expect("an audit line");
     assert!(audit.contains("operator=certificate CN=ctl (serial "), "{audit}");
     assert!(audit.contains("operator_says=someone else"), "{audit}");
+}
+
+/// A create that crashed after P's insert leaves its key pending with a
+/// live paste; an operator takes that paste down. Every retry of the key,
+/// before and after the sweeper's fence aborts it, answers 410 with the
+/// reason, as a read does: the content is never published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_key_whose_paste_was_taken_down_never_yields_a_new_id() {
+    let mut cluster =
+        Cluster::start(ClusterOptions { failpoints: Some("after_p_insert".into()), ..Default::default() }).await;
+    let key = new_key();
+    assert!(api::create(&cluster.http, Some(&key), "taken down mid-create").await.is_err(), "the gateway died");
+    cluster.gateway.wait_exit(Duration::from_secs(10)).await;
+    let parsed = IdempotencyKey::parse(&key).unwrap();
+    let pending = cluster.key_client(0).get(&parsed).await.unwrap().expect("K begin committed");
+    assert_eq!(pending.state, KeyState::Pending);
+    let id = pending.paste_id.to_string();
+    assert_eq!(cluster.live_pastes().await, 1, "P's insert committed before the crash");
+
+    let reason = "court order 41";
+    let (exit, out, err) = crate::operators::ctl(&cluster, &["takedown", &id, "--reason", reason]).await;
+    assert_eq!(exit, pastebin_ctl::Exit::Ok, "{out}{err}");
+    cluster.restart_gateway("").await;
+
+    let gone = |answer: &api::Answer| {
+        assert_eq!(answer.status, StatusCode::GONE, "{}", answer.body);
+        assert_eq!(answer.json()["error"]["code"], "removed_by_operator", "{}", answer.body);
+        assert!(answer.body.contains(reason), "{}", answer.body);
+    };
+    // The retry of the pending key: what a read answers.
+    gone(&api::create(&cluster.http, Some(&key), "taken down mid-create").await.unwrap());
+    gone(&api::get(&cluster.http, &id).await);
+    // The sweeper finds the key stale and fences it: P says tombstoned, K aborts.
+    let aged = "UPDATE idempotency_keys SET created_at = created_at - 120000 WHERE key = $1";
+    assert_eq!(execute(&cluster.key_database_urls[0], aged, &parsed.canonical()).await, 1);
+    let now = pastebin_core::ManualClock::starting_at(chrono::Utc::now());
+    cluster.sweeper(now).await.round(false).await;
+    let aborted = cluster.key_client(0).get(&parsed).await.unwrap().unwrap();
+    assert_eq!((aborted.state, aborted.paste_id.to_string()), (KeyState::Aborted, id.clone()));
+    // An aborted key is restarted under a new id on its retry, unless its id was taken down.
+    for _ in 0..2 {
+        gone(&api::create(&cluster.http, Some(&key), "taken down mid-create").await.unwrap());
+    }
+    let after = cluster.key_client(0).get(&parsed).await.unwrap().unwrap();
+    assert_eq!((after.state, after.paste_id.to_string()), (KeyState::Aborted, id), "never a new id");
+    assert_eq!(cluster.live_pastes().await, 0, "the content is live under no id");
 }

@@ -7,11 +7,14 @@
 # member), so it is serverAuth and clientAuth (docs/deployment.md#etcd). etcd has a CA of its
 # own, etcd-ca.crt, which also signs etcd-client.crt, every part's identity towards etcd
 # (--topology-tls-*): no certificate etcd accepts is accepted by K or P, and the reverse, so
-# a shard calls etcd without a certificate that could call another shard. Replace them with
+# a shard calls etcd without a certificate that could call another shard. operator.crt
+# (clientAuth, with the operator role pastebin:role:operator) is ctl's for takedowns and
+# dismissals, which P takes from no other certificate; its key is root's alone, so the parts
+# (uid 10001) cannot read it (docs/security.md#operator-calls). Replace them with
 # your own CAs' for anything but a trial (docs/deployment.md#tls).
 set -eu
 dir="$1"
-for made in server client etcd etcd-client; do [ -s "$dir/$made.crt" ] || missing=1; done
+for made in server client etcd etcd-client operator; do [ -s "$dir/$made.crt" ] || missing=1; done
 [ -z "${missing:-}" ] && exit 0
 cd "$dir"
 authority() { # NAME SUBJECT
@@ -30,10 +33,11 @@ issue() { # NAME PURPOSE SUBJECT_ALT_NAMES CA
 }
 issue server serverAuth "DNS:key-0,DNS:key-1,DNS:paste-0,DNS:paste-1,DNS:localhost,IP:127.0.0.1" ca
 issue client clientAuth "DNS:gateway-1,DNS:gateway-2,DNS:sweeper" ca
+issue operator clientAuth "URI:pastebin:role:operator" ca
 issue etcd serverAuth,clientAuth "DNS:etcd-0,DNS:etcd-1,DNS:etcd-2,DNS:localhost,IP:127.0.0.1" etcd-ca
 issue etcd-client clientAuth "DNS:pastebin-etcd-client" etcd-ca
 rm -f ca.srl etcd-ca.srl ca.key etcd-ca.key
 # The image runs as uid 10001; the keys are for its eyes only. etcd's image runs as root.
 if [ "$(id -u)" = 0 ]; then chown 10001:10001 server.key client.key etcd-client.key; fi
-chmod 0600 server.key client.key etcd.key etcd-client.key
-chmod 0644 ca.crt etcd-ca.crt server.crt client.crt etcd.crt etcd-client.crt
+chmod 0600 server.key client.key etcd.key etcd-client.key operator.key
+chmod 0644 ca.crt etcd-ca.crt server.crt client.crt etcd.crt etcd-client.crt operator.crt

@@ -39,7 +39,9 @@ pub use limits::{LimitError, PublishedExpiry, PublishedLimits, PublishedRate, To
 pub use lost_commits::LostCommits;
 pub use minter::{Minter, RandomMinter, SeededMinter};
 pub use paste_id::{PasteId, PasteIdError};
-pub use report::{report_note, ReportError, ReportReason, MAX_REPORT_NOTE_CHARS, MAX_TAKEDOWN_REASON_CHARS};
+pub use report::{
+    report_note, without_link_keys, ReportError, ReportReason, MAX_REPORT_NOTE_CHARS, MAX_TAKEDOWN_REASON_CHARS,
+};
 pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
 pub use slot::{OwnedSlots, Slot, SlotMoveError, SlotRange, SlotRangeError, SLOT_COUNT};

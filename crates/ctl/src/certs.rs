@@ -6,7 +6,10 @@
 //! Each certificate has the narrowest purpose (docs/design.md#mtls): K and
 //! P's say `serverAuth` only, the gateway's, the sweeper's and `ctl`'s
 //! `clientAuth` only, so a key stolen from a client part cannot pose as a
-//! shard. The gateway's public gRPC listener gets its own `serverAuth`
+//! shard. Only ctl's also carries the operator role (the subjectAltName
+//! URI `pastebin:role:operator`), which P asks of a takedown and a report's
+//! dismissal (docs/security.md#operator-calls): a gateway's or a sweeper's
+//! key cannot take a paste down. The gateway's public gRPC listener gets its own `serverAuth`
 //! certificate from a second CA that no internal part trusts: the key on
 //! the internet-facing part is worthless against K and P.
 
@@ -18,8 +21,10 @@ use std::{
 };
 
 use chrono::{Datelike, Days, NaiveDate, Utc};
+use pastebin_runtime::operator::OPERATOR_ROLE;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    SanType,
 };
 
 use rustls::pki_types::ServerName;
@@ -35,6 +40,9 @@ pub const PARTS: &[(&str, Purpose)] = &[
     ("sweeper", Purpose::Calls),
     ("ctl", Purpose::Calls),
 ];
+
+/// The one part whose certificate carries the operator role.
+const OPERATOR_PART: &str = "ctl";
 
 /// The gateway's public gRPC listener: its certificate's file stem, and the
 /// CA that signs it alone (public clients trust it; no internal part does).
@@ -170,6 +178,9 @@ fn leaf(
 ) -> Result<[(String, String); 2], CtlError> {
     let mut leaf = CertificateParams::new(names.to_vec()).map_err(failed)?;
     leaf.distinguished_name.push(DnType::CommonName, part);
+    if part == OPERATOR_PART {
+        leaf.subject_alt_names.push(SanType::URI(OPERATOR_ROLE.try_into().map_err(failed)?));
+    }
     leaf.extended_key_usages = vec![purpose.extended_key_usage()];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     leaf.use_authority_key_identifier_extension = true;
@@ -222,6 +233,7 @@ fn print_flags(args: &CertsArgs, out: &mut (dyn Write + Send)) -> Result<(), Ctl
     for (part, purpose) in PARTS {
         let role = match purpose {
             Purpose::Serves => "server",
+            Purpose::Calls if *part == OPERATOR_PART => "client, operator",
             Purpose::Calls => "client",
         };
         writeln!(
@@ -311,6 +323,17 @@ mod tests {
                     assert!(client.is_ok(), "{part}: {client:?}");
                 }
             }
+        }
+        for (part, _) in PARTS {
+            let der = certificate(&args.out.join(cert_file(part)));
+            let (_, parsed) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
+            let uris: Vec<String> = parsed
+                .subject_alternative_name()
+                .unwrap()
+                .map(|names| names.value.general_names.iter().map(ToString::to_string).collect())
+                .unwrap_or_default();
+            let operator = uris.iter().any(|name| name == &format!("URI({OPERATOR_ROLE})"));
+            assert_eq!(operator, *part == "ctl", "{part}: only ctl's certificate is an operator's: {uris:?}");
         }
         let public = args.out.join(cert_file(PUBLIC_LISTENER));
         let refused = accepted_as_server(&ca, &public).unwrap_err();

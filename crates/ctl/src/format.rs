@@ -41,11 +41,39 @@ pub fn seconds_between(earlier: chrono::DateTime<chrono::Utc>, later: chrono::Da
     (later - earlier).num_milliseconds().max(0) as f64 / 1000.0
 }
 
+/// `text` as a terminal may show it: every control character (C0 with
+/// ESC, BEL, CR and LF, DEL, C1) and every bidirectional override or
+/// isolate (U+202A–U+202E, U+2066–U+2069, and the marks U+061C, U+200E,
+/// U+200F) written as a visible `\u{…}` escape. What an anonymous reporter
+/// typed cannot move the cursor, retitle the window, ring the bell or turn
+/// the operator's line around (docs/security.md#reports).
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}' | '\u{200E}' | '\u{200F}')
+    };
+    if !text.contains(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut safe = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            safe.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            safe.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(safe)
+}
+
 /// Columns padded to their widest cell, two spaces apart; numbers are not
 /// special-cased (every column is left-aligned, which reads fine for ids).
+/// Every cell is [`terminal_safe`]: a table never writes a control character.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|row| row.iter().map(|cell| terminal_safe(cell).into_owned()).collect()).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -62,7 +90,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         text.trim_end().to_owned() + "\n"
     };
     let mut text = line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         text.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     text
@@ -97,5 +125,19 @@ mod tests {
     fn tables_align_columns() {
         let text = table(&["AGE", "KEY"], &[vec!["2m03s".into(), "k1".into()], vec!["1s".into(), "k2".into()]]);
         assert_eq!(text, "AGE    KEY\n2m03s  k1\n1s     k2\n");
+    }
+
+    #[test]
+    fn control_and_bidirectional_characters_are_shown_not_obeyed() {
+        let hostile = "a\u{1b}]0;owned\u{7}b\u{1b}[2Jc\u{9b}31m\u{202e}desab\u{2066}x\u{2069}\r\nend\u{7f}";
+        let safe = terminal_safe(hostile);
+        assert_eq!(
+            safe,
+            "a\\u{1b}]0;owned\\u{7}b\\u{1b}[2Jc\\u{9b}31m\\u{202e}desab\\u{2066}x\\u{2069}\\u{d}\\u{a}end\\u{7f}"
+        );
+        assert!(!safe.chars().any(|c| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)), "{safe}");
+        assert!(matches!(terminal_safe("plain é ✓"), std::borrow::Cow::Borrowed("plain é ✓")));
+        let text = table(&["NOTE"], &[vec![hostile.into()]]);
+        assert_eq!(text, format!("NOTE\n{safe}\n"), "every cell of a table");
     }
 }

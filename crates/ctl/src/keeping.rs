@@ -1,13 +1,15 @@
 //! Keeping a public instance (docs/operations.md#reports-and-takedowns):
 //! `pastebin ctl reports` lists what readers reported, across every P
-//! shard; `pastebin ctl takedown ID --reason TEXT` removes a paste without
-//! its delete token. Both call P as every other command does (mutual TLS
-//! in a deployment, the private sockets of `up`).
+//! shard, and `--dismiss REPORT` dismisses one; `pastebin ctl takedown ID
+//! --reason TEXT` removes a paste without its delete token. Each calls P as
+//! every other command does (mutual TLS in a deployment, the private
+//! sockets of `up`).
 
 use std::io::Write;
 
 use pastebin_core::{from_millis, PasteId, MAX_TAKEDOWN_REASON_CHARS};
-use pastebin_pastes::{ReportOrder, ReportedPaste, TakedownOutcome};
+use pastebin_pastes::{DismissOutcome, Dismissal, ReportOrder, ReportedPaste, TakedownOutcome};
+use pastebin_runtime::grpc::CallError;
 use serde::Serialize;
 
 use crate::{
@@ -26,6 +28,11 @@ pub struct ReportsArgs {
     /// One JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Dismiss a report instead of listing: `ID-N` (as the REPORT column
+    /// shows it) dismisses that one, a paste's id (or link) all of its
+    /// reports. It leaves the open count; the paste stays.
+    #[arg(long, value_name = "REPORT")]
+    pub dismiss: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -46,9 +53,22 @@ pub struct TakedownArgs {
     pub operator: Option<String>,
 }
 
+/// The operator's name as ctl sends it: `--operator`, else `$PASTEBIN_OPERATOR`
+/// or `$USER`. P's audit line names the identity it verified beside it.
+fn operator_name(given: Option<&str>) -> String {
+    given
+        .map(str::to_owned)
+        .or_else(|| std::env::var("PASTEBIN_OPERATOR").ok())
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
 #[derive(Debug, Serialize)]
 struct ReportedRow {
     id: String,
+    /// Reports not dismissed.
+    open_reports: u64,
+    /// Every report made, dismissed ones too.
     reports: u64,
     last_reported_at: String,
     age_seconds: f64,
@@ -61,6 +81,8 @@ struct ReportedRow {
 
 #[derive(Debug, Serialize)]
 struct RecentReport {
+    /// What `--dismiss` takes: the paste's id and the report's number.
+    id: String,
     reason: String,
     note: Option<String>,
     at: String,
@@ -72,6 +94,9 @@ pub async fn reports(
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
+    if let Some(report) = &args.dismiss {
+        return dismiss(deployment, report, out).await;
+    }
     let order = match args.order {
         Order::Newest => ReportOrder::Newest,
         Order::Most => ReportOrder::Most,
@@ -99,26 +124,107 @@ pub async fn reports(
         return Ok(exit);
     }
     writeln!(out, "open reports: {open}")?;
-    let cells: Vec<Vec<String>> = rows
+    let pastes: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
-            let last = row.recent.first();
             vec![
                 row.id.clone(),
+                row.open_reports.to_string(),
                 row.reports.to_string(),
                 row.last_reported_at.clone(),
                 age(row.age_seconds),
                 row.size.to_string(),
                 if row.encrypted { "yes" } else { "no" }.into(),
-                last.map_or(String::new(), |report| {
-                    let note = report.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default();
-                    format!("{}{note}", report.reason).replace(['\r', '\n'], " ")
-                }),
             ]
         })
         .collect();
-    write!(out, "{}", table(&["ID", "REPORTS", "LAST REPORT", "AGE", "SIZE", "ENCRYPTED", "LATEST"], &cells))?;
+    write!(out, "{}", table(&["ID", "OPEN", "REPORTS", "LAST REPORT", "AGE", "SIZE", "ENCRYPTED"], &pastes))?;
+    // Every report P keeps of each, newest first, by the name --dismiss takes.
+    let reports: Vec<Vec<String>> = rows
+        .iter()
+        .flat_map(|row| &row.recent)
+        .map(|report| {
+            let note = report.note.as_deref().unwrap_or_default().replace(['\r', '\n'], " ");
+            vec![report.id.clone(), report.at.clone(), report.reason.clone(), note]
+        })
+        .collect();
+    if !reports.is_empty() {
+        write!(out, "\n{}", table(&["REPORT", "AT", "REASON", "NOTE"], &reports))?;
+    }
     Ok(exit)
+}
+
+/// `reports --dismiss REPORT`: one report (`ID-N`) or all of a paste's (`ID`).
+async fn dismiss(deployment: &Deployment, raw: &str, out: &mut (dyn Write + Send)) -> Result<Exit, CtlError> {
+    let (id, which) = report_name(raw)?;
+    let shard = owner(deployment, &id)?;
+    let operator = operator_name(None);
+    let outcome = deployment
+        .pastes(shard)
+        .dismiss_report(&id, which, &operator)
+        .await
+        .map_err(|error| operator_call_failed(deployment, shard, error, "dismissed"))?;
+    match (outcome, which) {
+        (DismissOutcome::Dismissed { open_reports }, Dismissal::One(_)) => {
+            writeln!(out, "dismissed report {raw}; {id} has {open_reports} open reports")?;
+        }
+        (DismissOutcome::Dismissed { .. }, Dismissal::All) => writeln!(out, "dismissed every report of {id}")?,
+        (DismissOutcome::NotFound, Dismissal::One(_)) => {
+            return Err(CtlError::Failed(format!(
+                "no open report {raw} among those P keeps of a live paste: nothing was dismissed \
+                 (`ctl reports` lists them; `--dismiss {id}` dismisses all of the paste's)"
+            )));
+        }
+        (DismissOutcome::NotFound, Dismissal::All) => {
+            return Err(CtlError::Failed(format!("no live paste {id}: nothing was dismissed")));
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// A report as `ctl reports` names it, `ID-N`, or a paste (its id or link) for all of its reports.
+fn report_name(raw: &str) -> Result<(PasteId, Dismissal), CtlError> {
+    let numbered = raw.trim().rsplit_once('-').and_then(|(id, number)| {
+        let number = number.parse::<u64>().ok().filter(|n| *n > 0)?;
+        Some((PasteId::parse(id).ok()?, Dismissal::One(number)))
+    });
+    match numbered {
+        Some(named) => Ok(named),
+        None => paste_id(raw).map(|id| (id, Dismissal::All)).map_err(|_| {
+            CtlError::Usage(format!(
+                "`{raw}` names no report: give ID-N as the REPORT column of `ctl reports` shows it, \
+                 or a paste's id for all of its reports"
+            ))
+        }),
+    }
+}
+
+/// An operator's call to P that did not answer as it should: refused (P
+/// said why, e.g. that this identity is no operator's: nothing changed), or
+/// unanswered (it may have been `done`: the same command again settles it).
+fn operator_call_failed(deployment: &Deployment, shard: usize, error: CallError, done: &str) -> CtlError {
+    match error {
+        CallError::Refused(status) => CtlError::Failed(format!(
+            "P shard {} refused: {}; nothing was {done}",
+            deployment.paste_name(shard),
+            status.message()
+        )),
+        error => CtlError::Unreachable(format!(
+            "{}; it may or may not be {done}: run the same command again",
+            crate::pending::unreachable(deployment, "P", shard, &error.to_string())
+        )),
+    }
+}
+
+/// The P shard that owns `id`'s slot.
+fn owner(deployment: &Deployment, id: &PasteId) -> Result<usize, CtlError> {
+    deployment.slots.paste_owner(id.slot()).ok_or_else(|| {
+        CtlError::Unreachable(format!(
+            "P shard for slot {}: unknown — no paste shard that answered owns it; nothing changed. \
+             Retry when the paste shards answer",
+            id.slot()
+        ))
+    })
 }
 
 /// Every shard's list as one, in the order asked for.
@@ -126,15 +232,16 @@ fn sort(pastes: &mut [ReportedPaste], order: ReportOrder) {
     match order {
         ReportOrder::Newest => pastes.sort_by_key(|paste| std::cmp::Reverse(paste.last_reported_at)),
         ReportOrder::Most => {
-            pastes.sort_by(|a, b| b.report_count.cmp(&a.report_count).then(b.last_reported_at.cmp(&a.last_reported_at)))
+            pastes.sort_by(|a, b| b.open_reports.cmp(&a.open_reports).then(b.last_reported_at.cmp(&a.last_reported_at)))
         }
     }
 }
 
 fn row(paste: ReportedPaste, now: chrono::DateTime<chrono::Utc>) -> ReportedRow {
     let at = |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let id = paste.id.to_string();
     ReportedRow {
-        id: paste.id.to_string(),
+        open_reports: paste.open_reports,
         reports: paste.report_count,
         last_reported_at: at(paste.last_reported_at),
         age_seconds: seconds_between(paste.created_at, now),
@@ -143,8 +250,14 @@ fn row(paste: ReportedPaste, now: chrono::DateTime<chrono::Utc>) -> ReportedRow 
         recent: paste
             .recent
             .into_iter()
-            .map(|report| RecentReport { reason: report.reason, note: report.note, at: at(from_millis(report.at)) })
+            .map(|report| RecentReport {
+                id: format!("{id}-{}", report.number),
+                reason: report.reason,
+                note: report.note,
+                at: at(from_millis(report.at)),
+            })
             .collect(),
+        id,
     }
 }
 
@@ -159,20 +272,13 @@ pub async fn takedown(
     if reason.is_empty() || reason.chars().count() > MAX_TAKEDOWN_REASON_CHARS {
         return Err(CtlError::Usage("--reason must be 1 to 500 characters: readers are shown it".into()));
     }
-    let operator = args.operator.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
-    let shard = deployment.slots.paste_owner(id.slot()).ok_or_else(|| {
-        CtlError::Unreachable(format!(
-            "P shard for slot {}: unknown — no paste shard that answered owns it; nothing changed. \
-             Retry when the paste shards answer",
-            id.slot()
-        ))
-    })?;
-    let outcome = deployment.pastes(shard).take_down(&id, reason, &operator).await.map_err(|error| {
-        CtlError::Unreachable(format!(
-            "{}; the paste may or may not be taken down: run the same command again",
-            crate::pending::unreachable(deployment, "P", shard, &error.to_string())
-        ))
-    })?;
+    let operator = operator_name(args.operator.as_deref());
+    let shard = owner(deployment, &id)?;
+    let outcome = deployment
+        .pastes(shard)
+        .take_down(&id, reason, &operator)
+        .await
+        .map_err(|error| operator_call_failed(deployment, shard, error, "taken down"))?;
     match outcome {
         TakedownOutcome::NotFound => {
             return Err(CtlError::Failed(format!("no live paste {id}: nothing was taken down")));
@@ -212,5 +318,17 @@ mod tests {
             assert_eq!(paste_id(&raw).unwrap().to_string(), id, "{raw}");
         }
         assert!(matches!(paste_id("https://paste.example/"), Err(CtlError::Usage(_))));
+    }
+
+    #[test]
+    fn a_report_is_named_by_its_paste_and_number_and_a_paste_names_all_of_its() {
+        let id = PasteId::mint(pastebin_core::Slot(7));
+        let (named, which) = report_name(&format!("{id}-3")).unwrap();
+        assert_eq!((named.to_string(), which), (id.to_string(), Dismissal::One(3)));
+        let (named, which) = report_name(&format!("https://paste.example/{id}")).unwrap();
+        assert_eq!((named.to_string(), which), (id.to_string(), Dismissal::All));
+        for bad in [format!("{id}-0"), format!("{id}-x"), "3".to_owned()] {
+            assert!(matches!(report_name(&bad), Err(CtlError::Usage(_))), "{bad}");
+        }
     }
 }

@@ -20,7 +20,7 @@
 use chrono::{DateTime, Utc};
 use pastebin_core::{DeleteToken, IdempotencyKey, KeyState, PasteId, PasteOrigin, ResponseBody};
 use pastebin_keys::{Adopted, Begun, KeyClient, KeyRecord, NewKey};
-use pastebin_pastes::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteClient};
+use pastebin_pastes::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteClient, PasteRead};
 use pastebin_shards::{fence, FenceError, Fenced};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
@@ -123,7 +123,10 @@ impl Saga<'_> {
 
     async fn run(&self) -> Result<CreateAnswer, ApiError> {
         let (paste_id, response_body) = self.mint();
-        let mut record = self.begin(paste_id, response_body).await?;
+        let (mut record, fresh) = match self.begin(paste_id, response_body).await? {
+            Begun::Inserted(record) => (record, true),
+            Begun::Existing(record) => (record, false),
+        };
         failpoints::hit(AFTER_K_BEGIN).await;
         for _ in 0..MAX_REREADS {
             if record.request_hash != self.request.request_hash {
@@ -131,8 +134,14 @@ impl Saga<'_> {
             }
             match record.state {
                 KeyState::Done => return answer(&record, true),
-                KeyState::Pending => return self.finish_pending(&record).await,
+                KeyState::Pending => {
+                    if !fresh {
+                        self.refuse_if_taken_down(&record.paste_id).await?;
+                    }
+                    return self.finish_pending(&record).await;
+                }
                 KeyState::Aborted => {
+                    self.refuse_if_taken_down(&record.paste_id).await?;
                     let (paste_id, response_body) = self.mint();
                     let restarted = within(
                         self.deadline,
@@ -154,10 +163,27 @@ impl Saga<'_> {
     /// Step 2, K commit: begin. A lost race returns the winner's record,
     /// which the caller then follows like any existing key.
     #[tracing::instrument(skip_all, err(level = "debug", Display))]
-    async fn begin(&self, paste_id: PasteId, response_body: ResponseBody) -> Result<KeyRecord, ApiError> {
+    async fn begin(&self, paste_id: PasteId, response_body: ResponseBody) -> Result<Begun, ApiError> {
         let new = NewKey { key: *self.key(), request_hash: self.request.request_hash, paste_id, response_body };
-        match timed("k_begin", within(self.deadline, self.keys.begin(&new))).await.map_err(key_unavailable)? {
-            Begun::Inserted(record) | Begun::Existing(record) => Ok(record),
+        timed("k_begin", within(self.deadline, self.keys.begin(&new))).await.map_err(key_unavailable)
+    }
+
+    /// A takedown's tombstone wins over a retry (docs/design.md#takedowns-and-retries):
+    /// when the id this key names was taken down by an operator, a retry of
+    /// the pending or aborted key answers what a read of that id answers,
+    /// 410 with the reason, instead of storing the content again and, once
+    /// the fence has aborted the key, publishing it under a new id. Asked
+    /// before anything is written; if P cannot say, 503 (never go on blind).
+    /// A key seen for the first time just now needs no asking: its id is new.
+    async fn refuse_if_taken_down(&self, id: &PasteId) -> Result<(), ApiError> {
+        match within(self.deadline, self.pastes.read(id)).await {
+            Ok(PasteRead::RemovedByOperator { reason }) => Err(ApiError::Removed { reason }),
+            Ok(PasteRead::Live(_) | PasteRead::Missing) => Ok(()),
+            Err(StepError::NotExecuted(_)) => Err(ApiError::SlotMoving),
+            Err(error) => {
+                tracing::warn!(%error, "cannot ask the paste service whether this key's paste was taken down");
+                Err(ApiError::Unavailable("the paste service did not answer"))
+            }
         }
     }
 

@@ -433,7 +433,11 @@ pub(crate) fn report_form(raw_id: &str, problem: Option<&str>) -> String {
          <form method=\"post\" action=\"/{id}/report\" class=\"report\">\
          <label for=\"reason\">Reason</label><select id=\"reason\" name=\"reason\">{reasons}</select>\
          <label for=\"note\">Note (optional, up to {max} characters)</label>\
-         <textarea id=\"note\" name=\"note\" rows=\"4\" maxlength=\"{max}\"></textarea>\
+         <p class=\"meta\" id=\"note-hint\">If you give a link, leave out the part after <code>#</code>: \
+         it is the key of an encrypted paste, and the operator is not sent it. Anything that \
+         looks like a key is removed from the note.</p>\
+         <textarea id=\"note\" name=\"note\" rows=\"4\" maxlength=\"{max}\" \
+         aria-describedby=\"note-hint\"></textarea>\
          <div class=\"row\"><button type=\"submit\" id=\"send-report\">Send report</button>\
          <a href=\"/{id}\">Cancel</a></div></form>",
         max = pastebin_core::MAX_REPORT_NOTE_CHARS,

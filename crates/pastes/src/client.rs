@@ -8,8 +8,8 @@ use pastebin_slots::shard_slots;
 use tokio::time::Instant;
 
 use crate::{
-    convert, BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, ReportOrder,
-    ReportedPaste, SlotRow, TakedownOutcome,
+    convert, BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste, NewPaste,
+    PasteRead, PasteRow, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
 };
 
 /// What [`PasteClient::resolve_batch`] answered.
@@ -113,6 +113,23 @@ impl PasteClient {
         let reply = self.inner.clone().list_reports(self.deadline.request(request)).await?.into_inner();
         let pastes = reply.pastes.into_iter().map(|raw| convert::reported_from_pb(raw).map_err(bad_reply));
         Ok((pastes.collect::<Result<_, _>>()?, reply.open_reports))
+    }
+
+    /// An operator's dismissal of a paste's report (see
+    /// [`crate::PasteStore::dismiss_report`]); `operator` as in [`Self::take_down`].
+    pub async fn dismiss_report(
+        &self,
+        id: &PasteId,
+        which: Dismissal,
+        operator: &str,
+    ) -> Result<DismissOutcome, CallError> {
+        let request = pb::DismissReportRequest {
+            id: id.to_string(),
+            number: convert::dismissal_to_pb(which),
+            operator: operator.to_owned(),
+        };
+        let reply = self.inner.clone().dismiss_report(self.deadline.request(request)).await?.into_inner();
+        convert::dismissed_from_pb(reply).map_err(bad_reply)
     }
 
     /// Burn after reading: whether this caller won the one read (see

@@ -10,7 +10,10 @@ use pastebin_core::{
 use pastebin_proto::pastes::v1 as pb;
 use pastebin_runtime::grpc::Malformed;
 
-use crate::{IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, Report, ReportedPaste, SlotRow, TakedownOutcome};
+use crate::{
+    DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRow, Report, ReportedPaste, SlotRow,
+    TakedownOutcome,
+};
 
 pub(crate) fn id(raw: &str) -> Result<PasteId, Malformed> {
     PasteId::parse(raw).map_err(|e| Malformed(format!("id: {e}")))
@@ -115,6 +118,7 @@ pub(crate) fn reported_to_pb(paste: ReportedPaste) -> pb::ReportedPaste {
         created_at_ms: to_millis(paste.created_at),
         size: paste.size,
         report_count: paste.report_count,
+        open_reports: paste.open_reports,
         last_reported_at_ms: to_millis(paste.last_reported_at),
         sealed: paste.sealed,
         recent: paste
@@ -124,6 +128,7 @@ pub(crate) fn reported_to_pb(paste: ReportedPaste) -> pb::ReportedPaste {
                 reason: report.reason,
                 note: report.note.unwrap_or_default(),
                 at_ms: report.at,
+                number: report.number,
             })
             .collect(),
     }
@@ -135,6 +140,7 @@ pub(crate) fn reported_from_pb(raw: pb::ReportedPaste) -> Result<ReportedPaste, 
         created_at: from_millis(raw.created_at_ms),
         size: raw.size,
         report_count: raw.report_count,
+        open_reports: raw.open_reports,
         last_reported_at: from_millis(raw.last_reported_at_ms),
         sealed: raw.sealed,
         recent: raw
@@ -144,9 +150,40 @@ pub(crate) fn reported_from_pb(raw: pb::ReportedPaste) -> Result<ReportedPaste, 
                 reason: report.reason,
                 note: Some(report.note).filter(|note| !note.is_empty()),
                 at: report.at_ms,
+                number: report.number,
             })
             .collect(),
     })
+}
+
+pub(crate) fn dismissed_to_pb(outcome: DismissOutcome) -> pb::DismissReportResponse {
+    let (outcome, open_reports) = match outcome {
+        DismissOutcome::Dismissed { open_reports } => (pb::DismissOutcome::Dismissed, open_reports),
+        DismissOutcome::NotFound => (pb::DismissOutcome::NotFound, 0),
+    };
+    pb::DismissReportResponse { outcome: outcome.into(), open_reports }
+}
+
+pub(crate) fn dismissed_from_pb(reply: pb::DismissReportResponse) -> Result<DismissOutcome, Malformed> {
+    match pb::DismissOutcome::try_from(reply.outcome) {
+        Ok(pb::DismissOutcome::Dismissed) => Ok(DismissOutcome::Dismissed { open_reports: reply.open_reports }),
+        Ok(pb::DismissOutcome::NotFound) => Ok(DismissOutcome::NotFound),
+        _ => Err(Malformed("dismiss outcome".into())),
+    }
+}
+
+pub(crate) fn dismissal_from_pb(number: u64) -> Dismissal {
+    match number {
+        0 => Dismissal::All,
+        number => Dismissal::One(number),
+    }
+}
+
+pub(crate) fn dismissal_to_pb(which: Dismissal) -> u64 {
+    match which {
+        Dismissal::All => 0,
+        Dismissal::One(number) => number,
+    }
 }
 
 pub(crate) fn key_hash(raw: Vec<u8>) -> Result<KeyHash, Malformed> {

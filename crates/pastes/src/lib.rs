@@ -20,8 +20,8 @@ use pastebin_slots::{
 
 pub use client::{PasteClient, ResolvedBatch};
 pub use record::{
-    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, Report, ReportOrder,
-    ReportedPaste, SlotRow, TakedownOutcome,
+    BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead,
+    PasteRow, Report, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
 };
 pub use service::PasteServiceImpl;
 pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
@@ -60,6 +60,7 @@ pub static MOVED_TABLE: MovedTable = MovedTable {
         ("report_count", ColumnType::Integer),
         ("last_reported_at", ColumnType::Integer),
         ("reports", ColumnType::Text),
+        ("dismissed_reports", ColumnType::Integer),
     ],
     slot_column: "id",
     slot_of: |id| pastebin_core::PasteId::parse(id).ok().map(|id| id.slot()),

@@ -103,6 +103,11 @@ pub struct Report {
     pub note: Option<String>,
     /// Unix milliseconds.
     pub at: i64,
+    /// Its place among the paste's reports (1 for the first), which names
+    /// it for a dismissal. 0 in a report stored before reports were
+    /// numbered; the store numbers those by their place as it reads them.
+    #[serde(default)]
+    pub number: u64,
 }
 
 /// A live paste with reports, as `ctl reports` lists it.
@@ -111,11 +116,14 @@ pub struct ReportedPaste {
     pub id: PasteId,
     pub created_at: DateTime<Utc>,
     pub size: u64,
+    /// Every report ever made, dismissed ones included.
     pub report_count: u64,
+    /// Those not dismissed.
+    pub open_reports: u64,
     pub last_reported_at: DateTime<Utc>,
     /// A sealed paste: the server holds an envelope it cannot read.
     pub sealed: bool,
-    /// The last few, newest first.
+    /// The last few not dismissed, newest first.
     pub recent: Vec<Report>,
 }
 
@@ -136,5 +144,24 @@ pub enum TakedownOutcome {
     /// Taken down before (a repeat of the same takedown is success).
     AlreadyTakenDown,
     /// No live row: never made, or already gone another way.
+    NotFound,
+}
+
+/// Which of a paste's reports an operator dismisses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dismissal {
+    /// One kept report, by its number.
+    One(u64),
+    /// Every report of the paste, kept or not.
+    All,
+}
+
+/// What a dismissal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DismissOutcome {
+    /// Done: the paste has this many open reports left.
+    Dismissed { open_reports: u64 },
+    /// No live paste, or no kept report of that number (dismissed already,
+    /// or too old to be kept: dismiss them all).
     NotFound,
 }

@@ -1,6 +1,7 @@
 use pastebin_core::{to_millis, DeleteToken, DeleteTokenHash, PasteId, ReportReason, MAX_TAKEDOWN_REASON_CHARS};
 use pastebin_proto::{pastes::v1 as pb, shard::v1 as shard_pb};
 use pastebin_runtime::metrics as names;
+use pastebin_runtime::operator::operator_of;
 use pastebin_runtime::{
     failpoints::{self, AFTER_P_DELETE},
     grpc::{store_status, StoreFailure},
@@ -9,7 +10,8 @@ use pastebin_slots::shard_slots::ShardSlots;
 use tonic::{Request, Response, Status};
 
 use crate::{
-    convert, BurnClaim, DeleteOutcome, PasteRead, PasteStore, PasteStoreError, Report, ReportOrder, TakedownOutcome,
+    convert, BurnClaim, DeleteOutcome, DismissOutcome, PasteRead, PasteStore, PasteStoreError, Report, ReportOrder,
+    TakedownOutcome,
 };
 
 /// The most rows one `FindByKey` returns: a key makes one paste per life,
@@ -108,6 +110,7 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
     }
 
     async fn take_down(&self, request: Request<pb::TakeDownRequest>) -> Result<Response<pb::TakeDownResponse>, Status> {
+        let operator = operator_of(&request, "TakeDown")?;
         let request = request.into_inner();
         let id = id_lookup(&request.id)?;
         let reason = request.reason.trim();
@@ -120,11 +123,13 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let (paste, why) = (id.clone(), reason.to_owned());
         let outcome = permit.complete(async move { store.take_down(&paste, &why).await }).await??;
         if outcome == TakedownOutcome::TakenDown {
-            // The audit line: who took what down and why (never the content).
+            // The audit line: who took what down and why (never the content);
+            // the operator as verified, and the name the caller gave.
             tracing::warn!(
                 target: "pastebin::audit",
                 paste_id = %id,
-                operator = %request.operator,
+                operator = %operator,
+                operator_says = %request.operator,
                 reason,
                 "paste taken down by the operator"
             );
@@ -140,7 +145,9 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
         let reason = ReportReason::parse(&request.reason).map_err(invalid)?;
         let note = pastebin_core::report_note(Some(&request.note)).map_err(invalid)?;
         let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
-        let report = Report { reason: reason.as_str().to_owned(), note, at: to_millis(store.clock().now()) };
+        let at = to_millis(store.clock().now());
+        // Numbered by the store, which knows the paste's count.
+        let report = Report { reason: reason.as_str().to_owned(), note, at, number: 0 };
         let report_count =
             permit.complete(async move { store.report(&id, report).await }).await??.ok_or_else(not_found)?;
         metrics::counter!(names::REPORTS, "reason" => reason.as_str()).increment(1);
@@ -170,6 +177,32 @@ impl pb::paste_service_server::PasteService for PasteServiceImpl {
             pastes: pastes.into_iter().map(convert::reported_to_pb).collect(),
             open_reports,
         }))
+    }
+
+    async fn dismiss_report(
+        &self,
+        request: Request<pb::DismissReportRequest>,
+    ) -> Result<Response<pb::DismissReportResponse>, Status> {
+        let operator = operator_of(&request, "DismissReport")?;
+        let request = request.into_inner();
+        let id = id_lookup(&request.id)?;
+        let which = convert::dismissal_from_pb(request.number);
+        let (permit, store) = (self.slots.writable([&id]).await?, self.store.clone());
+        let paste = id.clone();
+        let outcome = permit.complete(async move { store.dismiss_report(&paste, which).await }).await??;
+        if let DismissOutcome::Dismissed { open_reports } = outcome {
+            // The audit line: who dismissed which report (0: all of them).
+            tracing::warn!(
+                target: "pastebin::audit",
+                paste_id = %id,
+                report = request.number,
+                operator = %operator,
+                operator_says = %request.operator,
+                open_reports,
+                "report dismissed by the operator"
+            );
+        }
+        Ok(Response::new(convert::dismissed_to_pb(outcome)))
     }
 
     async fn tombstone_unless_live(

@@ -8,8 +8,8 @@ use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{
-    BurnClaim, DeleteOutcome, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead, PasteRow, Report, ReportOrder,
-    ReportedPaste, SlotRow, TakedownOutcome,
+    BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead,
+    PasteRow, Report, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -28,11 +28,41 @@ pub const KEPT_REPORTS: usize = 10;
 /// Tries of a report's guarded update before the reader is told to retry.
 const REPORT_ATTEMPTS: usize = 5;
 
-/// The stored JSON array of reports, newest first (none: an empty list).
-fn reports_from(raw: Option<String>) -> Result<Vec<Report>, PasteStoreError> {
-    raw.map_or(Ok(Vec::new()), |raw| {
+/// The stored JSON array of reports, newest first (none: an empty list),
+/// of a row that has had `report_count` reports. A note kept before notes
+/// lost their link keys loses them here, so no listing shows one and the
+/// row's next write keeps none; a report kept before reports were numbered
+/// is numbered by its place (the newest is the `report_count`-th: nothing
+/// was dismissed before numbers existed).
+fn reports_from(raw: Option<String>, report_count: i64) -> Result<Vec<Report>, PasteStoreError> {
+    let mut reports: Vec<Report> = raw.map_or(Ok(Vec::new()), |raw| {
         serde_json::from_str(&raw).map_err(|e| PasteStoreError::Corrupt(format!("reports: {e}")))
-    })
+    })?;
+    let total = u64::try_from(report_count).unwrap_or(0);
+    for (place, report) in reports.iter_mut().enumerate() {
+        if report.number == 0 {
+            report.number = total.saturating_sub(place as u64);
+        }
+        if let Some(note) = report.note.as_mut() {
+            *note = pastebin_core::without_link_keys(note);
+        }
+    }
+    Ok(reports)
+}
+
+fn reports_json(reports: &[Report]) -> Result<String, PasteStoreError> {
+    serde_json::to_string(reports).map_err(|e| PasteStoreError::Corrupt(e.to_string()))
+}
+
+/// A paste's reports as its row holds them.
+#[derive(Debug, Clone)]
+struct ReportsOf {
+    /// Every report made (`report_count`).
+    made: i64,
+    /// Those an operator dismissed (`dismissed_reports`).
+    dismissed: i64,
+    /// The last few not dismissed, newest first.
+    kept: Vec<Report>,
 }
 
 /// Why an id became a tombstone; kept for operators.
@@ -186,47 +216,102 @@ impl PasteStore {
         })
     }
 
-    /// Stores a reader's report on a live, unexpired paste's row: the count
-    /// and the last report's time, and the report among the last
-    /// [`KEPT_REPORTS`]. `None`: no such paste. A read, then an update
-    /// guarded by the count it read, retried when another report came in
-    /// between (the same SQL on both databases; no row lock needed).
-    pub async fn report(&self, id: &PasteId, report: Report) -> Result<Option<u64>, PasteStoreError> {
+    /// A live, unexpired paste's reports as they stand: how many were made,
+    /// how many dismissed, and the kept ones. `None`: no such paste.
+    async fn reports_of(&self, id: &PasteId) -> Result<Option<ReportsOf>, PasteStoreError> {
         let now = to_millis(self.clock.now());
-        for _ in 0..REPORT_ATTEMPTS {
-            let row = self
-                .db
-                .read(|pool| {
-                    sqlx::query(
-                        "SELECT report_count, reports FROM pastes WHERE id = $1 AND state = 'live' AND expires_at > $2",
-                    )
-                    .bind(id.as_str())
-                    .bind(now)
-                    .fetch_optional(pool)
-                })
-                .await?;
-            let Some(row) = row else { return Ok(None) };
-            let count: i64 = row.try_get("report_count")?;
-            let mut kept = reports_from(row.try_get("reports")?)?;
-            kept.insert(0, report.clone());
-            kept.truncate(KEPT_REPORTS);
-            let kept = serde_json::to_string(&kept).map_err(|e| PasteStoreError::Corrupt(e.to_string()))?;
-            let changed = self
-                .db
-                .execute(
-                    sqlx::query(
-                        "UPDATE pastes SET report_count = $1, last_reported_at = $2, reports = $3
-                          WHERE id = $4 AND state = 'live' AND report_count = $5",
-                    )
-                    .bind(count + 1)
-                    .bind(report.at)
-                    .bind(kept)
-                    .bind(id.to_string())
-                    .bind(count),
+        let row = self
+            .db
+            .read(|pool| {
+                sqlx::query(
+                    "SELECT report_count, dismissed_reports, reports FROM pastes
+                      WHERE id = $1 AND state = 'live' AND expires_at > $2",
                 )
-                .await?;
-            if changed == 1 {
-                return Ok(Some(u64::try_from(count + 1).unwrap_or(0)));
+                .bind(id.as_str())
+                .bind(now)
+                .fetch_optional(pool)
+            })
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let made: i64 = row.try_get("report_count")?;
+        Ok(Some(ReportsOf {
+            made,
+            dismissed: row.try_get("dismissed_reports")?,
+            kept: reports_from(row.try_get("reports")?, made)?,
+        }))
+    }
+
+    /// Writes a paste's reports as `next`, unless they changed since `read`
+    /// (another report or dismissal came in between): `false` then, and
+    /// nothing is written.
+    async fn replace_reports(
+        &self,
+        id: &PasteId,
+        read: &ReportsOf,
+        next: &ReportsOf,
+        last_reported_at: Option<i64>,
+    ) -> Result<bool, PasteStoreError> {
+        let changed = self
+            .db
+            .execute(
+                sqlx::query(
+                    "UPDATE pastes SET report_count = $1, dismissed_reports = $2, reports = $3,
+                                       last_reported_at = COALESCE($4, last_reported_at)
+                      WHERE id = $5 AND state = 'live' AND report_count = $6 AND dismissed_reports = $7",
+                )
+                .bind(next.made)
+                .bind(next.dismissed)
+                .bind(reports_json(&next.kept)?)
+                .bind(last_reported_at)
+                .bind(id.to_string())
+                .bind(read.made)
+                .bind(read.dismissed),
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    /// Stores a reader's report on a live, unexpired paste's row: the count
+    /// and the last report's time, and the report, numbered, among the last
+    /// [`KEPT_REPORTS`]. `None`: no such paste. A read, then an update
+    /// guarded by the counts it read, retried when another report or a
+    /// dismissal came in between (the same SQL on both databases; no row
+    /// lock needed).
+    pub async fn report(&self, id: &PasteId, report: Report) -> Result<Option<u64>, PasteStoreError> {
+        for _ in 0..REPORT_ATTEMPTS {
+            let Some(read) = self.reports_of(id).await? else { return Ok(None) };
+            let made = read.made + 1;
+            let mut kept = read.kept.clone();
+            kept.insert(0, Report { number: u64::try_from(made).unwrap_or(0), ..report.clone() });
+            kept.truncate(KEPT_REPORTS);
+            let next = ReportsOf { made, dismissed: read.dismissed, kept };
+            if self.replace_reports(id, &read, &next, Some(report.at)).await? {
+                return Ok(Some(u64::try_from(made).unwrap_or(0)));
+            }
+        }
+        Err(PasteStoreError::Busy("too many reports of this paste at once; retry"))
+    }
+
+    /// An operator's dismissal of one kept report of a live paste, or of all
+    /// its reports: they leave the kept list and the open count (the count
+    /// of reports made stays). Guarded and retried like [`Self::report`].
+    pub async fn dismiss_report(&self, id: &PasteId, which: Dismissal) -> Result<DismissOutcome, PasteStoreError> {
+        for _ in 0..REPORT_ATTEMPTS {
+            let Some(read) = self.reports_of(id).await? else { return Ok(DismissOutcome::NotFound) };
+            let next = match which {
+                Dismissal::All => ReportsOf { made: read.made, dismissed: read.made, kept: Vec::new() },
+                Dismissal::One(number) => {
+                    let Some(place) = read.kept.iter().position(|report| report.number == number) else {
+                        return Ok(DismissOutcome::NotFound);
+                    };
+                    let mut kept = read.kept.clone();
+                    kept.remove(place);
+                    ReportsOf { made: read.made, dismissed: read.dismissed + 1, kept }
+                }
+            };
+            if self.replace_reports(id, &read, &next, None).await? {
+                let open_reports = u64::try_from(next.made - next.dismissed).unwrap_or(0);
+                return Ok(DismissOutcome::Dismissed { open_reports });
             }
         }
         Err(PasteStoreError::Busy("too many reports of this paste at once; retry"))
@@ -245,11 +330,11 @@ impl PasteStore {
         let now = to_millis(self.clock.now());
         let order_by = match order {
             ReportOrder::Newest => "last_reported_at DESC, id",
-            ReportOrder::Most => "report_count DESC, last_reported_at DESC, id",
+            ReportOrder::Most => "report_count - dismissed_reports DESC, last_reported_at DESC, id",
         };
         let (open, prefixes) = open_reports_in(owned, 3);
         let sql = format!(
-            "SELECT id, created_at, size, report_count, last_reported_at, reports, sealed FROM pastes
+            "SELECT id, created_at, size, report_count, dismissed_reports, last_reported_at, reports, sealed FROM pastes
               WHERE {open} ORDER BY {order_by} LIMIT $2"
         );
         let rows = self
@@ -262,29 +347,32 @@ impl PasteStore {
         rows.iter()
             .map(|row| {
                 let corrupt = |what: &str| PasteStoreError::Corrupt(what.to_owned());
+                let made: i64 = row.try_get("report_count")?;
+                let dismissed: i64 = row.try_get("dismissed_reports")?;
                 Ok(ReportedPaste {
                     id: PasteId::parse(&row.try_get::<String, _>("id")?).map_err(|_| corrupt("id"))?,
                     created_at: from_millis(row.try_get("created_at")?),
                     size: u64::try_from(row.try_get::<i64, _>("size")?).map_err(|_| corrupt("size"))?,
-                    report_count: u64::try_from(row.try_get::<i64, _>("report_count")?)
-                        .map_err(|_| corrupt("report_count"))?,
+                    report_count: u64::try_from(made).map_err(|_| corrupt("report_count"))?,
+                    open_reports: u64::try_from(made - dismissed).map_err(|_| corrupt("dismissed_reports"))?,
                     last_reported_at: from_millis(
                         row.try_get::<Option<i64>, _>("last_reported_at")?
                             .ok_or_else(|| corrupt("last_reported_at"))?,
                     ),
                     sealed: row.try_get::<i64, _>("sealed")? != 0,
-                    recent: reports_from(row.try_get("reports")?)?,
+                    recent: reports_from(row.try_get("reports")?, made)?,
                 })
             })
             .collect()
     }
 
-    /// Open reports of the `owned` slots: those on live, unexpired pastes (a
-    /// takedown, a delete or the expiry closes a paste's reports).
+    /// Open reports of the `owned` slots: those on live, unexpired pastes
+    /// not dismissed (a takedown, a delete or the expiry closes a paste's
+    /// reports).
     pub async fn open_reports(&self, owned: SlotRange) -> Result<u64, PasteStoreError> {
         let now = to_millis(self.clock.now());
         let (open, prefixes) = open_reports_in(owned, 2);
-        let sql = format!("SELECT CAST(SUM(report_count) AS BIGINT) FROM pastes WHERE {open}");
+        let sql = format!("SELECT CAST(SUM(report_count - dismissed_reports) AS BIGINT) FROM pastes WHERE {open}");
         let open: Option<i64> = self
             .db
             .read(|pool| {
@@ -622,13 +710,15 @@ impl PasteStore {
 /// an hour of margin.
 pub const MIN_TOMBSTONE_AGE: std::time::Duration = std::time::Duration::from_secs(26 * 3600);
 
-/// Which rows hold open reports (reported, live, unexpired at `$1`) in the
+/// Which rows hold open reports (reported and not all dismissed, live,
+/// unexpired at `$1`) in the
 /// `owned` slots: the condition, with the id prefixes it binds from `$first`
 /// (an id's first two characters name its slot).
 fn open_reports_in(owned: SlotRange, first: usize) -> (String, Vec<String>) {
     let prefixes = PasteId::slot_prefixes_of(owned);
     let condition = format!(
-        "report_count > 0 AND state = 'live' AND expires_at > $1 AND substr(id, 1, 2) IN ({})",
+        "report_count > 0 AND report_count > dismissed_reports AND state = 'live' AND expires_at > $1
+         AND substr(id, 1, 2) IN ({})",
         placeholders(prefixes.len(), |i| format!("${}", i + first))
     );
     (condition, prefixes)

@@ -4,7 +4,8 @@
 //! [`database_url`] that takes writes, found again by [`reconnect`] when lost, [`failpoints`] are crash points
 //! for tests, [`grpc`] serves a service with `grpc.health.v1` (and reflection,
 //! if asked) beside it, [`tls`] loads the mutual-TLS files every server and
-//! client of K and P is given,
+//! client of K and P is given, [`operator`] names who made an operator-only
+//! call as the connection proves it,
 //! [`telemetry`] sets up `tracing`, and [`shutdown_signal`] is the one place
 //! SIGINT and SIGTERM are turned into a drain ([`with_drain_timeout`] bounds it), [`metrics`] names
 //! every Prometheus metric the services export, and [`THEME_JS`] is the
@@ -28,6 +29,7 @@ pub mod grpc;
 pub mod help;
 pub mod lock;
 pub mod metrics;
+pub mod operator;
 pub mod readiness;
 pub mod reconnect;
 mod shutdown;

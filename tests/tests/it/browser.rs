@@ -50,6 +50,20 @@ async fn a_lost_answer_retried_from_the_page_makes_one_paste_then_view_delete_an
     assert_eq!(raw, rest["content"].as_str().unwrap());
 }
 
+/// The page resends a save answered 408, 429 or 5xx after its Retry-After,
+/// with the same idempotency key, plain and sealed, the first answer being
+/// the server's 201 lost behind a 408 (tests/browser/retries.mjs): one
+/// paste and one key per save on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_keeps_its_key_across_408_429_and_5xx_plain_and_sealed() {
+    require_tools();
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let saved = pastebin_tests::browser::run_script_phase(&cluster, "retries.mjs", &["answers"]).await;
+    assert_ne!(saved["plain"]["key"], saved["sealed"]["key"], "two saves, two keys: {saved}");
+    assert_eq!(cluster.live_pastes().await, 2, "one paste per save: {saved}");
+    assert_eq!(cluster.key_rows().await, 2, "one key per save: {saved}");
+}
+
 /// A private instance (`--require-create-token`): the page asks for a create
 /// token once, keeps it for this site, and its saves carry it; the server
 /// holds exactly the two pastes saved with it (tests/browser/private.mjs).

@@ -34,7 +34,7 @@ use crate::{
 /// on how late a takedown reaches a gateway's read cache.
 const LIVE_FOR: Duration = Duration::from_millis(750);
 
-async fn create(http: &str, key: &str, body: Value) -> (StatusCode, String, Option<String>) {
+pub(crate) async fn create(http: &str, key: &str, body: Value) -> (StatusCode, String, Option<String>) {
     let response = Client::new()
         .post(format!("{http}/api/v1/pastes"))
         .header("Idempotency-Key", key)
@@ -46,7 +46,7 @@ async fn create(http: &str, key: &str, body: Value) -> (StatusCode, String, Opti
     (response.status(), response.text().await.unwrap(), replayed)
 }
 
-async fn read(url: &str, accept: &str) -> (StatusCode, String) {
+pub(crate) async fn read(url: &str, accept: &str) -> (StatusCode, String) {
     let response = Client::new().get(url).header(header::ACCEPT, accept).send().await.expect("the gateway answers");
     (response.status(), response.text().await.unwrap())
 }
@@ -246,14 +246,14 @@ fn up_args(data: &Path, extra: &[&str]) -> Vec<String> {
     args
 }
 
-async fn start_up(data: &Path, extra: &[&str]) -> (Process, String) {
+pub(crate) async fn start_up(data: &Path, extra: &[&str]) -> (Process, String) {
     let up = Process::start(up_args(data, extra), vec![], &["gateway-http", "gateway-grpc", "admin"]).await;
     let http = format!("http://{}", up.address("gateway-http"));
     (up, http)
 }
 
 /// `pastebin ARGS`, with the client's journal in `state`, standard input closed.
-async fn pastebin(args: &[&str], state: &Path) -> Output {
+pub(crate) async fn pastebin(args: &[&str], state: &Path) -> Output {
     tokio::process::Command::new(testbed_binary())
         .args(args)
         .env("PASTEBIN_STATE_DIR", state)

@@ -35,6 +35,7 @@ mod key_store;
 mod living_with_moves;
 mod local_up;
 mod locks;
+mod moderation;
 mod mtls;
 mod objects;
 mod openapi;

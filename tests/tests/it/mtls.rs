@@ -25,14 +25,14 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 /// How a part is given its TLS files.
 #[derive(Clone, Copy)]
-enum Given {
+pub(crate) enum Given {
     Flags,
     /// `PASTEBIN_TLS_*` lines in a `PASTEBIN_CONFIG` file, as an operator would deploy them.
     ConfigFile,
 }
 
 /// A K or P process on a SQLite file in `dir`, serving mutual TLS with `tls`.
-async fn shard(kind: &str, dir: &Path, tls: &TlsFiles, given: Given) -> (Process, String) {
+pub(crate) async fn shard(kind: &str, dir: &Path, tls: &TlsFiles, given: Given) -> (Process, String) {
     shard_on(kind, "127.0.0.1:0", dir, tls, given).await
 }
 

@@ -19,7 +19,9 @@ use pastebin_core::{
     SlotRange,
 };
 use pastebin_keys::{Begun, KeyStore, NewKey};
-use pastebin_pastes::{BurnClaim, DeleteOutcome, IdFate, InsertOutcome, PasteRead, PasteStore, ReportOrder};
+use pastebin_pastes::{
+    BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, PasteRead, PasteStore, ReportOrder,
+};
 use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::db::{self, Database};
 use pastebin_slots::shard_slots::{Resharding, ShardSlots};
@@ -138,8 +140,18 @@ const KEEPING: Fixture = Fixture {
          'court order 17', 1, 1899999650000, '[{"reason":"illegal","at":1899999650000}]');"#,
 };
 
+/// A reported paste with one of its three reports dismissed, its kept reports numbered.
+const DISMISSED: Fixture = Fixture {
+    since: 20261203300000,
+    rows: r#"INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
+                               report_count, dismissed_reports, last_reported_at, reports) VALUES
+        ('00UpgradeDism1', 'live', 1899999000000, '1ba09d5db1e99972aae802057563382d6577f802167f0549f9399c13d7cad9ed',
+         2000000000000, 26, 'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff', 3, 1, 1899999800000,
+         '[{"reason":"malware","at":1899999800000,"number":3},{"reason":"spam","at":1899999700000,"number":1}]');"#,
+};
+
 const KEY_FIXTURES: &[Fixture] = &[KEYS, SLOTS, FINISHED_MOVE];
-const PASTE_FIXTURES: &[Fixture] = &[PASTES, SLOTS, ATTRIBUTES, FINISHED_MOVE, KEYED, SEALED, KEEPING];
+const PASTE_FIXTURES: &[Fixture] = &[PASTES, SLOTS, ATTRIBUTES, FINISHED_MOVE, KEYED, SEALED, KEEPING, DISMISSED];
 
 /// Today's migrations stopped after migration number `applied` (1-based), as
 /// the version that shipped them would have run them.
@@ -323,16 +335,28 @@ async fn check_pastes(db: Database, version: i64) {
     }
     if has(version, &KEEPING) {
         let reported = store.reported(ReportOrder::Newest, 10, SlotRange::ALL).await.unwrap();
+        let reported: Vec<_> = reported.into_iter().filter(|paste| paste.id == id("00UpgradeRept1")).collect();
         assert_eq!(reported.len(), 1, "{at}: {reported:?}");
-        assert_eq!((reported[0].id.clone(), reported[0].report_count), (id("00UpgradeRept1"), 2), "{at}");
-        let reasons: Vec<_> = reported[0].recent.iter().map(|r| (r.reason.as_str(), r.note.as_deref())).collect();
-        assert_eq!(reasons, [("spam", None), ("other", Some("phishing link"))], "{at}");
+        assert_eq!((reported[0].report_count, reported[0].open_reports), (2, 2), "{at}");
+        let reasons: Vec<_> =
+            reported[0].recent.iter().map(|r| (r.number, r.reason.as_str(), r.note.as_deref())).collect();
+        assert_eq!(reasons, [(2, "spam", None), (1, "other", Some("phishing link"))], "{at}: numbered by place");
+        // Reports kept before numbers existed are dismissed by theirs.
+        let dismissed = store.dismiss_report(&id("00UpgradeRept1"), Dismissal::One(1)).await.unwrap();
+        assert_eq!(dismissed, DismissOutcome::Dismissed { open_reports: 1 }, "{at}");
         assert_eq!(
             store.read(&id("00UpgradeTakn1")).await.unwrap(),
             PasteRead::RemovedByOperator { reason: "court order 17".into() },
             "{at}: the takedown still shows"
         );
         fences(&store, "00UpgradeTakn1", at).await;
+    }
+    if has(version, &DISMISSED) {
+        let reported = store.reported(ReportOrder::Newest, 10, SlotRange::ALL).await.unwrap();
+        let dismissed = reported.iter().find(|paste| paste.id == id("00UpgradeDism1")).expect("still open");
+        assert_eq!((dismissed.report_count, dismissed.open_reports), (3, 2), "{at}");
+        let numbers: Vec<u64> = dismissed.recent.iter().map(|r| r.number).collect();
+        assert_eq!(numbers, [3, 1], "{at}");
     }
 }
 

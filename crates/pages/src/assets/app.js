@@ -4,9 +4,11 @@
 // One save = one idempotency key. The key is made on the first submit of a
 // text or a file and kept, with everything it belongs to (the text, or the
 // file's name, size, date and type; expiry, language, burn), in
-// sessionStorage until a 201 arrives. A timeout, a network error, a 503 or a
-// reload followed by "Try again" sends the same key again, so the server
-// replays or finishes the same save instead of making a second paste.
+// sessionStorage until a 201 arrives. A timeout, a network error, a 408, a
+// 429, any 5xx or a reload followed by "Try again" sends the same key again
+// (after a 408, 429 or 5xx by itself, after its Retry-After, a few times),
+// so the server replays or finishes the same save instead of making a
+// second paste: the CLI retries the same answers the same way.
 // Changing any of it after a failed attempt makes it a different save with a
 // new key. A file is chosen with the picker or dropped on the form. After a
 // save the address bar shows the paste's link (so a reload or a bookmark
@@ -23,7 +25,10 @@
   const STORE = "pastebin.pending-save";
   const TOKEN_STORE = "pastebin.create-token";
   const TIMEOUT_MS = 15000;
-  const AUTO_RETRIES_ON_503 = 2;
+  // Automatic resends of the same save after a 408, 429 or 5xx, each after
+  // the answer's Retry-After (at most MAX_RETRY_AFTER_S).
+  const AUTO_RETRIES = 3;
+  const MAX_RETRY_AFTER_S = 15;
   // Where the pending save lives if sessionStorage is unavailable (then it
   // survives retries on this page, not a reload).
   let memory = null;
@@ -31,11 +36,27 @@
   const form = document.getElementById("new-paste");
   const createToken = createTokenField();
   window.pastebinCreateToken = createToken;
+  window.pastebinRetryAfter = retryAfter;
   if (form) newPastePage(form);
   wireCopyButtons();
   wireCopyContent();
   document.querySelectorAll("[data-needs-script]").forEach(function (element) { element.hidden = false; });
   document.querySelectorAll("time[data-relative]").forEach(showRelative);
+
+  /**
+   * How long to wait before sending the same save again after `response`,
+   * or null when the answer is final. 408 (the server stopped waiting for
+   * the request), 429 (too many saves: wait) and every 5xx (it may or may not
+   * have been saved) are answers to retry with the same key
+   * (docs/api.md#retries); any other 4xx is a definite "no". The wait is
+   * the answer's Retry-After, 1 s without one, at most MAX_RETRY_AFTER_S.
+   * sealed.js asks the same (window.pastebinRetryAfter).
+   */
+  function retryAfter(response) {
+    if (response.status !== 408 && response.status !== 429 && response.status < 500) return null;
+    const seconds = Number(response.headers.get("Retry-After")) || 1;
+    return Math.min(Math.max(seconds, 1), MAX_RETRY_AFTER_S) * 1000;
+  }
 
   function newPastePage(form) {
     const content = document.getElementById("content");
@@ -156,9 +177,11 @@
             clearPending();
             return showCreated(outcome.body);
           }
-          if (outcome.kind === "unavailable" && retry < AUTO_RETRIES_ON_503) {
-            say("trying", "Still trying… the service is busy; retrying the same save.");
-            await sleep(outcome.retryAfter * 1000);
+          if (outcome.kind === "unavailable" && retry < AUTO_RETRIES) {
+            say("trying", outcome.status === 429
+              ? "Still trying… too many saves from here just now; waiting, then retrying the same save."
+              : "Still trying… the service is busy; retrying the same save.");
+            await sleep(outcome.retryAfterMs);
             continue;
           }
           return report(outcome);
@@ -219,10 +242,8 @@
         const body = await response.json().catch(function () { return null; });
         if (response.status === 201 && body) return { kind: "created", body: body };
         if (response.status === 409) return { kind: "conflict" };
-        if (response.status === 503) {
-          const retryAfter = Number(response.headers.get("Retry-After")) || 1;
-          return { kind: "unavailable", retryAfter: Math.min(retryAfter, 10) };
-        }
+        const wait = retryAfter(response);
+        if (wait !== null) return { kind: "unavailable", status: response.status, retryAfterMs: wait };
         if (response.status === 401) return { kind: "rejected", message: createToken.refused(body) };
         if (response.status >= 400 && response.status < 500) {
           const message = body && body.error ? body.error.message : "the request was refused (" + response.status + ")";

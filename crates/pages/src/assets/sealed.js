@@ -173,10 +173,9 @@
         const body = await response.json().catch(function () { return null; });
         if (response.status === 201 && body && body.id) return { kind: "created", body: body };
         if (response.status === 409) return { kind: "conflict" };
-        if (response.status === 429 || response.status === 503) {
-          const seconds = Number(response.headers.get("Retry-After")) || 1;
-          return { kind: "unknown", retryAfterMs: Math.min(seconds, 10) * 1000 };
-        }
+        // 408, 429 and 5xx: the same request again after Retry-After, as app.js does.
+        const wait = window.pastebinRetryAfter(response);
+        if (wait !== null) return { kind: "unknown", retryAfterMs: wait };
         if (response.status === 401) return { kind: "rejected", message: window.pastebinCreateToken.refused(body) };
         if (response.status >= 400 && response.status < 500) {
           return { kind: "rejected", message: body && body.error ? body.error.message : "the request was refused (" + response.status + ")" };

@@ -24,7 +24,8 @@ pub struct GatewayArgs {
     #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_GRPC", default_value = "127.0.0.1:50051",
           value_parser = listen_address)]
     pub grpc: SocketAddr,
-    /// Base URL of the links handed to clients (default: http://<--http>).
+    /// Base URL of the links handed to clients (default: http://<--http>; required when --http is
+    /// 0.0.0.0 or [::], which no browser can open).
     #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// The largest paste, in bytes.
@@ -113,8 +114,7 @@ impl GatewayArgs {
         http: SocketAddr,
         creates_in_flight_per_shard: usize,
     ) -> anyhow::Result<Gateway> {
-        let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
-        let mut settings = GatewaySettings::new(public_url);
+        let mut settings = GatewaySettings::new(self.public_url(http)?);
         settings.max_content_bytes = self.max_content_bytes;
         settings.read_cache_bytes = self.read_cache_bytes;
         settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
@@ -125,6 +125,23 @@ impl GatewayArgs {
         settings.report_rate_limit = Some(self.report_rate_limit);
         settings.expiry = self.expiry.policy()?;
         Ok(Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings))
+    }
+
+    /// The base URL of the links handed out: `--public-url`, or the HTTP
+    /// listener's own address. A listener on every interface (0.0.0.0,
+    /// [::]) has no address a browser can open, so it needs the flag: a
+    /// gateway refuses to start rather than hand out links nobody can follow.
+    pub fn public_url(&self, http: SocketAddr) -> anyhow::Result<String> {
+        match &self.public_url {
+            Some(url) => Ok(url.clone()),
+            None if http.ip().is_unspecified() => anyhow::bail!(
+                "--http {http} listens on every interface, and without --public-url the links handed out would \
+                 name http://{http}, which no browser can open: give --public-url with the address users reach \
+                 (e.g. --public-url https://paste.example.com), or listen on one address (e.g. --http 127.0.0.1:{})",
+                http.port()
+            ),
+            None => Ok(format!("http://{http}")),
+        }
     }
 
     /// The public listener's routes: the gateway's API and the browser's pages over it.

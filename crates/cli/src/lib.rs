@@ -465,6 +465,7 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// start-up (the usual case); otherwise it listens anyway, answers 503 ("not
 /// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
+    args.gateway.public_url(args.gateway.http)?;
     let tls = args.tls.load()?;
     args.gateway.limits.set_body_budget();
     let public_tls = args.public_tls.load()?;

@@ -76,6 +76,8 @@ fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
+    // Before anything is created: a refused start leaves nothing behind.
+    args.gateway.public_url(args.gateway.http)?;
     // The databases hold stored 201 bodies (delete tokens) for 25 h: private.
     pastebin_runtime::files::private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // Before anything in the directory is touched: a second `up` here

@@ -31,7 +31,9 @@
   const form = document.getElementById("new-paste");
   const createToken = createTokenField();
   window.pastebinCreateToken = createToken;
+  window.pastebinLinkHere = linkHere;
   if (form) newPastePage(form);
+  showPageLinkHere();
   wireCopyButtons();
   wireCopyContent();
   document.querySelectorAll("[data-needs-script]").forEach(function (element) { element.hidden = false; });
@@ -240,15 +242,16 @@
       say("ok", "Saved.");
       document.getElementById("compose").hidden = true;
       document.getElementById("created").hidden = false;
-      document.getElementById("share-url").value = body.url;
-      document.getElementById("raw-url").value = body.raw_url;
+      const link = linkHere(body.id);
+      document.getElementById("share-url").value = link;
+      document.getElementById("raw-url").value = linkHere("raw/" + body.id);
       document.getElementById("delete-token").value = body.delete_token;
       const expires = document.getElementById("created-expires");
       expires.dateTime = body.expires_at;
       expires.title = body.expires_at.replace("T", " ").replace("Z", " UTC");
       showRelative(expires);
       document.getElementById("view-link").href = "/" + encodeURIComponent(body.id);
-      document.getElementById("qr").src = "/" + encodeURIComponent(body.id) + "/qr.svg";
+      window.pastebinShowQr(document.getElementById("qr"), link);
       document.getElementById("created").dataset.pasteId = body.id;
       // The paste's own address, without reloading: the token stays on screen.
       history.replaceState(null, "", "/" + encodeURIComponent(body.id));
@@ -294,6 +297,26 @@
 
   function refusedWithoutField(body) {
     return body && body.error ? body.error.message : "a create token is needed";
+  }
+
+  /**
+   * The link to `path` (a paste id, `raw/<id>`) as this browser reached this
+   * instance: from the page's own address, never from the server's idea of
+   * it (its --public-url, or a Host header a proxy may have rewritten), so
+   * the link shown and its QR code open here for whoever was sent it.
+   */
+  function linkHere(path) {
+    return location.origin + "/" + path.split("/").map(encodeURIComponent).join("/");
+  }
+
+  /** A paste page's share link and QR code: the address this page was reached at. */
+  function showPageLinkHere() {
+    const field = document.getElementById("page-url");
+    if (!field) return;
+    field.value = location.origin + location.pathname;
+    const qr = document.getElementById("page-qr");
+    // qr.js runs after this script; both have run before DOMContentLoaded.
+    if (qr) document.addEventListener("DOMContentLoaded", function () { window.pastebinShowQr(qr, field.value); });
   }
 
   function wireCopyButtons() {

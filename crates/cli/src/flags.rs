@@ -47,6 +47,11 @@ pub struct GatewayArgs {
     /// [default: 64; 32 in `pastebin up`].
     #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD")]
     pub creates_in_flight_per_shard: Option<usize>,
+    /// Bytes that must stay free on the storage's filesystem (`up`'s data directory, the gateway's
+    /// --objects-dir); below it creates are refused with 507 while reads and deletes go on. 0: off.
+    #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_MIN_FREE_BYTES",
+          default_value_t = pastebin_gateway::DEFAULT_MIN_FREE_BYTES)]
+    pub min_free_bytes: u64,
     /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT")]
     pub create_rate_limit: Option<RateLimit>,
@@ -106,13 +111,15 @@ impl ExpiryArgs {
 
 impl GatewayArgs {
     /// The gateway these flags describe; `creates_in_flight_per_shard` is the
-    /// shedding limit when the flag is not given.
+    /// shedding limit when the flag is not given, and `storage` the
+    /// directories whose free space --min-free-bytes keeps.
     pub fn gateway(
         &self,
         slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         http: SocketAddr,
         creates_in_flight_per_shard: usize,
+        storage: Vec<PathBuf>,
     ) -> anyhow::Result<Gateway> {
         let mut settings = GatewaySettings::new(self.public_url(http)?);
         settings.max_content_bytes = self.max_content_bytes;
@@ -124,6 +131,8 @@ impl GatewayArgs {
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
         settings.report_rate_limit = Some(self.report_rate_limit);
         settings.expiry = self.expiry.policy()?;
+        settings.watched_storage = if self.min_free_bytes == 0 { Vec::new() } else { storage };
+        settings.min_free_bytes = self.min_free_bytes;
         Ok(Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings))
     }
 

@@ -298,6 +298,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// How long a stopping process waits for its blocking tasks.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Keeps the gateway's free-space reading fresh until the process stops.
+pub(crate) async fn watch_storage(gateway: &pastebin_gateway::Gateway) -> anyhow::Result<()> {
+    tokio::select! {
+        () = gateway.watch_storage() => {}
+        () = shutdown_signal() => {}
+    }
+    Ok(())
+}
+
 /// Listens on `address`, which `flag` set: a failure names the flag, and
 /// for an address in use says what to do.
 pub(crate) async fn bind(address: SocketAddr, what: &str, flag: &str) -> anyhow::Result<TcpListener> {
@@ -490,6 +499,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
         objects,
         http.local_addr()?,
         pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD,
+        args.objects.objects_dir.iter().cloned().collect(),
     )?;
     // Before serving (connections wait in the listen queue meanwhile), so the
     // first health answer is already what the shards and the store said.
@@ -521,7 +531,8 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
             args.gateway.http_limits(),
             shutdown_signal()
         ),
-        pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway.clone(), grpc_options, shutdown_signal()),
+        watch_storage(&gateway),
         args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())

@@ -182,6 +182,8 @@
           // Step 1 refused it: nothing was stored under this key.
           clearPending();
           return say("bad", "Not saved: " + outcome.message);
+        case "storage-full":
+          return say("trying", "Not saved yet: this server's storage is full until its operator frees space. Your paste is kept here; “Try again” later saves it, and never twice.");
         case "unavailable":
           return say("trying", "Still trying: the service is busy. Your paste is kept; “Try again” finishes this same save and never makes a second paste.");
         default:
@@ -225,6 +227,8 @@
           const retryAfter = Number(response.headers.get("Retry-After")) || 1;
           return { kind: "unavailable", retryAfter: Math.min(retryAfter, 10) };
         }
+        // The server's storage is full (docs/api.md): a save to try again later, with the same key.
+        if (response.status === 507) return { kind: "storage-full" };
         if (response.status === 401) return { kind: "rejected", message: createToken.refused(body) };
         if (response.status >= 400 && response.status < 500) {
           const message = body && body.error ? body.error.message : "the request was refused (" + response.status + ")";

@@ -52,9 +52,9 @@ pub struct GatewayArgs {
     #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_MIN_FREE_BYTES",
           default_value_t = pastebin_gateway::DEFAULT_MIN_FREE_BYTES)]
     pub min_free_bytes: u64,
-    /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
-    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT")]
-    pub create_rate_limit: Option<RateLimit>,
+    /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min), or `off`.
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT", default_value = "60/min")]
+    pub create_rate_limit: RateLimitOrOff,
     /// Deletes (API, gRPC and the delete form) allowed per client address, as N/s, N/min or N/hour.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_DELETE_RATE_LIMIT", default_value = "300/min")]
     pub delete_rate_limit: RateLimit,
@@ -126,7 +126,7 @@ impl GatewayArgs {
         settings.read_cache_bytes = self.read_cache_bytes;
         settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
-        settings.create_rate_limit = self.create_rate_limit;
+        settings.create_rate_limit = self.create_rate_limit.0;
         settings.delete_rate_limit = Some(self.delete_rate_limit);
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
         settings.report_rate_limit = Some(self.report_rate_limit);
@@ -219,6 +219,21 @@ pub(crate) fn listen_address(raw: &str) -> Result<SocketAddr, String> {
         }
         None => format!("`{raw}` is not IP:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080 or [::]:8080"),
     })
+}
+
+/// A rate limit that an operator may turn off (`--create-rate-limit off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitOrOff(pub Option<RateLimit>);
+
+impl std::str::FromStr for RateLimitOrOff {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, String> {
+        if raw.trim().eq_ignore_ascii_case("off") {
+            return Ok(Self(None));
+        }
+        raw.parse().map(|limit| Self(Some(limit))).map_err(|error| format!("{error}, or off"))
+    }
 }
 
 /// A trusted proxy: one address (`10.0.0.7`) or a network (`10.0.0.0/8`).

@@ -579,6 +579,21 @@ mod tests {
     }
 
     #[test]
+    fn creates_are_rate_limited_by_default_and_the_limit_can_be_turned_off() {
+        let limit = |args: &[&str]| {
+            let argv = ["pastebin", "up"].iter().chain(args);
+            let matches = command().try_get_matches_from(argv).unwrap();
+            let (_, up) = matches.subcommand().unwrap();
+            up.get_one::<flags::RateLimitOrOff>("create_rate_limit").copied().unwrap().0
+        };
+        assert_eq!(limit(&[]), Some("60/min".parse().unwrap()), "docs/configuration.md#abuse-controls");
+        assert_eq!(limit(&["--create-rate-limit", "off"]), None);
+        assert_eq!(limit(&["--create-rate-limit", "5/s"]), Some("5/s".parse().unwrap()));
+        let error = command().try_get_matches_from(["pastebin", "up", "--create-rate-limit", "lots"]).unwrap_err();
+        assert!(error.to_string().contains("N/s, N/min or N/hour (e.g. 30/min), or off"), "{error}");
+    }
+
+    #[test]
     fn a_port_in_use_names_its_flag() {
         let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = taken.local_addr().unwrap();

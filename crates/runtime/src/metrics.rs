@@ -81,6 +81,14 @@ pub const SLOT_MOVE_ROWS: &str = "pastebin_slot_move_rows_total";
 /// (docs/alerts.md#slot-move-stalled).
 pub const SLOT_MOVE_STEP_AGE_SECONDS: &str = "pastebin_slot_move_step_age_seconds";
 
+/// Live paste rows a P shard holds (an expired paste counts until it is
+/// purged): counted every minute, and each insert adds one at once.
+pub const LIVE_PASTES: &str = "pastebin_live_pastes";
+/// The content bytes of those pastes, counted alike.
+pub const STORED_BYTES: &str = "pastebin_stored_bytes";
+/// HTTP requests of the public listener by `route` (its template, e.g.
+/// `/api/v1/pastes/{id}`, or `unmatched`) and `status`, counted as answered.
+pub const REQUESTS: &str = "pastebin_requests_total";
 /// Free bytes on the fullest filesystem the gateway's free-space watermark
 /// watches (`up`'s data directory, a local objects directory).
 pub const STORAGE_FREE_BYTES: &str = "pastebin_storage_free_bytes";
@@ -115,6 +123,9 @@ pub const ALL: &[&str] = &[
     SLOT_MOVE_STEP_AGE_SECONDS,
     STORAGE_FREE_BYTES,
     STORAGE_MIN_FREE_BYTES,
+    REQUESTS,
+    LIVE_PASTES,
+    STORED_BYTES,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

@@ -335,9 +335,8 @@ async function fileUpload(browser) {
   const id = await page.getAttribute("#created", "data-paste-id");
   assert.equal(id, lost.id, "one paste: the one the lost answer named");
 
-  // The QR code of the share link, generated on the server, loaded under the CSP.
-  assert.equal(await page.getAttribute("#qr", "src"), `/${id}/qr.svg`);
-  await page.waitForFunction(() => document.getElementById("qr").naturalWidth > 0);
+  // The QR code of the share link, drawn in the page (the CSP allows no data: image).
+  await page.locator("#qr svg").waitFor();
   await screenshot(page, "reader-created-with-qr");
 
   // The paste page: size, type, and a download link with the file's name.
@@ -399,6 +398,10 @@ async function sharing(browser) {
   const id = await page.getAttribute("#created", "data-paste-id");
   const shareUrl = await page.inputValue("#share-url");
   assert.equal(page.url(), `${BASE}/${id}`, "the address bar shows the paste's link");
+  // The gateway's --public-url names another host: the page shows the link this browser reached.
+  assert.equal(shareUrl, `${BASE}/${id}`, "the share link is the address the browser reached");
+  assert.equal(await page.inputValue("#raw-url"), `${BASE}/raw/${id}`);
+  assert.equal(await page.locator("#qr svg").count(), 1, "the QR code of that link, drawn in the page");
   assert.ok((await page.inputValue("#delete-token")).length > 10, "the token is still on screen");
   await page.locator("#created .warning", { hasText: "will not be shown again" }).waitFor();
   const expires = page.locator("#created-expires");
@@ -423,8 +426,9 @@ async function sharing(browser) {
 
   assert.equal(await page.isVisible("#page-qr"), false, "the QR code waits until asked for");
   await page.click("details.qr summary");
-  await page.waitForFunction(() => document.getElementById("page-qr").naturalWidth > 0);
-  assert.equal(await page.getAttribute("#page-qr", "src"), `/${id}/qr.svg`);
+  await page.locator("#page-qr svg").waitFor();
+  const drawn = await page.$eval("#page-qr svg", (svg) => svg.getBoundingClientRect().width);
+  assert.ok(drawn > 100, `the QR code of the link reached, drawn in the page: ${drawn} px`);
 
   const times = await page.$$eval(".meta time", (all) => all.map((t) => ({ text: t.textContent, title: t.title, at: t.dateTime })));
   assert.equal(times.length, 2, "created and expires");
@@ -437,7 +441,7 @@ async function sharing(browser) {
   // For the docs: the page as a reader first sees it, the QR code opened.
   await page.reload();
   await page.click("details.qr summary");
-  await page.waitForFunction(() => document.getElementById("page-qr").naturalWidth > 0);
+  await page.locator("#page-qr svg").waitFor();
   await page.screenshot({ path: path.join(ARTIFACTS, "paste-share.png") });
 
   // Free text beside the list: a language the highlighter does not know is plain text.

@@ -40,7 +40,12 @@ pub fn testbed_binary() -> std::path::PathBuf {
 /// Runs the testbed with `args` until it exits by itself (at most a minute):
 /// a part that refuses to start.
 pub async fn run_to_exit(args: &[&str]) -> std::process::Output {
-    let command = Command::new(testbed_binary()).args(args).env("RUST_LOG", "info").kill_on_drop(true).output();
+    let command = Command::new(testbed_binary())
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env("PASTEBIN_CREATE_RATE_LIMIT", "off")
+        .kill_on_drop(true)
+        .output();
     tokio::time::timeout(Duration::from_secs(60), command).await.expect("the process exits by itself").unwrap()
 }
 
@@ -83,6 +88,9 @@ impl Process {
         command
             .args(&args)
             .env("RUST_LOG", std::env::var("PASTEBIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            // Tests create many pastes from one address: the default create rate
+            // (60/min) is lifted unless a test sets its own (`env`, or the flag).
+            .env("PASTEBIN_CREATE_RATE_LIMIT", "off")
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

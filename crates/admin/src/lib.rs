@@ -6,17 +6,20 @@
 //! [`pastebin_sweeper::Sweeper::observe`] every few seconds into a short
 //! history and keeps the sweeper's recent round reports (pushed by the
 //! process with [`AdminState::record_round`]). [`router`] serves them,
-//! placed on the alert card of [`pastebin_core::alert`].
+//! placed on the alert card of [`pastebin_core::alert`], and beside them
+//! the process's [`traffic`] and storage, read from its own metrics.
 
 mod routes;
 mod state;
 mod status;
+mod traffic;
 
 use std::future::Future;
 
 pub use routes::{router, CONTENT_SECURITY_POLICY};
 pub use state::{AdminState, DEFAULT_SAMPLE_INTERVAL};
 pub use status::{climb_per_minute, Sample, Status};
+pub use traffic::{Answered, Storage, TrafficStatus};
 
 /// Serves the admin listener until `shutdown`, and meanwhile samples the
 /// shards for the dashboard (when the state has a sweeper). In-flight

@@ -13,7 +13,10 @@ use chrono::{DateTime, Utc};
 use metrics_exporter_prometheus::PrometheusHandle;
 use pastebin_sweeper::{Observation, RoundReport, Sweeper};
 
-use crate::status::{Sample, Status};
+use crate::{
+    status::{Sample, Status},
+    traffic::{traffic_status, Reading},
+};
 
 /// How often the dashboard's sampler asks the shards for their pending stats.
 pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(3);
@@ -21,6 +24,8 @@ pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(3);
 pub const HISTORY: Duration = Duration::from_secs(15 * 60);
 /// Sweeper rounds kept for the "recent decisions" table.
 const ROUNDS_KEPT: usize = 60;
+/// Traffic readings kept: a little over the minute the rates are taken over.
+const TRAFFIC_KEPT: chrono::Duration = chrono::Duration::seconds(90);
 
 /// Shared state of the admin listener; cheap to clone.
 #[derive(Clone)]
@@ -38,6 +43,8 @@ struct Inner {
 #[derive(Default)]
 struct Memory {
     samples: VecDeque<Sample>,
+    /// Readings of this process's requests and storage, for the last minute's rates.
+    traffic: VecDeque<(DateTime<Utc>, Reading)>,
     latest: Option<(DateTime<Utc>, Observation)>,
     rounds: VecDeque<(DateTime<Utc>, RoundReport)>,
 }
@@ -91,13 +98,21 @@ impl AdminState {
     }
 
     /// Observes the shards once (which also sets the pending gauges) and
-    /// remembers the result. Without a sweeper, does nothing.
+    /// remembers the result, with this process's traffic and storage.
+    /// Without a sweeper, does nothing.
     pub async fn sample_now(&self) {
         let Some(sweeper) = &self.inner.sweeper else {
             return;
         };
         let observation = sweeper.observe().await;
-        self.remember(Utc::now(), observation);
+        let now = Utc::now();
+        self.remember(now, observation);
+        let reading = Reading::of(&self.render_metrics());
+        let mut memory = self.memory();
+        memory.traffic.push_back((now, reading));
+        while memory.traffic.front().is_some_and(|(at, _)| now - *at > TRAFFIC_KEPT) {
+            memory.traffic.pop_front();
+        }
     }
 
     fn remember(&self, at: DateTime<Utc>, observation: Observation) {
@@ -128,7 +143,10 @@ impl AdminState {
         let memory = self.memory();
         let samples: Vec<Sample> = memory.samples.iter().cloned().collect();
         let rounds: Vec<(DateTime<Utc>, RoundReport)> = memory.rounds.iter().cloned().collect();
-        Status::build(Utc::now(), memory.latest.as_ref(), &samples, &rounds)
+        let readings: Vec<(DateTime<Utc>, Reading)> = memory.traffic.iter().copied().collect();
+        let mut status = Status::build(Utc::now(), memory.latest.as_ref(), &samples, &rounds);
+        status.traffic = traffic_status(&readings);
+        status
     }
 
     /// The memory holds plain data: a panic elsewhere cannot leave it half

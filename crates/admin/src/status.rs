@@ -240,6 +240,8 @@ pub struct Status {
     pub last_round_at: Option<DateTime<Utc>>,
     /// Who the edge turned away since this process started.
     pub edge_refusals: Vec<EdgeRefusals>,
+    /// Requests answered and what the storage holds, beside the saga.
+    pub traffic: crate::traffic::TrafficStatus,
 }
 
 impl Status {
@@ -299,6 +301,7 @@ impl Status {
                 .map(|(at, report)| RoundStatus::of(*at, report))
                 .collect(),
             last_round_at: rounds.last().map(|(at, _)| *at),
+            traffic: crate::traffic::TrafficStatus::default(),
         }
     }
 }

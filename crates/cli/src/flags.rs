@@ -24,7 +24,8 @@ pub struct GatewayArgs {
     #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_GRPC", default_value = "127.0.0.1:50051",
           value_parser = listen_address)]
     pub grpc: SocketAddr,
-    /// Base URL of the links handed to clients (default: http://<--http>).
+    /// Base URL of the links handed to clients (default: http://<--http>; required when --http is
+    /// 0.0.0.0 or [::], which no browser can open).
     #[arg(long, help_heading = help::LISTENERS, env = "PASTEBIN_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// The largest paste, in bytes.
@@ -46,9 +47,14 @@ pub struct GatewayArgs {
     /// [default: 64; 32 in `pastebin up`].
     #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD")]
     pub creates_in_flight_per_shard: Option<usize>,
-    /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min). Off when unset.
-    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT")]
-    pub create_rate_limit: Option<RateLimit>,
+    /// Bytes that must stay free on the storage's filesystem (`up`'s data directory, the gateway's
+    /// --objects-dir); below it creates are refused with 507 while reads and deletes go on. 0: off.
+    #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_MIN_FREE_BYTES",
+          default_value_t = pastebin_gateway::DEFAULT_MIN_FREE_BYTES)]
+    pub min_free_bytes: u64,
+    /// Creates allowed per client address, as N/s, N/min or N/hour (e.g. 30/min), or `off`.
+    #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_CREATE_RATE_LIMIT", default_value = "60/min")]
+    pub create_rate_limit: RateLimitOrOff,
     /// Deletes (API, gRPC and the delete form) allowed per client address, as N/s, N/min or N/hour.
     #[arg(long, help_heading = help::ABUSE, env = "PASTEBIN_DELETE_RATE_LIMIT", default_value = "300/min")]
     pub delete_rate_limit: RateLimit,
@@ -105,26 +111,46 @@ impl ExpiryArgs {
 
 impl GatewayArgs {
     /// The gateway these flags describe; `creates_in_flight_per_shard` is the
-    /// shedding limit when the flag is not given.
+    /// shedding limit when the flag is not given, and `storage` the
+    /// directories whose free space --min-free-bytes keeps.
     pub fn gateway(
         &self,
         slots: SlotMapCell,
         objects: Arc<dyn ObjectStore>,
         http: SocketAddr,
         creates_in_flight_per_shard: usize,
+        storage: Vec<PathBuf>,
     ) -> anyhow::Result<Gateway> {
-        let public_url = self.public_url.clone().unwrap_or_else(|| format!("http://{http}"));
-        let mut settings = GatewaySettings::new(public_url);
+        let mut settings = GatewaySettings::new(self.public_url(http)?);
         settings.max_content_bytes = self.max_content_bytes;
         settings.read_cache_bytes = self.read_cache_bytes;
         settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
-        settings.create_rate_limit = self.create_rate_limit;
+        settings.create_rate_limit = self.create_rate_limit.0;
         settings.delete_rate_limit = Some(self.delete_rate_limit);
         settings.create_tokens_file = self.create_tokens_file.clone().filter(|_| self.require_create_token);
         settings.report_rate_limit = Some(self.report_rate_limit);
         settings.expiry = self.expiry.policy()?;
+        settings.watched_storage = if self.min_free_bytes == 0 { Vec::new() } else { storage };
+        settings.min_free_bytes = self.min_free_bytes;
         Ok(Gateway::new(slots, objects, Arc::new(SystemClock), Arc::new(RandomMinter), settings))
+    }
+
+    /// The base URL of the links handed out: `--public-url`, or the HTTP
+    /// listener's own address. A listener on every interface (0.0.0.0,
+    /// [::]) has no address a browser can open, so it needs the flag: a
+    /// gateway refuses to start rather than hand out links nobody can follow.
+    pub fn public_url(&self, http: SocketAddr) -> anyhow::Result<String> {
+        match &self.public_url {
+            Some(url) => Ok(url.clone()),
+            None if http.ip().is_unspecified() => anyhow::bail!(
+                "--http {http} listens on every interface, and without --public-url the links handed out would \
+                 name http://{http}, which no browser can open: give --public-url with the address users reach \
+                 (e.g. --public-url https://paste.example.com), or listen on one address (e.g. --http 127.0.0.1:{})",
+                http.port()
+            ),
+            None => Ok(format!("http://{http}")),
+        }
     }
 
     /// The public listener's routes: the gateway's API and the browser's pages over it.
@@ -193,6 +219,21 @@ pub(crate) fn listen_address(raw: &str) -> Result<SocketAddr, String> {
         }
         None => format!("`{raw}` is not IP:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080 or [::]:8080"),
     })
+}
+
+/// A rate limit that an operator may turn off (`--create-rate-limit off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitOrOff(pub Option<RateLimit>);
+
+impl std::str::FromStr for RateLimitOrOff {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, String> {
+        if raw.trim().eq_ignore_ascii_case("off") {
+            return Ok(Self(None));
+        }
+        raw.parse().map(|limit| Self(Some(limit))).map_err(|error| format!("{error}, or off"))
+    }
 }
 
 /// A trusted proxy: one address (`10.0.0.7`) or a network (`10.0.0.0/8`).

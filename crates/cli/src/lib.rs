@@ -298,6 +298,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// How long a stopping process waits for its blocking tasks.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Keeps the gateway's free-space reading fresh until the process stops.
+pub(crate) async fn watch_storage(gateway: &pastebin_gateway::Gateway) -> anyhow::Result<()> {
+    tokio::select! {
+        () = gateway.watch_storage() => {}
+        () = shutdown_signal() => {}
+    }
+    Ok(())
+}
+
 /// Listens on `address`, which `flag` set: a failure names the flag, and
 /// for an address in use says what to do.
 pub(crate) async fn bind(address: SocketAddr, what: &str, flag: &str) -> anyhow::Result<TcpListener> {
@@ -465,6 +474,7 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// start-up (the usual case); otherwise it listens anyway, answers 503 ("not
 /// ready") and keeps asking. A refused map (overlap, gap) ends it.
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
+    args.gateway.public_url(args.gateway.http)?;
     let tls = args.tls.load()?;
     args.gateway.limits.set_body_budget();
     let public_tls = args.public_tls.load()?;
@@ -489,6 +499,7 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
         objects,
         http.local_addr()?,
         pastebin_gateway::CREATES_IN_FLIGHT_PER_SHARD,
+        args.objects.objects_dir.iter().cloned().collect(),
     )?;
     // Before serving (connections wait in the listen queue meanwhile), so the
     // first health answer is already what the shards and the store said.
@@ -520,7 +531,8 @@ async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
             args.gateway.http_limits(),
             shutdown_signal()
         ),
-        pastebin_gateway::serve_grpc(grpc, gateway, grpc_options, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway.clone(), grpc_options, shutdown_signal()),
+        watch_storage(&gateway),
         args.admin.serve(AdminState::metrics_only()),
     )?;
     Ok(())
@@ -564,6 +576,21 @@ mod tests {
         let error = command().try_get_matches_from(["pastebin", "gateway", "--grpc", "localhost"]).unwrap_err();
         assert!(error.to_string().contains("IP:PORT, e.g. 127.0.0.1:8080"), "{error}");
         assert!(command().try_get_matches_from(["pastebin", "up", "--admin", "[::1]:9090"]).is_ok());
+    }
+
+    #[test]
+    fn creates_are_rate_limited_by_default_and_the_limit_can_be_turned_off() {
+        let limit = |args: &[&str]| {
+            let argv = ["pastebin", "up"].iter().chain(args);
+            let matches = command().try_get_matches_from(argv).unwrap();
+            let (_, up) = matches.subcommand().unwrap();
+            up.get_one::<flags::RateLimitOrOff>("create_rate_limit").copied().unwrap().0
+        };
+        assert_eq!(limit(&[]), Some("60/min".parse().unwrap()), "docs/configuration.md#abuse-controls");
+        assert_eq!(limit(&["--create-rate-limit", "off"]), None);
+        assert_eq!(limit(&["--create-rate-limit", "5/s"]), Some("5/s".parse().unwrap()));
+        let error = command().try_get_matches_from(["pastebin", "up", "--create-rate-limit", "lots"]).unwrap_err();
+        assert!(error.to_string().contains("N/s, N/min or N/hour (e.g. 30/min), or off"), "{error}");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use pastebin_shards::{Endpoints, Shard, SlotMap, SlotMapCell};
 use pastebin_slots::shard_slots::{Resharding, ShardSlots};
 
 use crate::{
-    bind,
+    bind, watch_storage,
     flags::{GatewayArgs, SweeperArgs},
     locks,
 };
@@ -76,6 +76,8 @@ fn sqlite_url(dir: &std::path::Path, file: &str) -> anyhow::Result<String> {
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
+    // Before anything is created: a refused start leaves nothing behind.
+    args.gateway.public_url(args.gateway.http)?;
     // The databases hold stored 201 bodies (delete tokens) for 25 h: private.
     pastebin_runtime::files::private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // Before anything in the directory is touched: a second `up` here
@@ -128,8 +130,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let http = bind(args.gateway.http, "gateway-http", "--http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc", "--grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
-    let gateway =
-        args.gateway.gateway(SlotMapCell::ready(slots), objects, http.local_addr()?, CREATES_IN_FLIGHT_PER_SHARD)?;
+    // The databases and the objects share the data directory's filesystem.
+    let storage = vec![std::path::absolute(dir).context("cannot resolve the data directory")?];
+    let gateway = args.gateway.gateway(
+        SlotMapCell::ready(slots),
+        objects,
+        http.local_addr()?,
+        CREATES_IN_FLIGHT_PER_SHARD,
+        storage,
+    )?;
     let admin_listener = bind(args.admin, "admin", "--admin").await?;
     let admin = AdminState::new(sweeper.clone());
 
@@ -163,7 +172,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             http_limits.clone(),
             shutdown_signal()
         ),
-        pastebin_gateway::serve_grpc(grpc, gateway, public, shutdown_signal()),
+        pastebin_gateway::serve_grpc(grpc, gateway.clone(), public, shutdown_signal()),
+        watch_storage(&gateway),
         async {
             let rounds = admin.clone();
             sweeper.run_with(shutdown_signal(), |report| rounds.record_round(*report)).await;

@@ -54,10 +54,18 @@ pub enum ApiError {
     /// Every request slot is busy; nothing was started.
     #[error("the server is busy; retry shortly")]
     Overloaded,
+    /// The storage is full (below the free-space watermark, or a write
+    /// found no room): the create is refused; reads and deletes go on
+    /// (docs/operations.md#a-full-disk).
+    #[error("the storage is full: creates are refused until space is freed (reads and deletes still work); retry later with the same idempotency key")]
+    StorageFull,
 }
 
 /// How long a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
+/// How long a client should wait before retrying a 507: space is freed by an
+/// operator or by expiry, not in a second.
+pub const STORAGE_FULL_RETRY_AFTER_SECONDS: u64 = 10;
 
 impl ApiError {
     /// Stable machine-readable codes, documented in the API reference.
@@ -79,6 +87,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
             Self::Overloaded => "overloaded",
+            Self::StorageFull => "storage_full",
         }
     }
 
@@ -96,6 +105,7 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
 
@@ -117,6 +127,7 @@ impl ApiError {
             Self::Unavailable(_) | Self::SlotMoving => Some(RETRY_AFTER_SECONDS),
             Self::Overloaded => Some(pastebin_edge::http::OVERLOADED_RETRY_AFTER_SECONDS),
             Self::RateLimited { retry_after_seconds, .. } => Some(*retry_after_seconds),
+            Self::StorageFull => Some(STORAGE_FULL_RETRY_AFTER_SECONDS),
             _ => None,
         }
     }
@@ -170,6 +181,7 @@ impl From<ApiError> for tonic::Status {
             ApiError::MethodNotAllowed => Self::unimplemented(message),
             ApiError::RequestTimeout => Self::deadline_exceeded(message),
             ApiError::Overloaded => Self::unavailable(message),
+            ApiError::StorageFull => Self::resource_exhausted(message),
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::{
     admission::{Admission, RateLimit},
     cache::{Lookup, ReadCache},
     step::{within, FollowMoves, StepError},
+    storage::StorageWatermark,
     ApiError, Created, SlotMap, SlotMapCell,
 };
 
@@ -50,6 +51,11 @@ pub struct GatewaySettings {
     pub expiry: ExpiryPolicy,
     /// Reports (API, gRPC and the report form) per client address, if limited.
     pub report_rate_limit: Option<RateLimit>,
+    /// Directories whose filesystems' free space the watermark watches (none: no watermark).
+    pub watched_storage: Vec<PathBuf>,
+    /// Below this many bytes free on a watched filesystem, creates are refused with 507
+    /// (docs/operations.md#a-full-disk).
+    pub min_free_bytes: u64,
 }
 
 /// The default shedding limit of a gateway in a deployment: creates in
@@ -68,6 +74,11 @@ pub const DEFAULT_DELETE_RATE_LIMIT: RateLimit =
 pub const DEFAULT_REPORT_RATE_LIMIT: RateLimit =
     RateLimit { count: std::num::NonZeroU32::new(20).expect("20 is not zero"), period: Duration::from_secs(3600) };
 
+/// The free-space watermark unless configured: room for the fences, aborts
+/// and tombstones of the creates under way and of the sweeper's recovery,
+/// many times over (docs/operations.md#a-full-disk).
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
+
 impl GatewaySettings {
     pub fn new(public_url: impl Into<String>) -> Self {
         Self {
@@ -81,6 +92,8 @@ impl GatewaySettings {
             create_tokens_file: None,
             expiry: ExpiryPolicy::default(),
             report_rate_limit: Some(DEFAULT_REPORT_RATE_LIMIT),
+            watched_storage: Vec::new(),
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
         }
     }
 }
@@ -103,6 +116,7 @@ pub(crate) struct Inner {
     /// Creates in flight per K shard, each limited (see [`GatewaySettings::creates_in_flight_per_shard`]).
     pub(crate) creates_in_flight: std::sync::Mutex<std::collections::HashMap<usize, Arc<Semaphore>>>,
     pub(crate) admission: Admission,
+    pub(crate) storage: StorageWatermark,
 }
 
 /// What a cache beside the gateway (the pages' renders) runs when a paste
@@ -184,6 +198,7 @@ impl Gateway {
         let admission =
             Admission::new(settings.create_rate_limit, settings.delete_rate_limit, settings.create_tokens_file.clone())
                 .with_reports(settings.report_rate_limit);
+        let storage = StorageWatermark::new(settings.watched_storage.clone(), settings.min_free_bytes);
         Self {
             inner: Arc::new(Inner {
                 slots,
@@ -195,8 +210,15 @@ impl Gateway {
                 delete_listeners: std::sync::RwLock::default(),
                 creates_in_flight,
                 admission,
+                storage,
             }),
         }
+    }
+
+    /// Keeps the free space of the watched filesystems read and exported
+    /// (`pastebin_storage_free_bytes`) while no create asks; runs until dropped.
+    pub async fn watch_storage(&self) {
+        self.inner.storage.watch(Duration::from_secs(5)).await;
     }
 
     /// The slot map, or 503 while the shards have not all said which slots
@@ -290,7 +312,13 @@ impl Gateway {
     pub async fn create(&self, command: CreateCommand) -> Result<CreateAnswer, ApiError> {
         let started = std::time::Instant::now();
         let gateway = self.clone();
-        let result = match self.validate(command).and_then(|request| Ok((self.admit(&request)?, request))) {
+        // The watermark is checked before anything is written: a create it
+        // refuses has begun no key and PUT no object.
+        let admitted = self.validate(command).and_then(|request| {
+            self.inner.storage.admit(request.content.len())?;
+            Ok((self.admit(&request)?, request))
+        });
+        let result = match admitted {
             // The task stays in the request's span: its steps are part of the request's trace.
             Ok((admitted, request)) => tokio::spawn(
                 async move {
@@ -313,6 +341,7 @@ impl Gateway {
             Err(ApiError::Unavailable(_)) => "unavailable",
             Err(ApiError::SlotMoving) => "slot_moving",
             Err(ApiError::TooLarge { .. }) => "too_large",
+            Err(ApiError::StorageFull) => "storage_full",
             Err(_) => "invalid",
         };
         metrics::counter!(names::CREATES, "outcome" => outcome).increment(1);

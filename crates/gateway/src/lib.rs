@@ -17,11 +17,15 @@
 //! `--cfg pastebin_failpoints`. Before any create, the
 //! admission gate checks the caller's [`create_tokens`] and its address's
 //! [`RateLimit`]; the public listener's limits and headers are set where
-//! the router is served (docs/design.md#edge).
+//! the router is served (docs/design.md#edge), where [`access_log`] logs
+//! and counts every request by its route's template.
 //! [`Gateway::check_ready`] says whether the gateway can work at all (its
 //! slot map, the object store); [`Gateway::check_shards`] names the shards
-//! that cannot, without making the gateway not ready.
+//! that cannot, without making the gateway not ready. Below the free-space
+//! watermark of [`storage`] a create is refused with 507 before anything is
+//! written (docs/operations.md#a-full-disk).
 
+mod access_log;
 mod admission;
 mod cache;
 mod create_request;
@@ -38,13 +42,14 @@ mod router;
 mod saga;
 mod sealed;
 mod step;
+mod storage;
 
 pub use admission::RateLimit;
 pub use created::Created;
 pub use error::{ApiError, ErrorLine, RETRY_AFTER_SECONDS};
 pub use gateway::{
     CreateCommand, Gateway, GatewaySettings, PasteView, ReadPaste, CREATES_IN_FLIGHT_PER_SHARD,
-    DEFAULT_DELETE_RATE_LIMIT, DEFAULT_REPORT_RATE_LIMIT,
+    DEFAULT_DELETE_RATE_LIMIT, DEFAULT_MIN_FREE_BYTES, DEFAULT_REPORT_RATE_LIMIT,
 };
 pub use grpc::PasteApiService;
 pub use http::{accepts_html, shared_link_raw, wants_text};

@@ -54,10 +54,16 @@ pub fn api_router(gateway: Gateway) -> Router {
 /// (pastebin_edge::http), every refusal in the JSON envelope (or one line
 /// of text for a client that asks for `text/plain`), and `nosniff` on every
 /// answer (docs/design.md#edge).
+/// Every request is logged and counted last, with the status the client sees
+/// ([`crate::access_log`]).
 pub(crate) fn public_router(routes: Router, limits: &pastebin_edge::http::HttpLimits) -> Router {
-    pastebin_edge::http::limited(routes, limits).layer(axum::middleware::from_fn(error_answers)).layer(
-        SetResponseHeaderLayer::if_not_present(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-    )
+    pastebin_edge::http::limited(routes, limits)
+        .layer(axum::middleware::from_fn(error_answers))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(axum::middleware::from_fn(crate::access_log::access_log))
 }
 
 /// Every error in the form the client reads: the JSON envelope (or a
@@ -104,13 +110,19 @@ fn as_error_line(response: Response) -> Response {
 }
 
 /// Runs each request in a span named by its route (never by a paste id),
-/// joined to the caller's trace when it sent a `traceparent`. A route
-/// layer, so that every router of the public listener names its spans alike.
+/// joined to the caller's trace when it sent a `traceparent`, and leaves the
+/// route's template on the answer for the access log. A route layer, so
+/// that every router of the public listener names its spans alike.
 pub async fn traced(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     use tracing::Instrument;
-    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("", |route| route.as_str());
+    let matched = request.extensions().get::<axum::extract::MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("", |route| route.as_str());
     let span = pastebin_runtime::telemetry::server_span(&format!("{} {route}", request.method()), request.headers());
-    next.run(request).instrument(span).await
+    let mut response = next.run(request).instrument(span).await;
+    if let Some(matched) = matched {
+        response.extensions_mut().insert(matched);
+    }
+    response
 }
 
 async fn healthz() -> Json<serde_json::Value> {

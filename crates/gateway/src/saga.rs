@@ -47,9 +47,17 @@ struct Saga<'a> {
 }
 
 fn key_unavailable(error: StepError) -> ApiError {
-    if let StepError::NotExecuted(reason) = &error {
-        tracing::debug!(%reason, "key service: the slot is moving");
-        return ApiError::SlotMoving;
+    match &error {
+        StepError::NotExecuted(reason) => {
+            tracing::debug!(%reason, "key service: the slot is moving");
+            return ApiError::SlotMoving;
+        }
+        StepError::StorageFull(reason) => {
+            // Nothing was written: the key is as it was before this call.
+            tracing::warn!(%reason, "the key service's storage is full");
+            return ApiError::StorageFull;
+        }
+        StepError::Refused(_) | StepError::Uncertain(_) => {}
     }
     tracing::warn!(%error, "key service call failed");
     ApiError::Unavailable("the key service is unavailable")
@@ -285,6 +293,7 @@ impl Saga<'_> {
             Ok(true) => Ok(()),
             Ok(false) => Err(ApiError::Unavailable("the paste this key made changed while it was adopted; retry")),
             Err(StepError::NotExecuted(_)) => Err(ApiError::SlotMoving),
+            Err(StepError::StorageFull(_)) => Err(ApiError::StorageFull),
             Err(error) => {
                 tracing::warn!(%error, "cannot rotate the adopted paste's delete token; the key stays pending");
                 Err(ApiError::Unavailable("the paste service did not answer"))
@@ -307,6 +316,10 @@ impl Saga<'_> {
             Err(StepError::Refused(reason)) => {
                 tracing::warn!(%reason, "object PUT refused; aborting the key");
                 self.abort(&record.paste_id).await?
+            }
+            Err(StepError::StorageFull(reason)) => {
+                tracing::warn!(%reason, "object PUT found no room; aborting the key");
+                self.abort_for_lack_of_room(&record.paste_id).await?
             }
             Err(StepError::Uncertain(reason) | StepError::NotExecuted(reason)) => {
                 tracing::warn!(%reason, "object PUT uncertain; the key stays pending");
@@ -364,6 +377,10 @@ impl Saga<'_> {
                 tracing::error!(%reason, "paste insert refused; aborting the key");
                 self.abort(paste_id).await
             }
+            Err(StepError::StorageFull(reason)) => {
+                tracing::warn!(%reason, "paste insert found no room; aborting the key");
+                self.abort_for_lack_of_room(paste_id).await
+            }
             Err(StepError::Uncertain(reason)) => {
                 tracing::warn!(%reason, "paste insert uncertain; the key stays pending");
                 Err(ApiError::Unavailable("the paste service did not answer"))
@@ -379,19 +396,49 @@ impl Saga<'_> {
     /// id unless a paste holds it; if a paste holds it, the right action is
     /// done, not abort (returns true). Only behind the tombstone is the key
     /// aborted. If P cannot be read the key stays pending: never abort blind.
+    /// Behind the tombstone no paste can ever hold the id, so its object, if
+    /// this create's PUT made one, is garbage: it is removed now rather than
+    /// by the reaper an hour later (a full disk wants its space back).
     #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn abort(&self, paste_id: &PasteId) -> Result<bool, ApiError> {
         let fenced =
             tokio::time::timeout_at(self.deadline, fence(&self.keys, &self.pastes, self.key(), paste_id)).await;
         match fenced {
             Ok(Ok(Fenced::Live)) => Ok(true),
-            Ok(Ok(Fenced::Aborted { .. })) => Ok(false),
+            Ok(Ok(Fenced::Aborted { .. })) => {
+                self.remove_fenced_object(paste_id).await;
+                Ok(false)
+            }
             Ok(Err(FenceError::KeyShard(error))) => Err(key_unavailable(error.into())),
             Ok(Err(FenceError::PasteShard(pastebin_runtime::grpc::CallError::NotExecuted(_)))) => {
                 Err(ApiError::SlotMoving)
             }
+            Ok(Err(FenceError::PasteShard(error))) if error.is_storage_full() => {
+                tracing::warn!(%error, "the paste service has no room for the fence; the key stays pending");
+                Err(ApiError::StorageFull)
+            }
             Ok(Err(FenceError::PasteShard(error))) => paste_unreachable(&error),
             Err(_) => paste_unreachable(&"deadline exceeded"),
+        }
+    }
+
+    /// A step that found no room did not happen, so the key is aborted
+    /// behind the fence, and the client hears that the storage is full; its
+    /// retry with the same key restarts the key once there is room. Returns
+    /// true when a paste holds the id after all (then it is finished).
+    async fn abort_for_lack_of_room(&self, paste_id: &PasteId) -> Result<bool, ApiError> {
+        if self.abort(paste_id).await? {
+            return Ok(true);
+        }
+        Err(ApiError::StorageFull)
+    }
+
+    /// Deletes a fenced id's object, within the request's budget. A failure
+    /// leaves it to the object reaper, which deletes what no live paste holds.
+    async fn remove_fenced_object(&self, paste_id: &PasteId) {
+        let objects = &self.gateway.inner.objects;
+        if let Err(error) = within(self.deadline, objects.delete(paste_id.as_str())).await {
+            tracing::warn!(%error, "the fenced id's object was not deleted; the reaper will remove it");
         }
     }
 

@@ -23,11 +23,18 @@ pub(crate) enum StepError {
     /// elsewhere now): the same step succeeds on the map's next owner.
     #[error("not executed: {0}")]
     NotExecuted(String),
+    /// The other side had no room and did not act: refused, so compensating
+    /// is safe, and the client hears that the storage is full.
+    #[error("storage full: {0}")]
+    StorageFull(String),
 }
 
 impl From<CallError> for StepError {
     fn from(error: CallError) -> Self {
         match error {
+            CallError::Refused(status) if status.metadata().contains_key(pastebin_runtime::grpc::STORAGE_FULL) => {
+                Self::StorageFull(status.message().to_owned())
+            }
             CallError::Refused(status) => Self::Refused(status.message().to_owned()),
             CallError::Uncertain(status) => Self::Uncertain(status.message().to_owned()),
             CallError::NotExecuted(status) => Self::NotExecuted(status.message().to_owned()),
@@ -40,6 +47,7 @@ impl From<ObjectError> for StepError {
         match error {
             ObjectError::Refused(message) => Self::Refused(message),
             ObjectError::Uncertain(message) => Self::Uncertain(message),
+            ObjectError::StorageFull(message) => Self::StorageFull(message),
         }
     }
 }

@@ -9,7 +9,8 @@
 //! - [`CheckedS3Store`] (`probe`): an [`S3Store`] that writes no paste before the store
 //!   has refused an overwrite of a probe object (docs/design.md#create-only-put).
 //!
-//! Both backends answer every failure as [`ObjectError::Refused`] (it did not happen) or
+//! Both backends answer every failure as [`ObjectError::Refused`] (it did not happen; a
+//! full local disk is [`ObjectError::StorageFull`], which did not happen either) or
 //! [`ObjectError::Uncertain`] (it may have happened): the saga aborts on the first and
 //! leaves the key pending on the second, so the two must never be confused.
 
@@ -56,6 +57,11 @@ pub enum ObjectError {
     /// We do not know whether it happened: timeout, connection reset, 5xx. The saga must treat this as "maybe".
     #[error("object store unreachable or uncertain: {0}")]
     Uncertain(String),
+    /// The store had no room for the object (a local directory's disk is
+    /// full): like [`Self::Refused`], it did not happen; apart so the client
+    /// hears that the storage is full (docs/operations.md#a-full-disk).
+    #[error("object store full: {0}")]
+    StorageFull(String),
 }
 
 /// One object per paste id. No method retries on its own and none has its own deadline

@@ -213,11 +213,11 @@ fn io_error(what: &str, e: io::Error) -> ObjectError {
         | ErrorKind::InvalidInput
         | ErrorKind::InvalidData
         | ErrorKind::ReadOnlyFilesystem
-        | ErrorKind::StorageFull
         | ErrorKind::FileTooLarge
         | ErrorKind::NotADirectory
         | ErrorKind::IsADirectory
         | ErrorKind::NotFound => ObjectError::Refused(message),
+        ErrorKind::StorageFull => ObjectError::StorageFull(message),
         _ => ObjectError::Uncertain(message),
     }
 }

@@ -6,12 +6,14 @@
 //! tombstoned in one table keyed by id, so the primary key serializes the
 //! saga's insert against an abort's tombstone: [`PasteStore::tombstone_unless_live`]
 //! is the fence that makes "no paste can ever appear for this id" true.
+//! [`stored`] exports how many live pastes the shard holds and their bytes.
 
 mod client;
 mod convert;
 mod record;
 mod service;
 mod store;
+mod stored;
 
 use pastebin_slots::{
     shard_slots::ShardSlots,
@@ -74,6 +76,8 @@ pub async fn server(
     slots: ShardSlots,
     options: pastebin_runtime::grpc::ServerOptions,
 ) -> anyhow::Result<pastebin_runtime::grpc::GrpcServer> {
+    // The totals are the shard's own: they stop with the process.
+    tokio::spawn(stored::keep_counting(store.clone(), store.totals().clone()));
     let moves = SlotMovesService::new(slots.clone(), store.database().clone(), &MOVED_TABLE, store.clock().clone());
     let routes =
         tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());

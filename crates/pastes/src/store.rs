@@ -8,6 +8,7 @@ use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{
+    stored::StoredTotals,
     BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead,
     PasteRow, Report, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
 };
@@ -95,11 +96,31 @@ impl TombstoneReason {
 pub struct PasteStore {
     db: Database,
     clock: Arc<dyn Clock>,
+    totals: Arc<StoredTotals>,
 }
 
 impl PasteStore {
     pub fn new(db: Database, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+        Self { db, clock, totals: Arc::default() }
+    }
+
+    /// What this store holds, as exported (see [`crate::stored`]).
+    pub(crate) fn totals(&self) -> &Arc<StoredTotals> {
+        &self.totals
+    }
+
+    /// Live paste rows and the sum of their sizes, counted now. An expired
+    /// paste counts until its row is purged.
+    pub async fn count_stored(&self) -> Result<(u64, u64), PasteStoreError> {
+        let row = self
+            .db
+            .read(|pool| {
+                sqlx::query("SELECT COUNT(*) AS pastes, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes FROM pastes WHERE state = 'live'")
+                    .fetch_one(pool)
+            })
+            .await?;
+        let (pastes, bytes): (i64, i64) = (row.try_get("pastes")?, row.try_get("bytes")?);
+        Ok((u64::try_from(pastes).unwrap_or(0), u64::try_from(bytes).unwrap_or(0)))
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -140,6 +161,7 @@ impl PasteStore {
             .await?
             == 1;
         if inserted {
+            self.totals.inserted(paste.size);
             return Ok(InsertOutcome::Inserted);
         }
         Ok(match self.fate(&paste.id).await? {

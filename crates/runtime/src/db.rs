@@ -115,6 +115,32 @@ impl Database {
     }
 }
 
+/// SQLite's primary result code for a write that found no room: the disk
+/// (or the file's `max_page_count`) is full.
+const SQLITE_FULL: i32 = 13;
+
+/// Whether `error` says the database's storage is full (SQLite's
+/// `SQLITE_FULL`, or a group commit that failed on it). Such a write did
+/// not happen: SQLite rolls the statement (or its transaction) back, and
+/// the group commit rolls its whole group back, so nobody is told "maybe".
+/// An fsync failure or a lost PostgreSQL server is not this: those stay
+/// uncertain (docs/operations.md#a-full-disk).
+pub fn storage_full(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(error) => error.kind() == std::io::ErrorKind::StorageFull,
+        sqlx::Error::Database(error) => {
+            matches!(error.code().and_then(|code| code.parse::<i32>().ok()), Some(code) if code & 0xff == SQLITE_FULL)
+                && error.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The error every write of a group that failed for lack of room hears.
+pub(crate) fn storage_full_error(message: String) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::StorageFull, message))
+}
+
 /// `count` comma-separated SQL fragments for a statement over many rows,
 /// `fragment` getting each row's index: e.g. `placeholders(2, |i| format!("(${})", i + 3))`
 /// is `($3), ($4)`. Numbered parameters work the same on PostgreSQL and SQLite.

@@ -17,7 +17,11 @@
 //!   a crash before that loses the whole group, and no caller was told
 //!   anything (the failpoint [`MID_GROUP_COMMIT`] tests exactly this);
 //! - guarded updates still decide per row, in queue order, each seeing the
-//!   writes before it in the same transaction.
+//!   writes before it in the same transaction;
+//! - a group that failed for lack of room (`SQLITE_FULL`) is rolled back
+//!   whole, and every write in it hears that it did not happen
+//!   ([`crate::db::storage_full`]): a definite failure, unlike a failed
+//!   `COMMIT` for any other reason, which may have reached the disk.
 
 use std::{future::Future, pin::Pin};
 
@@ -44,6 +48,8 @@ enum Ran {
     Succeeded,
     /// Failed on a constraint: SQLite undid the statement, the transaction stands.
     BrokeAConstraint,
+    /// Found no room (`SQLITE_FULL`): the group is rolled back, nothing in it happened.
+    FoundNoRoom,
     /// Failed otherwise: the transaction may be gone.
     Failed,
 }
@@ -76,6 +82,7 @@ where
             let outcome = statement(conn).await;
             let ran = match &outcome {
                 Ok(_) => Ran::Succeeded,
+                Err(error) if crate::db::storage_full(error) => Ran::FoundNoRoom,
                 Err(sqlx::Error::Database(error)) if error.kind() != sqlx::error::ErrorKind::Other => {
                     Ran::BrokeAConstraint
                 }
@@ -93,6 +100,10 @@ where
     fn answer(self: Box<Self>, group: Result<(), &sqlx::Error>) {
         let outcome = match (group, self.outcome) {
             (Ok(()), Some(outcome)) => outcome,
+            // Rolled back for lack of room: nothing in the group happened.
+            (Err(error), _) if crate::db::storage_full(error) => {
+                Err(crate::db::storage_full_error(format!("the database is full; nothing was written: {error}")))
+            }
             // The transaction did not commit: none of its writes happened,
             // but an I/O failure at COMMIT cannot promise that, so the
             // caller hears "uncertain".
@@ -103,6 +114,11 @@ where
         // stands either way.
         let _ = self.reply.send(outcome);
     }
+}
+
+/// A write of the group found the database full: the group ends, rolled back.
+fn no_room() -> sqlx::Error {
+    crate::db::storage_full_error("a write found the database full, and its group was rolled back".into())
 }
 
 fn uncertain(message: String) -> sqlx::Error {
@@ -194,16 +210,78 @@ async fn commit_group(conn: &mut AnyConnection, group: &mut [Box<dyn GroupedWrit
 async fn run_each(conn: &mut AnyConnection, group: &mut [Box<dyn GroupedWrite>]) -> Result<(), sqlx::Error> {
     for write in group.iter_mut() {
         if write.is_one_statement() {
-            if write.run(conn).await == Ran::Failed {
-                return Err(uncertain("a statement failed in a way that may have ended its group".into()));
+            match write.run(conn).await {
+                Ran::Failed => {
+                    return Err(uncertain("a statement failed in a way that may have ended its group".into()))
+                }
+                Ran::FoundNoRoom => return Err(no_room()),
+                Ran::Succeeded | Ran::BrokeAConstraint => {}
             }
             continue;
         }
         conn.execute("SAVEPOINT grouped_write").await?;
-        if write.run(conn).await != Ran::Succeeded {
+        let ran = write.run(conn).await;
+        if ran == Ran::FoundNoRoom {
+            return Err(no_room());
+        }
+        if ran != Ran::Succeeded {
             conn.execute("ROLLBACK TO grouped_write").await?;
         }
         conn.execute("RELEASE grouped_write").await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{AnyConnection, Connection, Executor};
+
+    use super::GroupCommit;
+
+    /// A writer on a fresh SQLite file that holds at most `pages` pages: a
+    /// full disk without filling one (SQLite answers `SQLITE_FULL` alike).
+    async fn small_database(dir: &std::path::Path, pages: u32) -> (GroupCommit, sqlx::AnyPool) {
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}?mode=rwc", dir.join("small.db").display());
+        let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+        pool.execute("PRAGMA journal_mode = WAL; CREATE TABLE rows (body TEXT NOT NULL)").await.unwrap();
+        let mut writer = AnyConnection::connect(&url).await.unwrap();
+        writer.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PRAGMA max_page_count = {pages}")))).await.unwrap();
+        (GroupCommit::start(writer, "small.db".into()), pool)
+    }
+
+    fn insert(writer: &GroupCommit, body: String) -> impl std::future::Future<Output = Result<u64, sqlx::Error>> {
+        let writer = writer.clone();
+        async move {
+            writer
+                .write_one_statement(move |conn| {
+                    Box::pin(async move {
+                        Ok(sqlx::query("INSERT INTO rows (body) VALUES ($1)").bind(body).execute(conn).await?.rows_affected())
+                    })
+                })
+                .await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_that_finds_the_database_full_is_rolled_back_and_each_write_hears_it_did_not_happen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, pool) = small_database(dir.path(), 8).await;
+        let mut written = 0;
+        let refused = loop {
+            // Writes queued together share a group: the one that finds no room fails them all.
+            let group: Vec<_> = (0..4).map(|_| insert(&writer, "x".repeat(2000))).collect();
+            let outcomes = futures::future::join_all(group).await;
+            if let Some(refused) = outcomes.iter().find_map(|o| o.as_ref().err()) {
+                assert!(outcomes.iter().all(Result::is_err), "a failed group fails every write in it: {outcomes:?}");
+                break refused.to_string();
+            }
+            written += outcomes.len() as i64;
+            assert!(written < 1000, "8 pages never hold this much");
+        };
+        let outcome = insert(&writer, "x".repeat(2000)).await.unwrap_err();
+        assert!(crate::db::storage_full(&outcome), "{outcome} ({refused})");
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM rows").fetch_one(&pool).await.unwrap();
+        assert_eq!(rows, written, "nothing of a refused group was written");
+    }
 }

@@ -329,12 +329,19 @@ pub enum CallError {
 pub const NOT_EXECUTED: &str = "pastebin-not-executed";
 /// Metadata on those refusals: the refusing shard's generation.
 pub const GENERATION: &str = "pastebin-generation";
+/// Metadata on a refusal (RESOURCE_EXHAUSTED) that says the shard's storage
+/// is full and the write did not happen: a definite failure, which a saga
+/// may compensate (docs/operations.md#a-full-disk).
+pub const STORAGE_FULL: &str = "pastebin-storage-full";
 
 impl From<tonic::Status> for CallError {
     fn from(status: tonic::Status) -> Self {
         use tonic::Code::*;
         if status.metadata().contains_key(NOT_EXECUTED) {
             return Self::NotExecuted(status);
+        }
+        if status.metadata().contains_key(STORAGE_FULL) {
+            return Self::Refused(status);
         }
         match status.code() {
             InvalidArgument | NotFound | AlreadyExists | PermissionDenied | FailedPrecondition | OutOfRange
@@ -350,6 +357,11 @@ impl CallError {
         match self {
             Self::Refused(status) | Self::Uncertain(status) | Self::NotExecuted(status) => status,
         }
+    }
+
+    /// Whether the callee refused because its storage is full (nothing was written).
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, Self::Refused(status) if status.metadata().contains_key(STORAGE_FULL))
     }
 
     /// The refusing shard's generation, on a "not executed" refusal: a
@@ -438,15 +450,22 @@ pub trait StoreFailure: std::fmt::Display {
     fn database(&self) -> Option<&sqlx::Error>;
 }
 
-/// Every shard's store errors as gRPC status, in one place: losing the
-/// database (pool timeout, I/O, closed pool, a server that takes no writes
-/// or is going away) is UNAVAILABLE, anything else INTERNAL. Callers read
-/// both as uncertain: the write may have committed. That stays exact when
-/// the statement provably never ran (docs/design.md#database-failover):
-/// reading "not run" as "unknown" costs at most a pending key that recovery
-/// settles, never a wrong compensation.
+/// Every shard's store errors as gRPC status, in one place: a database whose
+/// storage is full ([`crate::db::storage_full`]: nothing was written) is
+/// RESOURCE_EXHAUSTED marked [`STORAGE_FULL`], which callers read as a
+/// definite refusal; losing the database (pool timeout, I/O, closed pool, a
+/// server that takes no writes or is going away) is UNAVAILABLE, anything
+/// else INTERNAL. Callers read both as uncertain: the write may have
+/// committed. That stays exact when the statement provably never ran
+/// (docs/design.md#database-failover): reading "not run" as "unknown" costs
+/// at most a pending key that recovery settles, never a wrong compensation.
 pub fn store_status(error: &impl StoreFailure) -> tonic::Status {
     match error.database() {
+        Some(database) if crate::db::storage_full(database) => {
+            let mut status = tonic::Status::resource_exhausted(format!("the shard's storage is full: {error}"));
+            status.metadata_mut().insert(STORAGE_FULL, tonic::metadata::MetadataValue::from_static("true"));
+            status
+        }
         Some(database)
             if crate::reconnect::lost_the_server(database) || matches!(database, sqlx::Error::PoolClosed) =>
         {
@@ -509,6 +528,20 @@ mod tests {
         }
         let other = super::store_status(&Failed(sqlx::Error::RowNotFound));
         assert_eq!(other.code(), tonic::Code::Internal);
+    }
+
+    #[test]
+    fn a_full_database_is_a_definite_refusal_and_an_fsync_failure_stays_uncertain() {
+        let full = super::store_status(&Failed(crate::db::storage_full_error("no room".into())));
+        assert_eq!(full.code(), tonic::Code::ResourceExhausted, "{full:?}");
+        let call = super::CallError::from(full);
+        assert!(matches!(call, super::CallError::Refused(_)) && call.is_storage_full(), "{call:?}");
+        // A bare RESOURCE_EXHAUSTED (a limit, not a full disk) stays uncertain.
+        let limited = super::CallError::from(tonic::Status::resource_exhausted("too many calls"));
+        assert!(matches!(limited, super::CallError::Uncertain(_)) && !limited.is_storage_full());
+        let fsync = std::io::Error::other("fsync failed: EIO");
+        let call = super::CallError::from(super::store_status(&Failed(sqlx::Error::Io(fsync))));
+        assert!(matches!(call, super::CallError::Uncertain(_)), "{call:?}");
     }
 
     #[test]

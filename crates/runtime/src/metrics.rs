@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Creates by outcome: `created`, `replayed`, `adopted`, `conflict`, `unavailable`, `slot_moving`, `shed`, `invalid`, `too_large`.
+/// Creates by outcome: `created`, `replayed`, `adopted`, `conflict`, `unavailable`, `slot_moving`, `shed`, `invalid`,
+/// `too_large`, `storage_full`.
 pub const CREATES: &str = "pastebin_creates_total";
 /// Seconds per saga step: `k_begin`, `put`, `p_insert`, `k_done`, and `create` for the whole.
 pub const SAGA_STEP_SECONDS: &str = "pastebin_saga_step_duration_seconds";
@@ -80,6 +81,20 @@ pub const SLOT_MOVE_ROWS: &str = "pastebin_slot_move_rows_total";
 /// (docs/alerts.md#slot-move-stalled).
 pub const SLOT_MOVE_STEP_AGE_SECONDS: &str = "pastebin_slot_move_step_age_seconds";
 
+/// Live paste rows a P shard holds (an expired paste counts until it is
+/// purged): counted every minute, and each insert adds one at once.
+pub const LIVE_PASTES: &str = "pastebin_live_pastes";
+/// The content bytes of those pastes, counted alike.
+pub const STORED_BYTES: &str = "pastebin_stored_bytes";
+/// HTTP requests of the public listener by `route` (its template, e.g.
+/// `/api/v1/pastes/{id}`, or `unmatched`) and `status`, counted as answered.
+pub const REQUESTS: &str = "pastebin_requests_total";
+/// Free bytes on the fullest filesystem the gateway's free-space watermark
+/// watches (`up`'s data directory, a local objects directory).
+pub const STORAGE_FREE_BYTES: &str = "pastebin_storage_free_bytes";
+/// The watermark itself (`--min-free-bytes`): below it creates are refused with 507.
+pub const STORAGE_MIN_FREE_BYTES: &str = "pastebin_storage_min_free_bytes";
+
 /// Every metric name above, for tests that check rules and dashboards.
 pub const ALL: &[&str] = &[
     CREATES,
@@ -106,6 +121,11 @@ pub const ALL: &[&str] = &[
     FROZEN_SLOTS,
     SLOT_MOVE_ROWS,
     SLOT_MOVE_STEP_AGE_SECONDS,
+    STORAGE_FREE_BYTES,
+    STORAGE_MIN_FREE_BYTES,
+    REQUESTS,
+    LIVE_PASTES,
+    STORED_BYTES,
 ];
 
 /// Step buckets around the 2 s budget: most steps take milliseconds.

@@ -219,3 +219,34 @@ async fn ctl_against_a_stopped_up_asks_whether_it_is_running() {
         assert!(!stdout.contains("level: unknown") && !stdout.contains("no pending keys"), "ctl {command}: {stdout}");
     }
 }
+
+/// `up` and `gateway` on every interface without `--public-url` would hand
+/// out `http://0.0.0.0:PORT/…` links nobody can open: they refuse to start,
+/// naming the flag, before anything is written.
+#[tokio::test]
+async fn listening_on_every_interface_without_a_public_url_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_dir = data.to_str().unwrap();
+    for http in ["0.0.0.0:0", "[::]:0"] {
+        let ran = pastebin_tests::cluster::run_to_exit(&["up", "--data-dir", data_dir, "--http", http]).await;
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert!(!ran.status.success(), "up --http {http} without --public-url must refuse: {stderr}");
+        assert!(stderr.contains("--public-url"), "the refusal names the flag: {stderr}");
+        assert!(!data.exists(), "a refused start leaves no data directory behind");
+        let ran = pastebin_tests::cluster::run_to_exit(&["gateway", "--http", http, "--paste-shards", "127.0.0.1:1"]).await;
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert!(!ran.status.success() && stderr.contains("--public-url"), "gateway --http {http}: {stderr}");
+    }
+    // With the flag, the same listener starts and its links carry the URL given.
+    let mut args = up_args(&data);
+    args.splice(3..5, ["--http".to_owned(), "0.0.0.0:0".to_owned()]);
+    args.extend(["--public-url".to_owned(), "https://paste.example.com".to_owned()]);
+    let up = Process::start(args, vec![], &["gateway-http"]).await;
+    let port = port_of(up.address("gateway-http"));
+    let created = pastebin_tests::api::create(&format!("http://127.0.0.1:{port}"), Some(&new_key()), "linked")
+        .await
+        .expect("answers");
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert!(created.body.contains("https://paste.example.com/"), "{}", created.body);
+}

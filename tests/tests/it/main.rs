@@ -26,6 +26,7 @@ mod edge;
 mod etcd_harness;
 mod failover;
 mod fence;
+mod full_disk;
 mod gateway_api;
 mod group_commit;
 mod grpc_services;

@@ -529,6 +529,21 @@ async fn every_documented_status_is_what_the_server_answers() {
     let reveal = probe.request("POST", &format!("/{id3}"));
     probe.expect("POST", "/{id}", reveal, 503).await;
 
+    // 507: an instance whose watermark asks for more free space than any disk has
+    // (a deployment's gateway watches only a local objects directory; `up`, its data).
+    let data = tempfile::tempdir().unwrap();
+    let mut up = vec!["up".to_owned(), "--data-dir".to_owned(), data.path().to_str().unwrap().to_owned()];
+    for flag in ["--http", "--grpc", "--admin"] {
+        up.extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
+    }
+    up.extend(["--min-free-bytes".to_owned(), u64::MAX.to_string()]);
+    let full = pastebin_tests::cluster::Process::start(up, vec![], &["gateway-http"]).await;
+    probe.base = format!("http://{}", full.address("gateway-http"));
+    let refused =
+        probe.request("POST", "/api/v1/pastes").header("Idempotency-Key", new_key()).json(&json!({ "content": "x" }));
+    let refused = probe.expect("POST", "/api/v1/pastes", refused, 507).await;
+    assert_eq!(refused.headers[header::RETRY_AFTER], "10");
+
     let documented = contract.documented();
     let never_seen: Vec<_> = documented.difference(&probe.seen).collect();
     assert!(never_seen.is_empty(), "documented but never produced here: {never_seen:?}");

@@ -321,7 +321,10 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     // (group_commit::sqlite_group_sizes_are_on_the_admin_listener checks them),
     // a slot move's gauges by the shards in it (reshard.rs checks them), and
     // durability by each K and P shard (durability.rs checks it), takedowns
-    // and reports by the P shard that stored them (keeping.rs checks them).
+    // and reports by the P shard that stored them (keeping.rs checks them), the free
+    // space by a gateway that watches its storage (full_disk.rs checks it), requests
+    // by the gateway that answered them, stored pastes by each P shard (telemetry.rs
+    // checks them).
     let elsewhere = [
         m::TAKEDOWNS,
         m::REPORTS,
@@ -335,6 +338,11 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
         m::FROZEN_SLOTS,
         m::SLOT_MOVE_ROWS,
         m::COMMITS_SURVIVE_SERVER_LOSS,
+        m::STORAGE_FREE_BYTES,
+        m::STORAGE_MIN_FREE_BYTES,
+        m::REQUESTS,
+        m::LIVE_PASTES,
+        m::STORED_BYTES,
     ];
     for name in m::ALL.iter().filter(|n| !elsewhere.contains(n)) {
         assert!(body.lines().any(|l| l.starts_with(name)), "{name} missing from /metrics:\n{body}");

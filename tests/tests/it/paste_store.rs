@@ -267,3 +267,16 @@ pastebin_tests::both_backends! {
         assert!(!store.rotate_delete_token(&paste.id, &key.hash(), &rotated.hash()).await.unwrap(), "not live");
     }
 }
+
+pastebin_tests::both_backends! {
+    async fn the_stored_count_is_the_live_rows_and_their_bytes(backend: Backend) {
+        let (store, _clock) = store_at_t0(backend).await;
+        assert_eq!(store.count_stored().await.unwrap(), (0, 0));
+        let (first, token) = live(&store, minutes(60)).await;
+        let (second, _) = live(&store, minutes(60)).await;
+        assert_eq!(store.tombstone_unless_live(&unknown_id()).await.unwrap(), IdFate::Tombstoned);
+        assert_eq!(store.count_stored().await.unwrap(), (2, first.size + second.size), "a tombstone holds nothing");
+        assert_eq!(store.delete(&first.id, &token).await.unwrap(), DeleteOutcome::Deleted);
+        assert_eq!(store.count_stored().await.unwrap(), (1, second.size));
+    }
+}

@@ -161,3 +161,95 @@ async fn json_logs_are_one_object_per_line_with_stable_fields() {
     assert_eq!(event["fields"]["what"], "key-service", "{event}");
     assert!(event["fields"]["address"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{event}");
 }
+
+/// The operator's eyes (docs/operations.md#access-log): at the default log
+/// level each request is one line naming its method, route template, status
+/// and duration (a create's also its key's short hash), and is counted in
+/// `pastebin_requests_total{route,status}`; `/metrics` shows the live pastes
+/// and their bytes. No line names a paste id, a key or a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_a_read_and_a_429_are_each_logged_and_counted_by_their_route() {
+    let data = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = ["up", "--data-dir", data.path().to_str().unwrap()].map(String::from).to_vec();
+    for flag in ["--http", "--grpc", "--admin"] {
+        args.extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
+    }
+    // The default level, and a create rate a test can reach at once.
+    let env = [("RUST_LOG", "info"), ("PASTEBIN_CREATE_RATE_LIMIT", "1/min")];
+    let env = env.map(|(name, value)| (name.to_owned(), value.to_owned())).to_vec();
+    let up = pastebin_tests::cluster::Process::start(args, env, &["gateway-http", "admin"]).await;
+    let http = format!("http://{}", up.address("gateway-http"));
+
+    let key = api::new_key();
+    let created = api::create(&http, Some(&key), "seen by the operator").await.unwrap();
+    assert_eq!(created.status, reqwest::StatusCode::CREATED, "{}", created.body);
+    let paste = created.json();
+    let (id, token) = (paste["id"].as_str().unwrap(), paste["delete_token"].as_str().unwrap());
+    assert_eq!(api::get(&http, id).await.status, reqwest::StatusCode::OK);
+    let limited = api::create(&http, Some(&api::new_key()), "one too many").await.unwrap();
+    assert_eq!(limited.status, reqwest::StatusCode::TOO_MANY_REQUESTS, "{}", limited.body);
+
+    let key_hash = pastebin_core::IdempotencyKey::parse(&key).unwrap().short_hash();
+    let expected = [
+        ("POST", "/api/v1/pastes", 201, Some(key_hash.as_str())),
+        ("GET", "/api/v1/pastes/{id}", 200, None),
+        ("POST", "/api/v1/pastes", 429, None),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let logs = loop {
+        let logs = up.logs();
+        let access: Vec<&str> = logs.lines().filter(|line| line.contains("pastebin::access")).collect();
+        if access.len() >= expected.len() || tokio::time::Instant::now() > deadline {
+            break logs;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let access: Vec<&str> = logs.lines().filter(|line| line.contains("pastebin::access")).collect();
+    for (method, route, status, hash) in expected {
+        let fields = [format!("method={method}"), format!("route={route}"), format!("status={status}")];
+        let line = access
+            .iter()
+            .find(|line| fields.iter().all(|field| line.split_whitespace().any(|word| word == field)))
+            .unwrap_or_else(|| panic!("no access line for {method} {route} {status}:\n{}", access.join("\n")));
+        assert!(line.contains(" INFO ") && line.contains("duration_ms="), "{line}");
+        if let Some(hash) = hash {
+            assert!(line.contains(&format!("key_hash={hash}")), "a create's line carries its key's hash: {line}");
+        }
+    }
+    for secret in [id, token, key.as_str()] {
+        assert!(!logs.contains(secret), "the logs name {secret}:\n{logs}");
+    }
+
+    let metrics = reqwest::get(format!("http://{}/metrics", up.address("admin"))).await.unwrap().text().await.unwrap();
+    for counted in [
+        r#"pastebin_requests_total{route="/api/v1/pastes",status="201"} 1"#,
+        r#"pastebin_requests_total{route="/api/v1/pastes/{id}",status="200"} 1"#,
+        r#"pastebin_requests_total{route="/api/v1/pastes",status="429"} 1"#,
+        "pastebin_live_pastes 1",
+        "pastebin_stored_bytes 20",
+    ] {
+        assert!(metrics.lines().any(|line| line == counted), "{counted} missing from /metrics:\n{metrics}");
+    }
+
+    // The dashboard shows the same beside the saga, from its next sample.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let status: Value = reqwest::get(format!("http://{}/dashboard/status.json", up.address("admin")))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if status["traffic"]["total"]["rate_limited"] == 1 || tokio::time::Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let traffic = &status["traffic"];
+    assert_eq!(traffic["serves_http"], true, "{traffic}");
+    assert_eq!(traffic["total"]["rate_limited"], 1, "{traffic}");
+    assert!(traffic["total"]["success"].as_u64().is_some_and(|n| n >= 2), "{traffic}");
+    assert_eq!(traffic["storage"]["live_pastes"], 1.0, "{traffic}");
+    assert!(traffic["storage"]["free_bytes"].as_f64().is_some_and(|free| free > 0.0), "{traffic}");
+    assert_eq!(traffic["storage"]["min_free_bytes"], 64.0 * 1024.0 * 1024.0, "the default watermark: {traffic}");
+}

@@ -180,6 +180,44 @@ function renderRefusals(status) {
   }));
 }
 
+function formatBytes(bytes) {
+  if (bytes == null) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return (unit === 0 ? String(Math.round(value)) : value.toFixed(1)) + " " + units[unit];
+}
+
+// Requests by class over the last minute, and what the storage holds and has left.
+function renderTraffic(status) {
+  const t = status.traffic;
+  if (!t) return;
+  const minute = t.last_minute;
+  if (!t.serves_http) {
+    byId("requests-minute").textContent = "–";
+    byId("requests-classes").textContent = "this process answers no HTTP";
+  } else if (minute) {
+    const all = minute.success + minute.client_error + minute.rate_limited + minute.server_error + minute.storage_full;
+    byId("requests-minute").textContent = formatCount(all);
+    byId("requests-classes").textContent = formatCount(minute.success) + " ok · " + formatCount(minute.client_error) +
+      " 4xx · " + formatCount(minute.server_error) + " 5xx · " + formatCount(t.total.success + t.total.client_error +
+      t.total.rate_limited + t.total.server_error + t.total.storage_full) + " since start";
+    byId("refused-minute").textContent = formatCount(minute.rate_limited) + " / " + formatCount(minute.storage_full);
+  } else {
+    byId("requests-minute").textContent = "measuring…";
+  }
+  const s = t.storage;
+  byId("free-space").textContent = formatBytes(s.free_bytes);
+  byId("free-space").dataset.low = String(Boolean(t.storage_low));
+  byId("free-watermark").textContent = s.min_free_bytes == null ? "no watermark in this process" : "watermark " + formatBytes(s.min_free_bytes);
+  byId("live-pastes").textContent = formatCount(s.live_pastes);
+  byId("stored-bytes").textContent = s.stored_bytes == null ? "" : formatBytes(s.stored_bytes) + " of content";
+}
+
 function svg(name, attributes) {
   const element = document.createElementNS(SVG, name);
   for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
@@ -244,6 +282,7 @@ async function refresh() {
     renderMoves(status);
     renderRounds(status);
     renderRefusals(status);
+    renderTraffic(status);
     renderPlots(status);
     document.body.dataset.stale = "false";
   } catch (error) {

@@ -37,7 +37,9 @@
   const createToken = createTokenField();
   window.pastebinCreateToken = createToken;
   window.pastebinRetryAfter = retryAfter;
+  window.pastebinLinkHere = linkHere;
   if (form) newPastePage(form);
+  showPageLinkHere();
   wireCopyButtons();
   wireCopyContent();
   document.querySelectorAll("[data-needs-script]").forEach(function (element) { element.hidden = false; });
@@ -203,6 +205,8 @@
           // Step 1 refused it: nothing was stored under this key.
           clearPending();
           return say("bad", "Not saved: " + outcome.message);
+        case "storage-full":
+          return say("trying", "Not saved yet: this server's storage is full until its operator frees space. Your paste is kept here; “Try again” later saves it, and never twice.");
         case "unavailable":
           return say("trying", "Still trying: the service is busy. Your paste is kept; “Try again” finishes this same save and never makes a second paste.");
         default:
@@ -242,6 +246,8 @@
         const body = await response.json().catch(function () { return null; });
         if (response.status === 201 && body) return { kind: "created", body: body };
         if (response.status === 409) return { kind: "conflict" };
+        // The server's storage is full (docs/api.md): a save to try again later, with the same key.
+        if (response.status === 507) return { kind: "storage-full" };
         const wait = retryAfter(response);
         if (wait !== null) return { kind: "unavailable", status: response.status, retryAfterMs: wait };
         if (response.status === 401) return { kind: "rejected", message: createToken.refused(body) };
@@ -261,15 +267,16 @@
       say("ok", "Saved.");
       document.getElementById("compose").hidden = true;
       document.getElementById("created").hidden = false;
-      document.getElementById("share-url").value = body.url;
-      document.getElementById("raw-url").value = body.raw_url;
+      const link = linkHere(body.id);
+      document.getElementById("share-url").value = link;
+      document.getElementById("raw-url").value = linkHere("raw/" + body.id);
       document.getElementById("delete-token").value = body.delete_token;
       const expires = document.getElementById("created-expires");
       expires.dateTime = body.expires_at;
       expires.title = body.expires_at.replace("T", " ").replace("Z", " UTC");
       showRelative(expires);
       document.getElementById("view-link").href = "/" + encodeURIComponent(body.id);
-      document.getElementById("qr").src = "/" + encodeURIComponent(body.id) + "/qr.svg";
+      window.pastebinShowQr(document.getElementById("qr"), link);
       document.getElementById("created").dataset.pasteId = body.id;
       // The paste's own address, without reloading: the token stays on screen.
       history.replaceState(null, "", "/" + encodeURIComponent(body.id));
@@ -315,6 +322,26 @@
 
   function refusedWithoutField(body) {
     return body && body.error ? body.error.message : "a create token is needed";
+  }
+
+  /**
+   * The link to `path` (a paste id, `raw/<id>`) as this browser reached this
+   * instance: from the page's own address, never from the server's idea of
+   * it (its --public-url, or a Host header a proxy may have rewritten), so
+   * the link shown and its QR code open here for whoever was sent it.
+   */
+  function linkHere(path) {
+    return location.origin + "/" + path.split("/").map(encodeURIComponent).join("/");
+  }
+
+  /** A paste page's share link and QR code: the address this page was reached at. */
+  function showPageLinkHere() {
+    const field = document.getElementById("page-url");
+    if (!field) return;
+    field.value = location.origin + location.pathname;
+    const qr = document.getElementById("page-qr");
+    // qr.js runs after this script; both have run before DOMContentLoaded.
+    if (qr) document.addEventListener("DOMContentLoaded", function () { window.pastebinShowQr(qr, field.value); });
   }
 
   function wireCopyButtons() {

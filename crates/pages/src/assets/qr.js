@@ -1,7 +1,9 @@
 // A QR code drawn in the page: `window.pastebinQr(text)` returns an SVG
-// string (or null if the text is too long). For a sealed paste's link
-// (docs/reader-features.md#sealed-pastes), whose key the server must never
-// see, so it cannot draw this one as it draws `/{id}/qr.svg`.
+// string (or null if the text is too long), and `window.pastebinShowQr(target,
+// link)` puts it in place of `target`. For the link as this browser reached
+// the paste (the server knows only its --public-url) and for a sealed paste's
+// link (docs/reader-features.md#sealed-pastes), whose key the server must
+// never see: the server draws `/{id}/qr.svg` only for pages without script.
 //
 // ISO/IEC 18004 in byte mode at error correction level M, versions 1 to 40,
 // after Project Nayuki's QR Code generator (MIT): data, Reed-Solomon blocks,
@@ -256,5 +258,19 @@
     return "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + side + " " + side + "\" width=\"164\" height=\"164\" " +
       "shape-rendering=\"crispEdges\" role=\"img\" aria-label=\"QR code of the link\"><rect width=\"" + side + "\" height=\"" + side +
       "\" fill=\"#fff\"/><path d=\"" + path + "\" fill=\"#000\"/></svg>";
+  };
+
+  /** `link` as a QR code in place of `target` (an <img> is replaced, anything else filled). */
+  window.pastebinShowQr = function (target, link) {
+    const svg = window.pastebinQr(link);
+    const holder = document.createElement("span");
+    holder.className = "qr-drawn";
+    if (svg) holder.innerHTML = svg; // built from numbers only, never from the link's text
+    if (target.tagName === "IMG") {
+      holder.id = target.id;
+      target.replaceWith(holder);
+    } else {
+      target.replaceChildren(holder);
+    }
   };
 })();

@@ -189,7 +189,7 @@
     }
 
     function showCreated(body, fragment) {
-      const link = body.url + "#" + fragment;
+      const link = window.pastebinLinkHere(body.id) + "#" + fragment;
       say("ok", "Saved, encrypted. The key is only in the link below.");
       document.getElementById("compose").hidden = true;
       const created = document.getElementById("created");
@@ -206,7 +206,7 @@
       expires.dateTime = body.expires_at;
       expires.textContent = body.expires_at.replace("T", " ").replace("Z", " UTC");
       document.getElementById("view-link").href = "/" + encodeURIComponent(body.id) + "#" + fragment;
-      showQr(document.getElementById("qr"), link);
+      window.pastebinShowQr(document.getElementById("qr"), link);
       history.replaceState(null, "", "/" + encodeURIComponent(body.id) + "#" + fragment);
       content.value = "";
       password.value = "";
@@ -310,7 +310,7 @@
         document.getElementById("sealed-qr-box").hidden = true;
         say("bad", "This paste was burned after reading: it is deleted now, and this is the only time it is shown. Copy what you need before you leave.");
       } else {
-        showQr(document.getElementById("sealed-qr"), link.value);
+        window.pastebinShowQr(document.getElementById("sealed-qr"), link.value);
         say("ok", "Decrypted in this browser; the server never had the key.");
       }
       document.getElementById("sealed-opened").hidden = false;
@@ -380,21 +380,6 @@
     if (typeof text !== "string" || !/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
     const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4));
     return Uint8Array.from(binary, function (c) { return c.charCodeAt(0); });
-  }
-
-  /** The link (with its key) as a QR code, drawn here (qr.js): the server never sees the key. */
-  function showQr(target, link) {
-    const svg = typeof window.pastebinQr === "function" ? window.pastebinQr(link) : null;
-    const holder = document.createElement("span");
-    holder.className = "qr-drawn";
-    if (svg) holder.innerHTML = svg; // built from numbers only, never from the link's text
-    // The new-paste page's <img> shows the server's QR code, which would lack the key.
-    if (target.tagName === "IMG") {
-      holder.id = target.id;
-      target.replaceWith(holder);
-    } else {
-      target.replaceChildren(holder);
-    }
   }
 
   function sleep(ms) {

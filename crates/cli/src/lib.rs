@@ -379,7 +379,7 @@ fn granted(args: &ShardArgs, kind: ShardKind, tls: Option<&MutualTls>) -> anyhow
 }
 
 async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
-    let lost = args.lost_commits.announced();
+    let lost_commits = args.lost_commits;
     run_shard(
         args.shard,
         &pastebin_keys::MIGRATIONS,
@@ -387,10 +387,7 @@ async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
         ShardKind::Key,
         |pool, slots, options| async move {
             // The window belongs to the slots this shard owns now: it moves with them.
-            if let (Some(lost), pastebin_core::OwnedSlots::Range(owned)) = (lost, slots.ownership().await.owned) {
-                let (since, until) = (pastebin_core::to_millis(lost.since), lost.search_first_until());
-                slots.hold_window(owned, since, pastebin_core::to_millis(until)).await?;
-            }
+            let lost = lost_commits.held(&slots).await?;
             let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock))
                 .with_lost_commits(lost)
                 .with_search_windows(slots.search_windows());

@@ -64,7 +64,7 @@ pub enum Command {
     Up(Box<up::UpArgs>),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
-    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, topology, reports, takedown, certs.
+    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, topology, reports, takedown, certs, backup, restore.
     Ctl(pastebin_ctl::CtlArgs),
     /// Ask an admin listener whether its process is alive (`/healthz`) or ready (`/readyz`): exit 0 if so.
     Healthcheck(healthcheck::HealthcheckArgs),

@@ -228,8 +228,7 @@ async fn restoring_k_and_p_adopts_between_their_snapshots_and_makes_later_keys_o
         after_keys.display(),
         after_pastes.display()
     );
-    let backing_up =
-        ctl_command(&["--data-dir", path(data.path()), "backup", path(&backup)], &failpoints).output();
+    let backing_up = ctl_command(&["--data-dir", path(data.path()), "backup", path(&backup)], &failpoints).output();
     let backing_up = tokio::spawn(backing_up);
     reached(&after_keys).await;
     let between = make_many(&http, "between", 10).await;
@@ -309,7 +308,8 @@ async fn a_restore_refuses_another_deployment_a_broken_order_damage_and_a_runnin
     make(&http, "kept").await;
     let (code, out, err) = ctl(&["--data-dir", path(data.path()), "backup", path(&backup)], "").await;
     assert_eq!(code, 0, "ctl backup: {out}{err}");
-    let private = |path: &Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions());
+    let private =
+        |path: &Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions());
     assert_eq!(private(&backup) & 0o777, 0o700);
     for file in ["manifest.json", "keys.db", "pastes.db", "objects.sha256"] {
         assert_eq!(private(&backup.join(file)) & 0o777, 0o600, "{file} is private");

@@ -492,9 +492,38 @@ fn without_password(url: &str) -> String {
 mod tests {
     use super::*;
 
+    async fn ctl(args: &[&str]) -> (Exit, String, String) {
+        crate::tests::run_args(&[&["pastebin ctl"][..], args].concat()).await
+    }
+
     #[test]
     fn a_printed_url_has_no_password() {
         assert_eq!(without_password("postgres://pb:s3cret@db1:5432/keys"), "postgres://pb@db1:5432/keys");
         assert_eq!(without_password("postgres://db1/keys"), "postgres://db1/keys");
+    }
+
+    #[tokio::test]
+    async fn postgres_and_s3_get_the_order_and_their_tools_commands_and_nothing_is_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let backup = dir.path().join("backup");
+        let args = [
+            "backup",
+            backup.to_str().unwrap(),
+            "--key-database",
+            "postgres://pb:s3cret@db1:5432/keys",
+            "--paste-database",
+            "postgres://pb:s3cret@db1:5432/pastes",
+            "--s3-bucket",
+            "pastes",
+        ];
+        let (exit, out, _) = ctl(&args).await;
+        assert_eq!(exit, Exit::OtherTools);
+        assert_eq!(exit.code(), 7);
+        let (k, p, objects) = (out.find("every key shard"), out.find("every paste shard"), out.find("3. the objects"));
+        assert!(k < p && p < objects && k.is_some(), "K, then P, then the objects: {out}");
+        assert!(out.contains("pg_basebackup -d 'postgres://pb@db1:5432/keys'"), "{out}");
+        assert!(!out.contains("s3cret"), "no password is printed: {out}");
+        assert!(out.contains("--may-have-lost-commits-since"), "{out}");
+        assert!(!backup.exists(), "nothing was copied");
     }
 }

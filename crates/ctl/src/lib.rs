@@ -287,7 +287,8 @@ mod tests {
         }
     }
 
-    async fn run_args(args: &[&str]) -> (Exit, String, String) {
+    /// Runs `pastebin ctl ARGS` in this process: (exit, stdout, stderr).
+    pub(crate) async fn run_args(args: &[&str]) -> (Exit, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let exit = execute(parse_from(args).unwrap(), &mut out, &mut err).await;
         (exit, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())

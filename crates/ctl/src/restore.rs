@@ -361,3 +361,62 @@ fn report(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use pastebin_core::{OwnedSlots, SlotRange};
+    use pastebin_proto::shard::v1::ShardKind;
+    use pastebin_slots::shard_slots::{Resharding, ShardSlots};
+
+    use crate::Exit;
+
+    /// A shard's SQLite database as a first start leaves it: migrated, owning every slot.
+    async fn shard_database(file: &Path, kind: ShardKind) {
+        let url = format!("sqlite://{}", file.display());
+        let migrations = match kind {
+            ShardKind::Key => &pastebin_keys::MIGRATIONS,
+            _ => &pastebin_pastes::MIGRATIONS,
+        };
+        let database = pastebin_runtime::db::connect(&url, 1, migrations).await.unwrap();
+        let every = Some(OwnedSlots::Range(SlotRange::ALL));
+        ShardSlots::claim(database.pool(), kind, every, Resharding::Refuse, 0).await.unwrap();
+        database.pool().close().await;
+    }
+
+    async fn ctl(args: &[&str]) -> (Exit, String, String) {
+        crate::tests::run_args(&[&["pastebin ctl"][..], args].concat()).await
+    }
+
+    #[tokio::test]
+    async fn sqlite_shards_named_one_by_one_go_back_to_their_files_with_k_s_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keys, pastes, objects) = (dir.path().join("k1.db"), dir.path().join("p1.db"), dir.path().join("objects"));
+        shard_database(&keys, ShardKind::Key).await;
+        shard_database(&pastes, ShardKind::Paste).await;
+        std::fs::create_dir_all(objects.join("pastes")).unwrap();
+        std::fs::write(objects.join("pastes").join("0abc"), "bytes").unwrap();
+        let backup = dir.path().join("backup");
+        let (key_url, paste_url) = (format!("sqlite:{}", keys.display()), format!("sqlite:{}", pastes.display()));
+        let (objects_dir, backup_dir) = (objects.to_str().unwrap(), backup.to_str().unwrap());
+        let taken = ["backup", backup_dir, "--key-database", &key_url, "--paste-database", &paste_url];
+        let (exit, out, err) = ctl(&[&taken[..], &["--objects-dir", objects_dir]].concat()).await;
+        assert_eq!(exit, Exit::Ok, "{out}{err}");
+        assert!(backup.join("key-0.db").is_file() && backup.join("paste-0.db").is_file(), "{out}");
+
+        std::fs::remove_file(&keys).unwrap();
+        std::fs::remove_file(objects.join("pastes").join("0abc")).unwrap();
+        let (exit, _, err) = ctl(&["restore", backup_dir, "--data-dir", dir.path().to_str().unwrap()]).await;
+        assert_eq!(exit, Exit::Usage, "shards go back to their own files: {err}");
+        let (exit, out, err) = ctl(&["restore", backup_dir]).await;
+        assert_eq!(exit, Exit::Ok, "{out}{err}");
+        assert_eq!(std::fs::read_to_string(objects.join("pastes").join("0abc")).unwrap(), "bytes");
+        let restored = pastebin_runtime::db::connect(&key_url, 1, &pastebin_keys::MIGRATIONS).await.unwrap();
+        let windows: Vec<(i64, i64)> = sqlx::query_as("SELECT first_slot, last_slot FROM slot_search_windows")
+            .fetch_all(restored.pool())
+            .await
+            .unwrap();
+        assert_eq!(windows, [(0, 255)], "K's window covers the slots it owns");
+    }
+}

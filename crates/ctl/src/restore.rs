@@ -96,6 +96,9 @@ pub(crate) async fn run(
     }
     let _locks = lock(&manifest, &targets, all)?;
     check_deployment(&deployment, &targets.objects)?;
+    if !all {
+        check_pastes_kept(&manifest, &targets)?;
+    }
 
     let restored: Vec<&DatabaseCopy> = manifest.keys.iter().chain(manifest.pastes.iter().filter(|_| all)).collect();
     for copy in &restored {
@@ -182,6 +185,19 @@ fn check_deployment(deployment: &DeploymentId, objects: &Path) -> Result<(), Ctl
             objects.display()
         ))),
         _ => Ok(()),
+    }
+}
+
+/// K alone goes back only beside the P databases it was taken with, newer
+/// than it: without them its done keys would name pastes nobody has.
+fn check_pastes_kept(manifest: &Manifest, targets: &Targets) -> Result<(), CtlError> {
+    match manifest.pastes.iter().map(|copy| targets.database(copy)).find(|file| !file.is_file()) {
+        Some(missing) => Err(CtlError::Failed(format!(
+            "--only key restores K beside the P databases that are there, and {} is not: restore the whole \
+             backup (without --only)",
+            missing.display()
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -406,7 +422,11 @@ mod tests {
         assert!(backup.join("key-0.db").is_file() && backup.join("paste-0.db").is_file(), "{out}");
 
         std::fs::remove_file(&keys).unwrap();
+        std::fs::remove_file(&pastes).unwrap();
         std::fs::remove_file(objects.join("pastes").join("0abc")).unwrap();
+        let (exit, _, err) = ctl(&["restore", backup_dir, "--only", "key"]).await;
+        assert_eq!(exit, Exit::Failed, "{err}");
+        assert!(err.contains("is not: restore the whole backup"), "K alone goes back only beside its P: {err}");
         let (exit, _, err) = ctl(&["restore", backup_dir, "--data-dir", dir.path().to_str().unwrap()]).await;
         assert_eq!(exit, Exit::Usage, "shards go back to their own files: {err}");
         let (exit, out, err) = ctl(&["restore", backup_dir]).await;

@@ -4,7 +4,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use pastebin_core::{RandomMinter, SystemClock};
+use pastebin_core::{from_millis, to_millis, LostCommits, OwnedSlots, RandomMinter, SystemClock};
 use pastebin_edge::{
     grpc::{ClientLimits, GrpcLimits},
     http::HttpLimits,
@@ -13,6 +13,7 @@ use pastebin_gateway::{Gateway, GatewaySettings, RateLimit};
 use pastebin_objects::ObjectStore;
 use pastebin_runtime::help;
 use pastebin_shards::{SlotMap, SlotMapCell};
+use pastebin_slots::shard_slots::ShardSlots;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct GatewayArgs {
@@ -400,10 +401,33 @@ pub struct LostCommitsArgs {
 }
 
 impl LostCommitsArgs {
-    /// The mode, if set, noted for `/readyz` and logged: operators must see it.
-    pub fn announced(&self) -> Option<pastebin_core::LostCommits> {
-        let started = chrono::Utc::now();
-        let lost = self.may_have_lost_commits_since.map(|since| pastebin_core::LostCommits::new(since, started))?;
+    /// The mode a K shard serves in. The flag's window is stored over the
+    /// slots the shard owns, so it moves with them and outlives restarts;
+    /// without the flag, the window its database holds over all of them
+    /// (the one `pastebin ctl restore` stores: docs/operations.md#backups).
+    /// Noted for `/readyz` and logged: operators must see it.
+    pub async fn held(&self, slots: &ShardSlots) -> anyhow::Result<Option<LostCommits>> {
+        let now = chrono::Utc::now();
+        let owned = match slots.ownership().await.owned {
+            OwnedSlots::Range(owned) => Some(owned),
+            OwnedSlots::Nothing => None,
+        };
+        let lost = match (self.may_have_lost_commits_since, owned) {
+            (Some(since), owned) => {
+                let lost = LostCommits::new(since, now);
+                if let Some(owned) = owned {
+                    let (since, until) = (to_millis(lost.since), to_millis(lost.search_first_until()));
+                    slots.hold_window(owned, since, until).await?;
+                }
+                Some(lost)
+            }
+            (None, Some(owned)) => slots
+                .search_windows()
+                .over(owned, to_millis(now))
+                .map(|(since, until)| LostCommits::described(from_millis(since), from_millis(until))),
+            (None, None) => None,
+        };
+        let Some(lost) = lost else { return Ok(None) };
         pastebin_runtime::durability::note_lost_commits(lost);
         tracing::warn!(
             since = %lost.since,
@@ -411,7 +435,7 @@ impl LostCommitsArgs {
             "this key shard may have lost commits: creates of keys it does not know search their paste shard \
              before minting, and adopt what they find (docs/operations.md#after-an-unsafe-failover)"
         );
-        Some(lost)
+        Ok(Some(lost))
     }
 }
 

@@ -64,7 +64,7 @@ pub enum Command {
     Up(Box<up::UpArgs>),
     /// Load generator and benchmark harnesses (see BENCHMARKS.md).
     Bench(pastebin_bench::BenchArgs),
-    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, topology, reports, takedown, certs.
+    /// Operator tools: pending, recover, reconcile, repair, stats, tokens, reshard, topology, reports, takedown, certs, backup, restore.
     Ctl(pastebin_ctl::CtlArgs),
     /// Ask an admin listener whether its process is alive (`/healthz`) or ready (`/readyz`): exit 0 if so.
     Healthcheck(healthcheck::HealthcheckArgs),
@@ -388,7 +388,7 @@ fn granted(args: &ShardArgs, kind: ShardKind, tls: Option<&MutualTls>) -> anyhow
 }
 
 async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
-    let lost = args.lost_commits.announced();
+    let lost_commits = args.lost_commits;
     run_shard(
         args.shard,
         &pastebin_keys::MIGRATIONS,
@@ -396,10 +396,7 @@ async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
         ShardKind::Key,
         |pool, slots, options| async move {
             // The window belongs to the slots this shard owns now: it moves with them.
-            if let (Some(lost), pastebin_core::OwnedSlots::Range(owned)) = (lost, slots.ownership().await.owned) {
-                let (since, until) = (pastebin_core::to_millis(lost.since), lost.search_first_until());
-                slots.hold_window(owned, since, pastebin_core::to_millis(until)).await?;
-            }
+            let lost = lost_commits.held(&slots).await?;
             let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock))
                 .with_lost_commits(lost)
                 .with_search_windows(slots.search_windows());

@@ -3,16 +3,13 @@
 
 use std::path::Path;
 
-use pastebin_runtime::lock::{this_process, Guarded, Lock, Sharing};
-
-/// The lock file's name in a data or objects directory.
-const LOCK_FILE: &str = "pastebin.lock";
+use pastebin_runtime::lock::{beside, this_process, Guarded, Lock, Sharing, DIR_LOCK_FILE};
 
 /// `pastebin up`'s data directory: one `up` per directory.
 pub(crate) fn data_dir(dir: &Path, part: &str) -> anyhow::Result<Lock> {
     let what = format!("the data directory {}", dir.display());
     let guarded = Guarded { what: &what, instead: "pass another --data-dir" };
-    Ok(Lock::acquire(&dir.join(LOCK_FILE), Sharing::Exclusive, &this_process(part), guarded)?)
+    Ok(Lock::acquire(&dir.join(DIR_LOCK_FILE), Sharing::Exclusive, &this_process(part), guarded)?)
 }
 
 /// A SQLite database file, locked beside it (`keys.db.lock`): two writers
@@ -20,11 +17,9 @@ pub(crate) fn data_dir(dir: &Path, part: &str) -> anyhow::Result<Lock> {
 /// PostgreSQL URLs need no lock.
 pub(crate) fn sqlite_file(database_url: &str, part: &str) -> anyhow::Result<Option<Lock>> {
     let Some(file) = pastebin_runtime::db::sqlite_file(database_url) else { return Ok(None) };
-    let mut lock_path = file.clone().into_os_string();
-    lock_path.push(".lock");
     let what = format!("the SQLite database {}", file.display());
     let guarded = Guarded { what: &what, instead: "give this part a database of its own (--database-url)" };
-    Ok(Some(Lock::acquire(Path::new(&lock_path), Sharing::Exclusive, &this_process(part), guarded)?))
+    Ok(Some(Lock::acquire(&beside(&file), Sharing::Exclusive, &this_process(part), guarded)?))
 }
 
 /// An objects directory. `pastebin up` holds its own exclusively: its
@@ -34,7 +29,7 @@ pub(crate) fn sqlite_file(database_url: &str, part: &str) -> anyhow::Result<Opti
 pub(crate) fn objects_dir(dir: &Path, sharing: Sharing, part: &str) -> anyhow::Result<Lock> {
     let what = format!("the objects directory {}", dir.display());
     let guarded = Guarded { what: &what, instead: "give this part an objects directory of its own (--objects-dir)" };
-    Ok(Lock::acquire(&dir.join(LOCK_FILE), sharing, &this_process(part), guarded)?)
+    Ok(Lock::acquire(&dir.join(DIR_LOCK_FILE), sharing, &this_process(part), guarded)?)
 }
 
 /// The shared lock of a deployment part's `--objects-dir`, if it keeps its

@@ -45,7 +45,7 @@ pub struct UpArgs {
     pub gateway: GatewayArgs,
     #[command(flatten)]
     pub sweeper: SweeperArgs,
-    /// After restoring the key database from a backup older than the paste database's.
+    /// After an unsafe failover or a restore by hand (`pastebin ctl restore` stores its window itself).
     #[command(flatten)]
     pub lost_commits: crate::flags::LostCommitsArgs,
     /// Admin listener: `/metrics` of every part and the pending-age `/dashboard`.
@@ -97,6 +97,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
     let _objects = locks::objects_dir(&objects_dir, Sharing::Exclusive, PART)?;
+    // Made at the first start: a backup carries it, and a restore checks it.
+    pastebin_shards::DeploymentId::read_or_create(&objects_dir)?;
 
     // K and P listen only on Unix sockets inside the 0700 data directory:
     // they hand out stored delete tokens to any caller, so no other local
@@ -115,7 +117,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let internal = ServerOptions { limits: args.gateway.limits.grpc(), ..ServerOptions::default() };
     let public =
         ServerOptions { reflection: true, limits: args.gateway.public_grpc_limits(), ..ServerOptions::default() };
-    let keys = KeyStore::new(key_pool, clock.clone()).with_lost_commits(args.lost_commits.announced());
+    let lost = args.lost_commits.held(&key_slots).await?;
+    let keys =
+        KeyStore::new(key_pool, clock.clone()).with_lost_commits(lost).with_search_windows(key_slots.search_windows());
     let key_server = pastebin_keys::server(keys, key_slots, internal.clone()).await?;
     let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;
     // The shards are this process's own, so their ranges are known without asking.

@@ -13,6 +13,9 @@
 //!   between shards the callers' lists name (`move_preflight` checks that first).
 //! - `reports`: what readers reported, newest or most reported first;
 //! - `takedown ID --reason TEXT`: remove a paste without its token (readers get 410).
+//! - `backup DIR`, `restore DIR`: a `pastebin up` (or SQLite shards) copied
+//!   online in the order K, P, objects, and put back with K's lost-commits
+//!   window (`manifest` is the backup's format and the rules a restore checks).
 //!
 //! [`Deployment`] finds the shards (flags, `PASTEBIN_*` variables, or the
 //! `endpoints.json` of a `pastebin up` data directory, `./pastebin-data` by
@@ -23,15 +26,19 @@
 //! mismatch, named with the flags to add), 3 a shard or the object store
 //! could not be reached (what could be read is still printed; `stats` then
 //! reports the level `unknown`); `reconcile` found lost pastes 4, missing
-//! objects 5, orphans 6 (the worst one found wins).
+//! objects 5, orphans 6 (the worst one found wins); `backup` of PostgreSQL
+//! shards or an S3 store 7 (nothing copied: it printed the order and the
+//! commands of their own tools).
 //! No command ever prints a delete token or a stored response body: K's
 //! listing carries neither, and the one record read in full (`recover`) is
 //! shown field by field, without its body.
 
+mod backup;
 mod certs;
 mod deployment;
 mod format;
 mod keeping;
+mod manifest;
 mod move_authority;
 mod move_preflight;
 mod pending;
@@ -40,6 +47,7 @@ mod reconcile;
 mod recover;
 pub mod repair;
 pub mod reshard;
+mod restore;
 mod stats;
 mod tokens;
 mod topology;
@@ -100,11 +108,19 @@ pub enum CtlCommand {
     /// Which shard owns which slots, on etcd (--topology): `init` writes the
     /// ranges the shards hold today, once; `show` prints what etcd holds.
     Topology(topology::TopologyArgs),
+    /// Back up a `pastebin up` data directory (or SQLite shards) while it
+    /// serves: every K, then every P, then the objects, with a manifest.
+    /// For PostgreSQL or S3 it prints the tools' commands instead (exit 7).
+    Backup(backup::BackupArgs),
+    /// Put a backup back, `pastebin up` stopped: checks it, then restores K
+    /// (alone with --only key) so that for 26 h a retry of a key it does
+    /// not know adopts its paste instead of making a second one.
+    Restore(restore::RestoreArgs),
 }
 
 /// The commands that read the object store; the others hide its flags from
 /// their `--help`, since the flags do nothing for them.
-const READS_OBJECTS: [&str; 3] = ["reconcile", "repair", "takedown"];
+const READS_OBJECTS: [&str; 4] = ["reconcile", "repair", "takedown", "backup"];
 
 /// Hides the object-store flags from the help of every command of a built
 /// `ctl` command line (one whose global flags reached its commands) that
@@ -135,6 +151,9 @@ pub enum Exit {
     MissingObjects = 5,
     /// `reconcile`: live pastes no key names (K lost keys; likely duplicates).
     Orphans = 6,
+    /// `backup`: PostgreSQL shards or an S3 store, which their own tools
+    /// back up; nothing was copied, the order and their commands were printed.
+    OtherTools = 7,
 }
 
 impl Exit {
@@ -208,6 +227,8 @@ pub async fn execute_with(
             CtlCommand::Certs(command) => certs::run(command, out),
             CtlCommand::Tokens(command) => tokens::run(command, out),
             CtlCommand::Topology(command) => topology::run(command, &args.endpoints, out, err).await,
+            CtlCommand::Backup(command) => backup::run(command, &args.endpoints, progress, out, err).await,
+            CtlCommand::Restore(command) => restore::run(command, &args.endpoints, out, err).await,
         }
     }
     .await;
@@ -266,7 +287,8 @@ mod tests {
         }
     }
 
-    async fn run_args(args: &[&str]) -> (Exit, String, String) {
+    /// Runs `pastebin ctl ARGS` in this process: (exit, stdout, stderr).
+    pub(crate) async fn run_args(args: &[&str]) -> (Exit, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let exit = execute(parse_from(args).unwrap(), &mut out, &mut err).await;
         (exit, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())

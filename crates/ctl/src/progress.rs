@@ -1,7 +1,7 @@
 //! Progress of a long command: a bar on a terminal, plain lines on the
 //! error stream otherwise, so a log or a test reads the same facts.
 //! [`SlotProgress`] counts slots (reconcile, repair), [`RowProgress`] rows
-//! (the copy of a slot move).
+//! (the copy of a slot move) or objects (a backup).
 
 use std::{io::Write, time::Instant};
 
@@ -80,28 +80,35 @@ impl SlotProgress {
     }
 }
 
-/// Progress of a command that copies rows: a bar on a terminal (rows done,
-/// rate, time left, and what they are), a plain line per page otherwise.
+/// Progress of a command that copies rows (or objects): a bar on a
+/// terminal (how many done, rate, time left, and what they are), a plain
+/// line per step otherwise.
 pub(crate) struct RowProgress {
     bar: Option<ProgressBar>,
     what: &'static str,
+    unit: &'static str,
     total: u64,
     started: Instant,
 }
 
 impl RowProgress {
     pub(crate) fn new(to: ProgressTo, what: &'static str, total: u64) -> Self {
+        Self::counting(to, what, "rows", total)
+    }
+
+    /// Counting `unit` instead of rows.
+    pub(crate) fn counting(to: ProgressTo, what: &'static str, unit: &'static str, total: u64) -> Self {
         let bar = (to == ProgressTo::Terminal).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            let template =
+                format!("{{prefix}} [{{bar:30}}] {{pos}}/{{len}} {unit}, {{per_sec}}, {{eta}} left: {{msg}}");
             bar.set_style(
-                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} rows, {per_sec}, {eta} left: {msg}")
-                    .expect("the template is valid")
-                    .progress_chars("=> "),
+                ProgressStyle::with_template(&template).expect("the template is valid").progress_chars("=> "),
             );
             bar.set_prefix(what);
             bar
         });
-        Self { bar, what, total, started: Instant::now() }
+        Self { bar, what, unit, total, started: Instant::now() }
     }
 
     /// `done` rows so far, described by `detail` (e.g. rows per state).
@@ -114,7 +121,8 @@ impl RowProgress {
             }
             None => {
                 let rate = done as f64 / self.started.elapsed().as_secs_f64().max(0.001);
-                writeln!(err, "{}: {done}/{} rows ({detail}), {rate:.0} rows/s", self.what, self.total)
+                let (what, unit, total) = (self.what, self.unit, self.total);
+                writeln!(err, "{what}: {done}/{total} {unit} ({detail}), {rate:.0} {unit}/s")
             }
         }
     }

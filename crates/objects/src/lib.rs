@@ -6,6 +6,7 @@
 //!
 //! - [`LocalDirStore`] (`local`): a directory, for the embedded single-machine default.
 //! - [`S3Store`] (`s3`): any S3-compatible service, through aws-sdk-s3.
+//! - [`DeletePause`] (`delete_pause`): a backup's pause of a directory's deletes.
 //! - [`CheckedS3Store`] (`probe`): an [`S3Store`] that writes no paste before the store
 //!   has refused an overwrite of a probe object (docs/design.md#create-only-put).
 //!
@@ -14,10 +15,12 @@
 //! [`ObjectError::Uncertain`] (it may have happened): the saga aborts on the first and
 //! leaves the key pending on the second, so the two must never be confused.
 
+mod delete_pause;
 mod local;
 mod probe;
 mod s3;
 
+pub use delete_pause::DeletePause;
 pub use local::LocalDirStore;
 pub use probe::{CheckedS3Store, CreateOnlyError, STORES_KNOWN_TO_HONOUR};
 pub use s3::{S3Settings, S3Store};

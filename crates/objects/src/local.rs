@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::Semaphore;
 
-use crate::{ObjectError, ObjectInfo, ObjectStore, PutOutcome, PREFIX};
+use crate::{DeletePause, ObjectError, ObjectInfo, ObjectStore, PutOutcome, PREFIX};
 
 /// Longest id accepted. Real ids are 14 characters; the slack costs nothing.
 const MAX_ID_LEN: usize = 64;
@@ -37,17 +37,21 @@ pub struct LocalDirStore {
     /// `<dir>/pastes`: the directory that holds the objects.
     objects: PathBuf,
     writers: Arc<Semaphore>,
+    /// Read before every delete: a backup may be copying the objects.
+    pause: DeletePause,
 }
 
 impl LocalDirStore {
     /// Opens (creating if needed) `<dir>/pastes`. Directories it creates are
     /// 0700 and `pastes` is made 0700 if it exists: pastes may be private.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, ObjectError> {
-        let objects = dir.into().join(PREFIX.trim_end_matches('/'));
+        let dir = dir.into();
+        let pause = DeletePause::of_dir(&dir);
+        let objects = dir.join(PREFIX.trim_end_matches('/'));
         let create_err = |e| io_error(&format!("create {}", objects.display()), e);
         DirBuilder::new().recursive(true).mode(0o700).create(&objects).map_err(create_err)?;
         fs::set_permissions(&objects, fs::Permissions::from_mode(0o700)).map_err(create_err)?;
-        Ok(Self { objects, writers: Arc::new(Semaphore::new(MAX_CONCURRENT_PUTS)) })
+        Ok(Self { objects, writers: Arc::new(Semaphore::new(MAX_CONCURRENT_PUTS)), pause })
     }
 
     /// The object's path, after checking the id cannot name anything outside `objects`.
@@ -101,7 +105,15 @@ impl ObjectStore for LocalDirStore {
     #[tracing::instrument(skip_all, fields(%paste_id), err)]
     async fn delete(&self, paste_id: &str) -> Result<(), ObjectError> {
         let path = self.path_of(paste_id)?;
+        let pause = self.pause.clone();
         self.blocking(move |objects| {
+            // Every caller leaves a refused delete to the reaper.
+            if let Some(until) = pause.paused_at(chrono::Utc::now()) {
+                return Err(ObjectError::Refused(format!(
+                    "object deletes are paused until {until} while `pastebin ctl backup` copies the objects; \
+                     the reaper deletes this one later"
+                )));
+            }
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -301,6 +313,20 @@ mod tests {
         assert_eq!(store.get("abc123").await.unwrap(), None);
         store.delete("abc123").await.unwrap();
         store.delete("neverthere").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_paused_delete_is_refused_and_keeps_the_object() {
+        let (dir, store) = store();
+        store.put("abc123", Bytes::from_static(b"x")).await.unwrap();
+        let pause = DeletePause::of_dir(dir.path());
+        pause.hold_until(chrono::Utc::now() + chrono::Duration::seconds(60)).unwrap();
+        let refused = store.delete("abc123").await.unwrap_err();
+        assert!(matches!(refused, ObjectError::Refused(ref why) if why.contains("paused")), "{refused:?}");
+        assert_eq!(store.get("abc123").await.unwrap(), Some(Bytes::from_static(b"x")));
+        pause.lift().unwrap();
+        store.delete("abc123").await.unwrap();
+        assert_eq!(store.get("abc123").await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -102,6 +102,16 @@ impl Lock {
     }
 }
 
+/// The lock file's name in a data or objects directory.
+pub const DIR_LOCK_FILE: &str = "pastebin.lock";
+
+/// Where the lock of the SQLite database `file` is: `keys.db.lock` beside `keys.db`.
+pub fn beside(file: &Path) -> PathBuf {
+    let mut lock_path = file.to_owned().into_os_string();
+    lock_path.push(".lock");
+    lock_path.into()
+}
+
 /// This process as a lock holder names it: `pid 1234 (pastebin up)`.
 pub fn this_process(part: &str) -> String {
     format!("pid {} ({part})", std::process::id())

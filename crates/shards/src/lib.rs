@@ -18,11 +18,13 @@
 //! - [`address_book`]: the flags every command flattens (shard addresses,
 //!   object store), `endpoints.json`, and [`channel`], the one place a
 //!   client channel to a shard is made.
+//! - [`DeploymentId`]: which deployment a data directory (and a backup of it) belongs to.
 //! - `tls_probe`: a failed first call that is a TLS mismatch is told apart
 //!   from a shard that is down, and named with the flags to add
 //!   ([`tls_mismatch`], for tools that call a shard without [`discover`]).
 
 pub mod address_book;
+mod deployment_id;
 mod discover;
 mod follow;
 pub mod reconcile;
@@ -46,6 +48,7 @@ pub use address_book::{
     channel, endpoint, AddressError, Endpoints, EndpointsError, ObjectStoreArgs, ObjectStoreConfig, ShardAddresses,
     DEFAULT_DATA_DIR,
 };
+pub use deployment_id::{DeploymentId, DeploymentIdError};
 pub use discover::{describe_once, discover, rediscovery, tls_mismatch, DiscoveryError, Patience, ShardKind};
 pub use follow::follow_topology;
 pub use table::{Claim, CoverageError, SlotTable};

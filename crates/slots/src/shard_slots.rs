@@ -265,6 +265,16 @@ impl SearchWindows {
         })
     }
 
+    /// The window that covers every one of `slots` at `now_ms` (the
+    /// earliest start, the latest end of those that do), if one does: the
+    /// mode a shard owning just `slots` is in, as it describes itself.
+    pub fn over(&self, slots: SlotRange, now_ms: i64) -> Option<(i64, i64)> {
+        let covers = |held: &SlotRange| held.first() <= slots.first() && slots.last() <= held.last();
+        self.windows().iter().filter(|(held, _, until)| covers(held) && now_ms < *until).fold(None, |acc, w| {
+            Some(acc.map_or((w.1, w.2), |(since, until): (i64, i64)| (since.min(w.1), until.max(w.2))))
+        })
+    }
+
     fn add(&self, slots: SlotRange, since_ms: i64, until_ms: i64) {
         self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner).push((slots, since_ms, until_ms));
     }
@@ -392,31 +402,10 @@ impl ShardSlots {
         self.windows.clone()
     }
 
-    /// Holds the window `since_ms`..`until_ms` for `slots`, stored first.
-    /// A window already held for the same slots that covers it is kept as
-    /// it is, and one it covers is replaced, in one transaction: every
-    /// start with `--may-have-lost-commits-since` and every rerun of a take
-    /// holds its window again, and must not add a row each time.
+    /// Holds the window `since_ms`..`until_ms` for `slots`, stored first
+    /// ([`store_window`]).
     pub async fn hold_window(&self, slots: SlotRange, since_ms: i64, until_ms: i64) -> Result<(), sqlx::Error> {
-        let (first, last) = (i64::from(slots.first().0), i64::from(slots.last().0));
-        let window = |sql: &'static str| sqlx::query(sql).bind(first).bind(last).bind(since_ms).bind(until_ms);
-        let mut tx = self.pool.begin().await?;
-        let covered = window(
-            "SELECT COUNT(*) AS n FROM slot_search_windows
-             WHERE first_slot = $1 AND last_slot = $2 AND since <= $3 AND until >= $4",
-        )
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get::<i64, _>("n")?;
-        if covered == 0 {
-            let covers = "DELETE FROM slot_search_windows
-                          WHERE first_slot = $1 AND last_slot = $2 AND since >= $3 AND until <= $4";
-            window(covers).execute(&mut *tx).await?;
-            let insert =
-                "INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)";
-            window(insert).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
+        store_window(&self.pool, slots, since_ms, until_ms).await?;
         self.windows.add(slots, since_ms, until_ms);
         tracing::warn!(%slots, since_ms, until_ms, "searching first for the keys of these slots until the window ends");
         Ok(())
@@ -849,6 +838,46 @@ async fn set_owned<'e>(
     .execute(executor)
     .await?;
     Ok(())
+}
+
+/// Stores the lost-commits window `since_ms`..`until_ms` for `slots` in a K
+/// shard's database, which its next start holds. A window already stored for
+/// the same slots that covers it is kept as it is, and one it covers is
+/// replaced, in one transaction: every start with
+/// `--may-have-lost-commits-since`, every rerun of a take and every restore
+/// stores its window again, and must not add a row each time.
+pub async fn store_window(pool: &AnyPool, slots: SlotRange, since_ms: i64, until_ms: i64) -> Result<(), sqlx::Error> {
+    let (first, last) = (i64::from(slots.first().0), i64::from(slots.last().0));
+    let window = |sql: &'static str| sqlx::query(sql).bind(first).bind(last).bind(since_ms).bind(until_ms);
+    let mut tx = pool.begin().await?;
+    let covered = window(
+        "SELECT COUNT(*) AS n FROM slot_search_windows
+         WHERE first_slot = $1 AND last_slot = $2 AND since <= $3 AND until >= $4",
+    )
+    .fetch_one(&mut *tx)
+    .await?
+    .try_get::<i64, _>("n")?;
+    if covered == 0 {
+        let covers = "DELETE FROM slot_search_windows
+                      WHERE first_slot = $1 AND last_slot = $2 AND since >= $3 AND until <= $4";
+        window(covers).execute(&mut *tx).await?;
+        let insert = "INSERT INTO slot_search_windows (first_slot, last_slot, since, until) VALUES ($1, $2, $3, $4)";
+        window(insert).execute(&mut *tx).await?;
+    }
+    tx.commit().await
+}
+
+/// Stores the window over the slots a stopped K shard's database says it
+/// owns (a restore of it: docs/operations.md#backups); the slots, or `None`
+/// for a shard that owns none and so needs no window.
+pub async fn store_window_over_owned(
+    pool: &AnyPool,
+    since_ms: i64,
+    until_ms: i64,
+) -> Result<Option<SlotRange>, SlotClaimError> {
+    let OwnedSlots::Range(owned) = stored_slots(pool).await?.0 else { return Ok(None) };
+    store_window(pool, owned, since_ms, until_ms).await?;
+    Ok(Some(owned))
 }
 
 fn columns(owned: OwnedSlots) -> (i64, i64, i64) {

@@ -9,6 +9,7 @@
 
 mod adopt;
 mod answer_after_done;
+mod backups;
 mod batched_recovery;
 mod browser;
 mod browser_reader;

@@ -168,7 +168,8 @@ impl GatewayArgs {
 
     /// The public gRPC listener's limits: the same shares per client address
     /// as the HTTP listener's (connections, calls, message bytes in flight),
-    /// counted by the same rule, and a send timeout for its answers.
+    /// counted by the same rule, and the clock of its connections (the
+    /// preface and idle timeouts, the maximum age, the send timeout).
     pub fn public_grpc_limits(&self) -> GrpcLimits {
         let limits = &self.limits;
         let per_client = ClientLimits {
@@ -180,6 +181,9 @@ impl GatewayArgs {
         GrpcLimits {
             per_client: Some(per_client),
             send_timeout: Some(Duration::from_secs(limits.grpc_send_timeout_secs)),
+            preface_timeout: Some(Duration::from_secs(limits.grpc_preface_timeout_secs)),
+            idle_timeout: Some(Duration::from_secs(limits.grpc_idle_timeout_secs)),
+            max_connection_age: Some(Duration::from_secs(limits.grpc_max_connection_age_secs)),
             ..limits.grpc()
         }
     }
@@ -282,21 +286,24 @@ pub struct LimitArgs {
     #[arg(long, env = "PASTEBIN_REQUEST_TIMEOUT_SECS", default_value_t = 30, value_parser = timeout_flag())]
     pub request_timeout_secs: u64,
     /// Open HTTP connections per listener; more are closed on accept.
-    #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS", default_value_t = 1024,
+    #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS", default_value_t = pastebin_edge::http::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
     /// HTTP requests handled at once per listener; more are answered 503 with Retry-After.
-    #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT", default_value_t = 256,
+    #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT",
+          default_value_t = pastebin_edge::http::DEFAULT_MAX_REQUESTS_IN_FLIGHT as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_requests_in_flight: u64,
     /// Open connections from one client address (IPv6: per /64) on each public listener, HTTP and
     /// gRPC; more are closed on accept.
-    #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64,
+    #[arg(long, env = "PASTEBIN_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = pastebin_edge::client_shares::DEFAULT_CONNECTIONS_PER_CLIENT as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections_per_client: u64,
     /// HTTP requests handled, and gRPC calls open, at once for one client address; more are answered
     /// 503 with Retry-After (RESOURCE_EXHAUSTED with retry-after over gRPC).
-    #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT", default_value_t = 32,
+    #[arg(long, env = "PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT",
+          default_value_t = pastebin_edge::client_shares::DEFAULT_REQUESTS_PER_CLIENT as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_requests_in_flight_per_client: u64,
     /// Request-body (gRPC: request-message) bytes in flight for one client address, as declared; past
@@ -310,7 +317,8 @@ pub struct LimitArgs {
           default_value_t = pastebin_edge::body_budget::DEFAULT_BODY_BUDGET_BYTES)]
     pub body_budget_bytes: usize,
     /// gRPC connections open at once per listener; one more is closed as soon as it is accepted.
-    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONNECTIONS", default_value_t = 1024,
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONNECTIONS",
+          default_value_t = pastebin_edge::grpc::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub grpc_max_connections: u64,
     /// gRPC calls (HTTP/2 streams) open at once on one connection.
@@ -327,10 +335,23 @@ pub struct LimitArgs {
     /// message's first byte); later, the call ends DEADLINE_EXCEEDED and its bytes are given back.
     #[arg(long, env = "PASTEBIN_GRPC_MESSAGE_DEADLINE_SECS", default_value_t = 5, value_parser = timeout_flag())]
     pub grpc_message_deadline_secs: u64,
-    /// Seconds an answer on the public gRPC listener may take to be sent whole, from its headers;
-    /// later, its connection is closed (a client that stops reading holds nothing past it).
+    /// Seconds an answer on the public gRPC listener may wait for its client to take what it handed
+    /// over (its headers, a message); later, its connection is closed. A stream waiting for its own
+    /// next message (a health watch) is not waiting on the client.
     #[arg(long, env = "PASTEBIN_GRPC_SEND_TIMEOUT_SECS", default_value_t = 60, value_parser = timeout_flag())]
     pub grpc_send_timeout_secs: u64,
+    /// Seconds a new connection to the public gRPC listener has, from its accept, to open its first
+    /// call (TLS handshake, HTTP/2 preface, the call's headers); later, it is closed.
+    #[arg(long, env = "PASTEBIN_GRPC_PREFACE_TIMEOUT_SECS", default_value_t = 10, value_parser = timeout_flag())]
+    pub grpc_preface_timeout_secs: u64,
+    /// Seconds a connection to the public gRPC listener may stay open with no call open (pings do
+    /// not count); later, it is closed.
+    #[arg(long, env = "PASTEBIN_GRPC_IDLE_TIMEOUT_SECS", default_value_t = 300, value_parser = timeout_flag())]
+    pub grpc_idle_timeout_secs: u64,
+    /// Seconds after which a connection to the public gRPC listener is told to go (GOAWAY: its calls
+    /// finish, new ones take a new connection); --grpc-call-timeout-secs later it is closed.
+    #[arg(long, env = "PASTEBIN_GRPC_MAX_CONNECTION_AGE_SECS", default_value_t = 3600, value_parser = timeout_flag())]
+    pub grpc_max_connection_age_secs: u64,
     /// Bytes of one gRPC request's headers (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE).
     #[arg(long, env = "PASTEBIN_GRPC_MAX_HEADER_LIST_BYTES", default_value_t = 16 * 1024,
           value_parser = clap::value_parser!(u32).range(1024..=1024 * 1024))]
@@ -379,6 +400,9 @@ impl LimitArgs {
             message_deadline: Duration::from_secs(self.grpc_message_deadline_secs),
             max_message_bytes: None,
             send_timeout: None,
+            preface_timeout: None,
+            idle_timeout: None,
+            max_connection_age: None,
             max_header_list_bytes: self.grpc_max_header_list_bytes,
             max_pending_accept_reset_streams: usize::try_from(self.grpc_max_pending_resets).unwrap_or(usize::MAX),
             max_local_error_reset_streams: usize::try_from(self.grpc_max_error_resets).unwrap_or(usize::MAX),

@@ -13,6 +13,19 @@ use std::{
 
 use ipnet::IpNet;
 
+/// How many client addresses the defaults are sized for: that many, each
+/// at its full share, leave room under every global cap for everyone else
+/// (docs/security.md#total-bounds). Each default cap is checked against it
+/// when the crate builds.
+pub const SIZED_FOR_ADDRESSES: usize = 16;
+
+/// `--max-connections-per-client` when not given, HTTP and gRPC alike.
+pub const DEFAULT_CONNECTIONS_PER_CLIENT: usize = 64;
+
+/// `--max-requests-in-flight-per-client` when not given: HTTP requests in
+/// flight, and gRPC calls open.
+pub const DEFAULT_REQUESTS_PER_CLIENT: usize = 32;
+
 /// `--max-body-bytes-per-client` when not given: 7 MiB. Enough for one
 /// JSON create of the largest paste at the default `--max-content-bytes`
 /// (6 MiB + 4 KiB on the wire), and few enough that 16 addresses at their
@@ -22,7 +35,8 @@ use ipnet::IpNet;
 pub const DEFAULT_BODY_BYTES_PER_CLIENT: usize = 7 * 1024 * 1024;
 
 // Checked when the crate builds: a larger default share would not compile.
-const _: () = assert!(16 * DEFAULT_BODY_BYTES_PER_CLIENT <= crate::body_budget::DEFAULT_BODY_BUDGET_BYTES);
+const _: () =
+    assert!(SIZED_FOR_ADDRESSES * DEFAULT_BODY_BYTES_PER_CLIENT < crate::body_budget::DEFAULT_BODY_BUDGET_BYTES);
 
 /// The address a client's shares are counted by: an IPv6 host's /64, an
 /// IPv4-mapped IPv6 address as the IPv4 address it is.

@@ -37,13 +37,24 @@ use tower::{limit::GlobalConcurrencyLimitLayer, load_shed::LoadShedLayer, Servic
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    client_shares::{Share, Shares},
+    client_shares::{Share, Shares, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_REQUESTS_PER_CLIENT, SIZED_FOR_ADDRESSES},
     refusals::{refused, Protocol},
     send_timeout::{SendLimits, SendTimeout},
 };
 
 /// How long a client should wait before trying again after a 503 from a full server.
 pub const OVERLOADED_RETRY_AFTER_SECONDS: u64 = 1;
+
+/// `--max-connections` when not given: twice what the addresses the
+/// defaults are sized for hold at their full share, so that as many again
+/// (clients behind one NAT, everyone else) still get in.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 2048;
+
+/// `--max-requests-in-flight` when not given, sized as the connections.
+pub const DEFAULT_MAX_REQUESTS_IN_FLIGHT: usize = 1024;
+
+const _: () = assert!(SIZED_FOR_ADDRESSES * DEFAULT_CONNECTIONS_PER_CLIENT < DEFAULT_MAX_CONNECTIONS);
+const _: () = assert!(SIZED_FOR_ADDRESSES * DEFAULT_REQUESTS_PER_CLIENT < DEFAULT_MAX_REQUESTS_IN_FLIGHT);
 
 /// The limits of one HTTP listener. The defaults suit a public instance.
 #[derive(Debug, Clone)]
@@ -86,10 +97,10 @@ impl Default for HttpLimits {
             request_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(10),
             send_min_bytes_per_second: 1024,
-            max_connections: 1024,
-            max_requests_in_flight: 256,
-            max_connections_per_client: 64,
-            max_requests_in_flight_per_client: 32,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_requests_in_flight: DEFAULT_MAX_REQUESTS_IN_FLIGHT,
+            max_connections_per_client: DEFAULT_CONNECTIONS_PER_CLIENT,
+            max_requests_in_flight_per_client: DEFAULT_REQUESTS_PER_CLIENT,
             max_body_bytes_in_flight_per_client: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
             trusted_proxies: Vec::new(),
         }

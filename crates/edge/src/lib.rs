@@ -11,6 +11,7 @@
 
 pub mod body_budget;
 pub mod client_shares;
+mod connection_clock;
 pub mod grpc;
 pub mod http;
 pub mod refusals;

@@ -1546,3 +1546,103 @@ async fn a_stalled_stream_wave_spread_over_16_addresses_stays_within_the_global_
     assert!(refusals_over(&up, Some("grpc"), "client_message_bytes").await > 0);
     assert_eq!(refusals_over(&up, Some("grpc"), "body_budget").await, 0, "the global budget was never reached");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_grpc_connections_from_16_addresses_are_closed_at_the_preface_timeout_while_another_creates() {
+    // Default caps, shares and preface timeout (10 s): 16 addresses each
+    // hold their full share of 64 connections and never send a byte.
+    let up = Up::start(&[]).await;
+    let listener: std::net::SocketAddr = up.process.address("gateway-grpc").parse().unwrap();
+    let idle = resident_bytes(&up);
+    let mut silent = Vec::new();
+    for address in 2..18 {
+        for _ in 0..64 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("127.0.0.{address}:0").parse().unwrap()).unwrap();
+            silent.push(socket.connect(listener).await.unwrap());
+        }
+    }
+    // The 1,024 take half the listener's 2,048: another address creates meanwhile.
+    let honest = grpc_channel_from(&up, "127.0.0.100").await;
+    tokio::time::timeout(BOUND, grpc_create(&honest, "while 1,024 connections are silent".into()))
+        .await
+        .expect("answered")
+        .expect("another address creates over gRPC");
+    eprintln!(
+        "1,024 silent gRPC connections: RSS idle {} MB, +{} KB",
+        idle >> 20,
+        resident_bytes(&up).saturating_sub(idle) >> 10
+    );
+    // Every silent connection is closed by the server, none kept past the timeout.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    for (n, stream) in silent.iter_mut().enumerate() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        assert!(read_until_closed(stream, left).await.is_some(), "silent connection {n} is still open");
+    }
+    assert!(refusals_over(&up, Some("grpc"), "preface_timeout").await >= 1024);
+}
+
+#[tokio::test]
+async fn a_health_watch_keeps_its_connection_past_the_send_timeout() {
+    use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+    let up = Up::start(&["--grpc-send-timeout-secs", "2"]).await;
+    let mut health = HealthClient::new(grpc_channel_from(&up, "127.0.0.1").await);
+    let request = || HealthCheckRequest { service: String::new() };
+    let mut watch = health.watch(request()).await.expect("watching").into_inner();
+    let first = tokio::time::timeout(BOUND, watch.message()).await.expect("the first status").unwrap();
+    assert!(first.is_some(), "the watch tells the status at once");
+    // Three times the send timeout with the stream open and read, whatever it tells.
+    let waited = tokio::time::timeout(Duration::from_secs(6), async {
+        loop {
+            match watch.message().await {
+                Ok(Some(_)) => continue,
+                ended => return ended,
+            }
+        }
+    })
+    .await;
+    assert!(waited.is_err(), "the watch was ended: {waited:?}");
+    health.check(request()).await.expect("the connection serves on");
+    assert_eq!(refusals_over(&up, Some("grpc"), "send_timeout").await, 0);
+}
+
+#[tokio::test]
+async fn an_idle_grpc_connection_is_closed_and_an_old_one_is_ended_after_its_grace() {
+    use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+    let up = Up::start(&[
+        "--grpc-idle-timeout-secs",
+        "2",
+        "--grpc-max-connection-age-secs",
+        "4",
+        "--grpc-call-timeout-secs",
+        "3",
+    ])
+    .await;
+    // One health check, then nothing but the pings h2 answers: closed as idle.
+    let (mut client, connection) = raw_connection(&up).await;
+    let (response, mut body) = client.send_request(health_check_with(0), false).unwrap();
+    body.send_data(vec![0u8; 5].into(), true).unwrap();
+    let answered = tokio::time::timeout(BOUND, response).await.expect("answered").unwrap();
+    assert_eq!(answered.status(), http::StatusCode::OK);
+    drop(answered);
+    tokio::time::timeout(BOUND, connection).await.expect("the idle connection was closed").unwrap().ok();
+    assert!(refusals_over(&up, Some("grpc"), "idle_timeout").await >= 1);
+    // A watch is never idle, but its connection is told to go at 4 s and
+    // closed a call timeout (3 s) later.
+    let started = tokio::time::Instant::now();
+    let mut health = HealthClient::new(grpc_channel_from(&up, "127.0.0.1").await);
+    let mut watch = health.watch(HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match watch.message().await {
+                Ok(Some(_)) => continue,
+                ended => return ended,
+            }
+        }
+    })
+    .await
+    .expect("the old connection was ended");
+    assert!(ended.is_err(), "ended by the server: {ended:?}");
+    assert!(started.elapsed() >= Duration::from_secs(4), "not before its age");
+    assert!(refusals_over(&up, Some("grpc"), "max_connection_age").await >= 1);
+}

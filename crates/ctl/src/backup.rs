@@ -16,6 +16,7 @@ use std::{
 };
 
 use chrono::Utc;
+use futures::StreamExt;
 use pastebin_objects::{DeletePause, LocalDirStore, ObjectInfo, ObjectStore};
 use pastebin_runtime::db::{sqlite_file, Backend};
 use pastebin_shards::{DeploymentId, Endpoints, ObjectStoreConfig, DEFAULT_DATA_DIR};
@@ -345,6 +346,9 @@ impl Drop for PausedDeletes {
 /// Objects copied per blocking task, between two progress reports.
 const OBJECTS_PER_STEP: usize = 256;
 
+/// Blocking tasks copying objects at once.
+const STEPS_AT_ONCE: usize = 8;
+
 /// Copies every paste object of `objects` (as listed when the copy began)
 /// into `backup/objects`, each 0600, and lists their checksums.
 async fn copy_objects(
@@ -373,12 +377,16 @@ async fn copy_objects(
     let mut lines = String::new();
     let (mut count, mut bytes) = (0u64, 0u64);
     let bar = RowProgress::counting(progress, "backup: objects", "objects", listed.len() as u64);
-    for step in listed.chunks(OBJECTS_PER_STEP) {
+    // A few steps at once: each object is fsynced, and fsyncs from several
+    // threads share the filesystem's journal commits.
+    let mut steps = futures::stream::iter(listed.chunks(OBJECTS_PER_STEP).map(|step| {
         let ids: Vec<String> = step.iter().map(|object| object.paste_id.clone()).collect();
         let (from, to) = (from.clone(), to.clone());
-        let copied = tokio::task::spawn_blocking(move || copy_files(&from, &to, &ids))
-            .await
-            .map_err(|error| CtlError::Failed(format!("the object copy failed: {error}")))??;
+        tokio::task::spawn_blocking(move || copy_files(&from, &to, &ids))
+    }))
+    .buffered(STEPS_AT_ONCE);
+    while let Some(copied) = steps.next().await {
+        let copied = copied.map_err(|error| CtlError::Failed(format!("the object copy failed: {error}")))??;
         for (id, sha256, size) in copied {
             lines.push_str(&format!("{sha256}  objects/pastes/{id}\n"));
             count += 1;

@@ -349,4 +349,15 @@ async fn a_restore_refuses_another_deployment_a_broken_order_damage_and_a_runnin
     assert!(err.contains("does not match the manifest's checksum"), "{err}");
 
     assert_eq!(std::fs::read(data.path().join("keys.db")).unwrap(), keys_before, "a refusal touches nothing");
+
+    // A new disk: an empty data directory takes the backup, and its deployment.
+    let new_disk = backups.path().join("new-disk");
+    let (code, out, err) = ctl(&["--data-dir", path(&new_disk), "restore", path(&backup)], "").await;
+    assert_eq!(code, 0, "{out}{err}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(backup.join("manifest.json")).unwrap()).unwrap();
+    let id = std::fs::read_to_string(new_disk.join("objects").join("deployment-id")).unwrap();
+    assert_eq!(id.trim(), manifest["deployment"].as_str().unwrap());
+    assert_eq!(private(&new_disk) & 0o777, 0o700);
+    assert_eq!(private(&new_disk.join("keys.db")) & 0o777, 0o600);
 }

@@ -101,9 +101,7 @@ where
         let outcome = match (group, self.outcome) {
             (Ok(()), Some(outcome)) => outcome,
             // Rolled back for lack of room: nothing in the group happened.
-            (Err(error), _) if crate::db::storage_full(error) => {
-                Err(crate::db::storage_full_error(format!("the database is full; nothing was written: {error}")))
-            }
+            (Err(error), _) if crate::db::storage_full(error) => Err(no_room()),
             // The transaction did not commit: none of its writes happened,
             // but an I/O failure at COMMIT cannot promise that, so the
             // caller hears "uncertain".

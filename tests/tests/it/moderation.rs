@@ -19,7 +19,7 @@ use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
 use crate::{
-    keeping::{create, pastebin, start_up},
+    keeping::{create, create_sealed, pastebin, start_up},
     mtls::{shard, Given},
 };
 
@@ -253,16 +253,7 @@ async fn pastebin_get_reads_a_sealed_link_from_standard_input_or_a_file() {
     let data = tempfile::tempdir().unwrap();
     let (_up, http) = start_up(data.path(), &[]).await;
     let sealed = pastebin_sealed::seal(b"opened with a key no argument held", None).expect("seal");
-    let made = Client::new()
-        .post(format!("{http}/api/v1/pastes"))
-        .header("Idempotency-Key", new_key())
-        .header("Content-Type", pastebin_sealed::MEDIA_TYPE)
-        .body(sealed.envelope)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(made.status(), StatusCode::CREATED);
-    let id = made.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = create_sealed(&http, sealed.envelope).await;
     let link = format!("{http}/{id}#{}", sealed.key.to_fragment());
 
     let (ok, out, err) = get_with_stdin(&["-"], &format!("{link}\n")).await;

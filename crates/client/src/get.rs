@@ -1,5 +1,9 @@
 //! `pastebin get ID|URL`: a paste's content to standard output (or a file),
 //! byte for byte, over the JSON API with the same TLS trust as `paste`.
+//! `pastebin get -` and `--link-file FILE` read the link instead from
+//! standard input or a file: a sealed paste's link carries its key after
+//! `#`, and a command line is visible to every local user (`/proc/PID/cmdline`,
+//! `ps`) and kept in shell history.
 //!
 //! A burn-after-reading paste is deleted by its one read, so it is never
 //! read by accident: the share link (`GET /{id}`) answers a burn paste with
@@ -32,8 +36,15 @@ const PASTE_SEALED: &str = "paste-sealed";
 
 #[derive(Debug, clap::Args)]
 pub struct GetArgs {
-    /// The paste: its link (https://host/ID, …/raw/ID), or its id on --server.
-    pub paste: String,
+    /// The paste: its link (https://host/ID, …/raw/ID), or its id on --server;
+    /// `-` reads it from standard input's first line. Give a sealed paste's
+    /// link (its key after `#`) with `-` or --link-file: a command line is
+    /// visible to other local users and kept in shell history.
+    #[arg(required_unless_present = "link_file", conflicts_with = "link_file")]
+    pub paste: Option<String>,
+    /// Read the paste's link (or id) from FILE's first line instead of the command line.
+    #[arg(long, value_name = "FILE")]
+    pub link_file: Option<PathBuf>,
     /// Write the content to FILE (created or replaced) instead of standard output.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -117,13 +128,38 @@ struct Fetched {
     about: Option<PasteJson>,
 }
 
+/// The link as given: on the command line, on standard input's first line
+/// (`-`), or on --link-file's first line.
+async fn link(args: &GetArgs) -> anyhow::Result<String> {
+    let (text, from) = match (&args.paste, &args.link_file) {
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the link file {}", path.display()))?;
+            (text, format!("the link file {}", path.display()))
+        }
+        (Some(raw), None) if raw == "-" => {
+            let line = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            })
+            .await?
+            .context("cannot read the link from standard input")?;
+            (line, "standard input".to_owned())
+        }
+        (Some(raw), None) => return Ok(raw.clone()),
+        (None, None) => bail!("give the paste's link or id, `-` to read it from standard input, or --link-file FILE"),
+    };
+    let link = text.lines().next().unwrap_or_default().trim().to_owned();
+    anyhow::ensure!(!link.is_empty(), "{from} holds no link: write the paste's link on its first line");
+    Ok(link)
+}
+
 pub async fn run(args: GetArgs) -> anyhow::Result<i32> {
-    if args.paste.starts_with("grpc://")
-        || (!args.paste.contains("://") && args.client.server_url().starts_with("grpc://"))
-    {
+    let link = link(&args).await?;
+    if link.starts_with("grpc://") || (!link.contains("://") && args.client.server_url().starts_with("grpc://")) {
         bail!("`pastebin get` reads over HTTP(S): give the paste's https:// link, or an http(s):// --server");
     }
-    let target = Target::parse(&args.paste, args.client.server_url())?;
+    let target = Target::parse(&link, args.client.server_url())?;
     let password = args.password_file.as_deref().map(read_password).transpose()?;
     let trust = args.client.server_cert.as_deref().map(Trust::pinned).transpose()?.unwrap_or_default();
     let http = http_client(args.client.timeout, &trust)?;

@@ -46,6 +46,20 @@ pub(crate) async fn create(http: &str, key: &str, body: Value) -> (StatusCode, S
     (response.status(), response.text().await.unwrap(), replayed)
 }
 
+/// Stores a sealed paste's `envelope` as the page and the client do; its id.
+pub(crate) async fn create_sealed(http: &str, envelope: Vec<u8>) -> String {
+    let made = Client::new()
+        .post(format!("{http}/api/v1/pastes"))
+        .header("Idempotency-Key", new_key())
+        .header("Content-Type", pastebin_sealed::MEDIA_TYPE)
+        .body(envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    made.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned()
+}
+
 pub(crate) async fn read(url: &str, accept: &str) -> (StatusCode, String) {
     let response = Client::new().get(url).header(header::ACCEPT, accept).send().await.expect("the gateway answers");
     (response.status(), response.text().await.unwrap())
@@ -174,16 +188,7 @@ async fn reports_from_the_api_and_a_page_in_chromium_show_in_ctl_reports() {
 
     // A sealed paste is reported as encrypted: the operator knows the server cannot read it.
     let sealed = pastebin_sealed::seal(b"nobody reads me here", None).expect("seal");
-    let made = Client::new()
-        .post(format!("{}/api/v1/pastes", cluster.http))
-        .header("Idempotency-Key", new_key())
-        .header("Content-Type", pastebin_sealed::MEDIA_TYPE)
-        .body(sealed.envelope)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(made.status(), StatusCode::CREATED);
-    let sealed_id = made.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let sealed_id = create_sealed(&cluster.http, sealed.envelope).await;
     let reported = Client::new()
         .post(format!("{}/api/v1/pastes/{sealed_id}/reports", cluster.http))
         .json(&json!({ "reason": "illegal" }))

@@ -19,7 +19,7 @@ use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
 use crate::{
-    keeping::{create, pastebin, start_up},
+    keeping::{create, create_sealed, pastebin, start_up},
     mtls::{shard, Given},
 };
 
@@ -222,4 +222,53 @@ async fn a_pending_key_whose_paste_was_taken_down_never_yields_a_new_id() {
     let after = cluster.key_client(0).get(&parsed).await.unwrap().unwrap();
     assert_eq!((after.state, after.paste_id.to_string()), (KeyState::Aborted, id), "never a new id");
     assert_eq!(cluster.live_pastes().await, 0, "the content is live under no id");
+}
+
+/// `pastebin get ARGS` with `stdin` written to its standard input: its exit status, standard output and error.
+async fn get_with_stdin(args: &[&str], stdin: &str) -> (bool, Vec<u8>, String) {
+    use tokio::io::AsyncWriteExt;
+    let state = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(pastebin_tests::cluster::testbed_binary())
+        .arg("get")
+        .args(args)
+        .env("PASTEBIN_STATE_DIR", state.path())
+        .env_remove("PASTEBIN_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("pastebin runs");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    let output = child.wait_with_output().await.unwrap();
+    (output.status.success(), output.stdout, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// A sealed paste's link, key and all, reaches `pastebin get` on standard
+/// input or in a file, never in its arguments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pastebin_get_reads_a_sealed_link_from_standard_input_or_a_file() {
+    let data = tempfile::tempdir().unwrap();
+    let (_up, http) = start_up(data.path(), &[]).await;
+    let sealed = pastebin_sealed::seal(b"opened with a key no argument held", None).expect("seal");
+    let id = create_sealed(&http, sealed.envelope).await;
+    let link = format!("{http}/{id}#{}", sealed.key.to_fragment());
+
+    let (ok, out, err) = get_with_stdin(&["-"], &format!("{link}\n")).await;
+    assert!(ok, "{err}");
+    assert_eq!(out, b"opened with a key no argument held");
+
+    let file = data.path().join("link.txt");
+    std::fs::write(&file, format!("{link}\nanything after the first line is ignored\n")).unwrap();
+    let (ok, out, err) = get_with_stdin(&["--link-file", file.to_str().unwrap()], "").await;
+    assert!(ok, "{err}");
+    assert_eq!(out, b"opened with a key no argument held");
+
+    // An empty input says what is missing; a link and a file together are refused.
+    let (ok, _, err) = get_with_stdin(&["-"], "").await;
+    assert!(!ok && err.contains("standard input holds no link"), "{err}");
+    let (ok, _, err) = get_with_stdin(&[&link, "--link-file", file.to_str().unwrap()], "").await;
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
 }

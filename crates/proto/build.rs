@@ -30,6 +30,11 @@ const REDACTED: &[&str] = &[
     ".pastebin.keys.v1.AdoptRequest",
 ];
 
+/// Byte fields decoded and encoded as `bytes::Bytes`: a read's content is
+/// shared with the gateway's cache or store read, never copied per answer
+/// (docs/security.md#total-bounds).
+const SHARED_BYTES: &str = ".pastebin.v1.Paste.data";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let out = PathBuf::from(env::var("OUT_DIR")?);
@@ -41,6 +46,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The shard description is no API of its own: K and P both import it.
     println!("cargo:rerun-if-changed={}", root.join(SHARD_PROTO).display());
     let all = protox::compile(PROTOS.iter().map(|(proto, _)| *proto).chain([SHARD_PROTO]), [&root])?;
-    tonic_prost_build::configure().skip_debug(REDACTED).compile_fds(all)?;
+    tonic_prost_build::configure().skip_debug(REDACTED).bytes(SHARED_BYTES).compile_fds(all)?;
     Ok(())
 }

@@ -316,6 +316,17 @@ pub struct LimitArgs {
     #[arg(long, env = "PASTEBIN_BODY_BUDGET_BYTES",
           default_value_t = pastebin_edge::body_budget::DEFAULT_BODY_BUDGET_BYTES)]
     pub body_budget_bytes: usize,
+    /// Bytes the answers not yet sent may hold in the whole process, HTTP and gRPC together (a read
+    /// is charged its content's size until its answer is sent); past it reads are answered 503
+    /// (UNAVAILABLE) with Retry-After.
+    #[arg(long, env = "PASTEBIN_ANSWER_BUDGET_BYTES",
+          default_value_t = pastebin_edge::answer_budget::DEFAULT_ANSWER_BUDGET_BYTES)]
+    pub answer_budget_bytes: usize,
+    /// Bytes of the answer budget one client address may hold, HTTP and gRPC together; past it its
+    /// reads are answered 503 (RESOURCE_EXHAUSTED) with Retry-After.
+    #[arg(long, env = "PASTEBIN_MAX_ANSWER_BYTES_PER_CLIENT",
+          default_value_t = pastebin_edge::answer_budget::DEFAULT_ANSWER_BYTES_PER_CLIENT)]
+    pub max_answer_bytes_per_client: usize,
     /// gRPC connections open at once per listener; one more is closed as soon as it is accepted.
     #[arg(long, env = "PASTEBIN_GRPC_MAX_CONNECTIONS",
           default_value_t = pastebin_edge::grpc::DEFAULT_MAX_CONNECTIONS as u64,
@@ -368,9 +379,11 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    /// Sets the process-wide body budget (`--body-budget-bytes`) before anything is served.
-    pub fn set_body_budget(&self) {
+    /// Sets the process-wide body and answer budgets (`--body-budget-bytes`,
+    /// `--answer-budget-bytes`, `--max-answer-bytes-per-client`) before anything is served.
+    pub fn set_budgets(&self) {
         pastebin_edge::body_budget::set_body_budget(self.body_budget_bytes);
+        pastebin_edge::answer_budget::set_answer_budget(self.answer_budget_bytes, self.max_answer_bytes_per_client);
     }
 
     pub fn http(&self) -> HttpLimits {

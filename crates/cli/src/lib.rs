@@ -338,7 +338,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
     server: impl FnOnce(db::Database, ShardSlots, ServerOptions) -> F,
 ) -> anyhow::Result<()> {
     let tls = args.tls.load()?;
-    args.limits.set_body_budget();
+    args.limits.set_budgets();
     let options = ServerOptions {
         tls: tls.as_ref().map(|tls| tls.server(ClientAuth::Required)),
         reflection: args.reflection,
@@ -473,7 +473,7 @@ const FIRST_DISCOVERY: std::time::Duration = std::time::Duration::from_secs(3);
 async fn run_gateway(args: GatewayCommand) -> anyhow::Result<()> {
     args.gateway.public_url(args.gateway.http)?;
     let tls = args.tls.load()?;
-    args.gateway.limits.set_body_budget();
+    args.gateway.limits.set_budgets();
     let public_tls = args.public_tls.load()?;
     let grpc_options = public_grpc_options(
         tls.as_ref(),

@@ -112,7 +112,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     // K and P answer without reflection; the public gRPC
     // API answers reflection for its own API. All within the limits given.
-    args.gateway.limits.set_body_budget();
+    args.gateway.limits.set_budgets();
     let http_limits = args.gateway.http_limits();
     let internal = ServerOptions { limits: args.gateway.limits.grpc(), ..ServerOptions::default() };
     let public =

@@ -46,6 +46,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use crate::{
+    answer_budget::HeldAnswer,
     body_budget::{self, BodyCharge, Short},
     client_shares::{
         client_address, Share, Shares, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_REQUESTS_PER_CLIENT, SIZED_FOR_ADDRESSES,
@@ -381,12 +382,15 @@ where
         let call = std::mem::replace(&mut self.inner, ready).call(request);
         Box::pin(async move {
             let response = call.await?;
-            // The stream's share is held until the answer has been sent
-            // whole; its headers are handed over, for the client to take.
+            // The stream's share, and what the answer holds of the answer
+            // budget, are held until the answer has been sent whole; its
+            // headers are handed over, for the client to take.
             if let Some(on_clock) = &mut on_clock {
                 on_clock.handed_over();
             }
-            Ok(response.map(|body| tonic::body::Body::new(Holding { body, _share: stream, on_clock })))
+            let mut response = response;
+            let held = response.extensions_mut().remove::<HeldAnswer>();
+            Ok(response.map(|body| tonic::body::Body::new(Holding { body, _share: stream, _held: held, on_clock })))
         })
     }
 }
@@ -420,11 +424,12 @@ fn refusal(reason: &'static str, mut status: tonic::Status) -> tonic::Status {
     status
 }
 
-/// An answer's body holding the call's stream share, and its place on its
-/// connection's clock, until it is dropped.
+/// An answer's body holding the call's stream share, what it holds of the
+/// answer budget, and its place on its connection's clock, until it is dropped.
 struct Holding {
     body: tonic::body::Body,
     _share: Option<Share>,
+    _held: Option<HeldAnswer>,
     on_clock: Option<CallOnClock>,
 }
 

@@ -134,7 +134,8 @@ struct ClientLimits {
 /// `router` with the per-request limits: the client's share of requests in
 /// flight (checked first, so a client past it never holds a global slot),
 /// the whole-request timeout (408) and the global cap on requests in flight
-/// (503 + `Retry-After`, without waiting).
+/// (503 + `Retry-After`, without waiting); what an answer holds of the
+/// answer budget is held by its body until it is dropped.
 pub fn limited(router: Router, limits: &HttpLimits) -> Router {
     let shares = ClientLimits {
         requests: Shares::new(limits.max_requests_in_flight_per_client.max(1)),
@@ -142,6 +143,7 @@ pub fn limited(router: Router, limits: &HttpLimits) -> Router {
         trusted_proxies: limits.trusted_proxies.clone().into(),
     };
     router
+        .layer(axum::middleware::map_response(crate::answer_budget::held_until_sent))
         .layer(
             ServiceBuilder::new()
                 .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))

@@ -59,6 +59,10 @@ pub enum ApiError {
     /// (docs/operations.md#a-full-disk).
     #[error("the storage is full: creates are refused until space is freed (reads and deletes still work); retry later with the same idempotency key")]
     StorageFull,
+    /// This client address holds its whole share of something the process
+    /// bounds in total (answers not yet sent); nothing was started.
+    #[error("this address holds as many {0} as it may; retry when one has ended")]
+    ClientShareFull(&'static str),
 }
 
 /// How long a client should wait before retrying a 503.
@@ -86,7 +90,7 @@ impl ApiError {
             Self::RateLimited { .. } => "rate_limited",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
-            Self::Overloaded => "overloaded",
+            Self::Overloaded | Self::ClientShareFull(_) => "overloaded",
             Self::StorageFull => "storage_full",
         }
     }
@@ -104,7 +108,7 @@ impl ApiError {
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded | Self::ClientShareFull(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
@@ -125,7 +129,7 @@ impl ApiError {
     fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             Self::Unavailable(_) | Self::SlotMoving => Some(RETRY_AFTER_SECONDS),
-            Self::Overloaded => Some(pastebin_edge::http::OVERLOADED_RETRY_AFTER_SECONDS),
+            Self::Overloaded | Self::ClientShareFull(_) => Some(pastebin_edge::http::OVERLOADED_RETRY_AFTER_SECONDS),
             Self::RateLimited { retry_after_seconds, .. } => Some(*retry_after_seconds),
             Self::StorageFull => Some(STORAGE_FULL_RETRY_AFTER_SECONDS),
             _ => None,
@@ -165,9 +169,11 @@ impl IntoResponse for ApiError {
 }
 
 impl From<ApiError> for tonic::Status {
+    /// The status, with a `retry-after` hint when the error has one.
     fn from(error: ApiError) -> Self {
         let message = error.to_string();
-        match error {
+        let retry_after = error.retry_after_seconds();
+        let mut status = match error {
             ApiError::InvalidKey(_) | ApiError::InvalidRequest(_) | ApiError::InvalidExpiry(_) => {
                 Self::invalid_argument(message)
             }
@@ -182,6 +188,11 @@ impl From<ApiError> for tonic::Status {
             ApiError::RequestTimeout => Self::deadline_exceeded(message),
             ApiError::Overloaded => Self::unavailable(message),
             ApiError::StorageFull => Self::resource_exhausted(message),
+            ApiError::ClientShareFull(_) => Self::resource_exhausted(message),
+        };
+        if let Some(seconds) = retry_after {
+            status.metadata_mut().insert("retry-after", seconds.into());
         }
+        status
     }
 }

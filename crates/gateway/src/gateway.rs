@@ -5,7 +5,10 @@ use pastebin_core::{
     Clock, CreateRequest, DeleteToken, Expiry, ExpiryPolicy, FileName, IdempotencyKey, Language, MediaType, Minter,
     PasteAttributes, PasteId, PublishedExpiry, PublishedLimits, PublishedRate, ReportReason, RequestHash, ResponseBody,
 };
-use pastebin_edge::refusals::Protocol;
+use pastebin_edge::{
+    answer_budget::{HeldAnswer, Short},
+    refusals::Protocol,
+};
 use pastebin_objects::ObjectStore;
 use pastebin_pastes::{BurnClaim, DeleteOutcome, PasteClient, PasteRead, PasteRow};
 use pastebin_runtime::grpc::CallError;
@@ -179,6 +182,22 @@ impl PasteView {
 pub struct ReadPaste {
     pub view: PasteView,
     pub content: Bytes,
+}
+
+/// A paste read for one answer, and what that answer holds of its client's
+/// share and the process's answer budget until it has been sent (the
+/// listener gives it back when the answer's body is dropped).
+#[derive(Debug)]
+pub(crate) struct HeldRead {
+    pub(crate) read: ReadPaste,
+    pub(crate) held: HeldAnswer,
+}
+
+/// Who an answer is for: the listener it goes out on, and the client address.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reader {
+    pub(crate) protocol: Protocol,
+    pub(crate) client: Option<IpAddr>,
 }
 
 fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
@@ -369,14 +388,14 @@ impl Gateway {
     /// `GET /{id}` for a client that does not ask for a page: the content,
     /// as `/raw` reads it, except that a burn paste is not read: like its
     /// page, the link stays sealed until the explicit read.
-    pub(crate) async fn read_unsealed(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
+    pub(crate) async fn read_unsealed(&self, reader: Reader, raw_id: &str) -> Result<HeldRead, ApiError> {
         let view = self.describe(raw_id).await?;
         if view.attributes.burn_after_reading {
             return Err(ApiError::BurnNeedsReveal {
                 raw_url: format!("{}/raw/{}", self.settings().public_url, view.id),
             });
         }
-        self.get(raw_id).await
+        self.read_for(reader, raw_id).await
     }
 
     /// A live paste's row, without its content: never burns anything (the
@@ -388,15 +407,26 @@ impl Gateway {
         Ok(view_of(row))
     }
 
+    /// A live paste with its content, as [`Self::read_for`] reads it for
+    /// an answer with no client address: the pages, which render and stream
+    /// it themselves, pass the process's answer budget (refused when it is
+    /// full) but do not hold it.
+    pub async fn get(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
+        let reader = Reader { protocol: Protocol::Http, client: None };
+        Ok(self.read_for(reader, raw_id).await?.read)
+    }
+
     /// A live paste with its content, from the read cache when P confirmed
     /// it recently (docs/design.md#caching), else from P and the object
-    /// store. A burn-after-reading paste is never cached: it is read first
+    /// store, charged to the reader's share of the answer budget and then to
+    /// the budget before the content is fetched (docs/security.md#total-bounds).
+    /// A burn-after-reading paste is never cached: it is read first
     /// and then claimed on P; only the claimer gets it, everyone else a 404
     /// (docs/design.md#burn-after-reading).
-    pub async fn get(&self, raw_id: &str) -> Result<ReadPaste, ApiError> {
+    pub(crate) async fn read_for(&self, reader: Reader, raw_id: &str) -> Result<HeldRead, ApiError> {
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
         let cached = match self.inner.reads.lookup(&id, self.inner.clock.now()) {
-            Lookup::Fresh(paste) => return Ok(paste),
+            Lookup::Fresh(read) => return Ok(HeldRead { held: answer_charge(reader, read.view.size)?, read }),
             Lookup::Unconfirmed(paste) => Some(paste),
             Lookup::Miss => None,
         };
@@ -409,10 +439,11 @@ impl Gateway {
             }
             other => other?,
         };
+        let held = answer_charge(reader, row.size)?;
         if let Some(cached) = cached {
             // Content never changes under an id: only liveness needed P.
             self.inner.reads.keep(cached.paste.clone(), cached.expires_at, read_started);
-            return Ok(cached.paste.clone());
+            return Ok(HeldRead { read: cached.paste.clone(), held });
         }
         let content = within(deadline, self.inner.objects.get(id.as_str()))
             .await
@@ -426,10 +457,10 @@ impl Gateway {
         let read = ReadPaste { view: view_of(row), content };
         if read.view.attributes.burn_after_reading {
             self.claim_burn(&id, deadline).await?;
-            return Ok(read);
+            return Ok(HeldRead { read, held });
         }
         self.inner.reads.keep(read.clone(), expires_at, read_started);
-        Ok(read)
+        Ok(HeldRead { read, held })
     }
 
     /// The live row from P, or why there is none. A takedown also drops the
@@ -576,6 +607,20 @@ impl Gateway {
 }
 
 /// An admission refusal, counted by why.
+/// `bytes` of an answer for `reader`, from its share of the answer budget
+/// and then from the budget, or the refusal, counted by why.
+fn answer_charge(reader: Reader, bytes: u64) -> Result<HeldAnswer, ApiError> {
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    pastebin_edge::answer_budget::charge(reader.client, bytes).map_err(|short| {
+        let (reason, refusal) = match short {
+            Short::ClientShare => ("client_answer_bytes", ApiError::ClientShareFull("answers not yet read")),
+            Short::Budget => ("answer_budget", ApiError::Overloaded),
+        };
+        pastebin_edge::refusals::refused(reader.protocol, reason);
+        refusal
+    })
+}
+
 fn counted(protocol: Protocol, admitted: Result<(), ApiError>) -> Result<(), ApiError> {
     if let Err(error) = &admitted {
         let reason = match error {

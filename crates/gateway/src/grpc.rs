@@ -5,7 +5,12 @@ use pastebin_edge::refusals::Protocol;
 use pastebin_proto::api::v1::{self as pb, paste_api_server::PasteApiServer};
 use tonic::{Request, Response, Status};
 
-use crate::{ApiError, CreateCommand, Gateway, ReadPaste};
+use bytes::Bytes;
+
+use crate::{
+    gateway::{HeldRead, Reader},
+    ApiError, CreateCommand, Gateway, ReadPaste,
+};
 
 pub(crate) const SERVICE_NAME: &str = "pastebin.v1.PasteApi";
 
@@ -94,15 +99,20 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         }))
     }
 
+    /// The paste, its bytes shared with the cache or the store's read (a
+    /// text paste's are copied into its string), holding its share of the
+    /// answer budget until the answer is sent (pastebin_edge::answer_budget).
     async fn get_paste(&self, request: Request<pb::GetPasteRequest>) -> Result<Response<pb::Paste>, Status> {
-        let ReadPaste { view, content } = self.gateway.get(&request.into_inner().id).await?;
+        let reader = Reader { protocol: Protocol::Grpc, client: admitted_client(&request) };
+        let HeldRead { read: ReadPaste { view, content }, held } =
+            self.gateway.read_for(reader, &request.into_inner().id).await?;
         let attributes = view.attributes;
         let (text, data) = if attributes.is_binary() {
-            (String::new(), content.to_vec())
+            (String::new(), content)
         } else {
-            (String::from_utf8_lossy(&content).into_owned(), Vec::new())
+            (String::from_utf8_lossy(&content).into_owned(), Bytes::new())
         };
-        Ok(Response::new(pb::Paste {
+        let mut answer = Response::new(pb::Paste {
             id: view.id,
             content: text,
             created_at: view.created_at,
@@ -114,7 +124,9 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
             burn_after_reading: attributes.burn_after_reading,
             file_name: attributes.file_name.map(|n| n.as_str().to_owned()),
             sealed: attributes.sealed,
-        }))
+        });
+        answer.extensions_mut().insert(held);
+        Ok(answer)
     }
 
     async fn delete_paste(

@@ -16,11 +16,12 @@ use serde::Deserialize;
 
 use crate::{
     create_request::{self, bearer_token, AdmittedCreate},
-    gateway::CreateAnswer,
+    gateway::{CreateAnswer, HeldRead, Reader},
     read_answers::{json_response, no_store_if_burned, raw_response, PasteJson},
     router::{ClientAddress, PasteIdParam},
     ApiError, Gateway, PasteView, ReadPaste,
 };
+use pastebin_edge::answer_budget::HeldAnswer;
 
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// On a 201 for a paste found and adopted after the key service lost the
@@ -109,6 +110,7 @@ fn created_response(gateway: &Gateway, answer: &CreateAnswer, text: bool) -> Res
 pub(crate) async fn get_json(
     State(gateway): State<Gateway>,
     method: Method,
+    ClientAddress(client): ClientAddress,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -116,8 +118,20 @@ pub(crate) async fn get_json(
         let view = gateway.describe(&id).await?;
         return Ok(revalidated(&headers, &view, "json", || Json(PasteJson::new(&view)).into_response()));
     }
-    let ReadPaste { view, content } = gateway.get(&id).await?;
-    Ok(revalidated(&headers, &view, "json", || json_response(&view, content)))
+    let HeldRead { read: ReadPaste { view, content }, held } = gateway.read_for(reader(client), &id).await?;
+    Ok(holding(held, revalidated(&headers, &view, "json", || json_response(&view, content))))
+}
+
+/// An answer for `client` over this listener.
+fn reader(client: Option<std::net::IpAddr>) -> Reader {
+    Reader { protocol: pastebin_edge::refusals::Protocol::Http, client }
+}
+
+/// `response` carrying what it holds of the answer budget, for the
+/// listener to hold until its body is dropped (pastebin_edge::answer_budget).
+fn holding(held: HeldAnswer, mut response: Response) -> Response {
+    response.extensions_mut().insert(held);
+    response
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -130,12 +144,13 @@ pub(crate) struct RawQuery {
 pub(crate) async fn get_raw(
     State(gateway): State<Gateway>,
     method: Method,
+    ClientAddress(client): ClientAddress,
     PasteIdParam(id): PasteIdParam,
     query: Result<Query<RawQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let download = query.is_ok_and(|Query(q)| q.download.is_some());
-    raw_answer(&gateway, &method, &id, download, &headers, Sealing::BurnsOnRead).await
+    raw_answer(&gateway, reader(client), &method, &id, download, &headers, Sealing::BurnsOnRead).await
 }
 
 /// Whether a read of the raw bytes may burn a burn-after-reading paste.
@@ -150,6 +165,7 @@ enum Sealing {
 
 async fn raw_answer(
     gateway: &Gateway,
+    reader: Reader,
     method: &Method,
     id: &str,
     download: bool,
@@ -161,11 +177,11 @@ async fn raw_answer(
         let view = gateway.describe(id).await?;
         return Ok(revalidated(headers, &view, representation, || raw_response(&view, None, download)));
     }
-    let ReadPaste { view, content } = match sealing {
-        Sealing::BurnsOnRead => gateway.get(id).await?,
-        Sealing::StaysSealed => gateway.read_unsealed(id).await?,
+    let HeldRead { read: ReadPaste { view, content }, held } = match sealing {
+        Sealing::BurnsOnRead => gateway.read_for(reader, id).await?,
+        Sealing::StaysSealed => gateway.read_unsealed(reader, id).await?,
     };
-    Ok(revalidated(headers, &view, representation, || raw_response(&view, Some(content), download)))
+    Ok(holding(held, revalidated(headers, &view, representation, || raw_response(&view, Some(content), download))))
 }
 
 /// `GET /{id}`, the share link, for a client whose `Accept` does not ask
@@ -174,7 +190,8 @@ async fn raw_answer(
 /// paste stays sealed. The page router answers browsers; either way the
 /// answer varies with `Accept`.
 pub async fn shared_link_raw(gateway: &Gateway, method: &Method, id: &str, headers: &HeaderMap) -> Response {
-    raw_answer(gateway, method, id, false, headers, Sealing::StaysSealed).await.into_response()
+    // The pages hand it no client address: the answer holds of the budget alone.
+    raw_answer(gateway, reader(None), method, id, false, headers, Sealing::StaysSealed).await.into_response()
 }
 
 /// A read's answer with its entity tag, or a 304 when the client holds it.

@@ -944,6 +944,9 @@ async fn readers_that_stop_reading_hold_little_memory_and_are_cut_off() {
         "1000",
         "--max-requests-in-flight",
         "1000",
+        // Each stalled reader holds its answer's 1 MiB of the answer budget: room for all 30.
+        "--max-answer-bytes-per-client",
+        "100000000",
     ])
     .await;
     // 1 MiB of a control character: its JSON answer is 6 MiB (`\u0001` each),
@@ -1645,4 +1648,128 @@ async fn an_idle_grpc_connection_is_closed_and_an_old_one_is_ended_after_its_gra
     assert!(ended.is_err(), "ended by the server: {ended:?}");
     assert!(started.elapsed() >= Duration::from_secs(4), "not before its age");
     assert!(refusals_over(&up, Some("grpc"), "max_connection_age").await >= 1);
+}
+
+/// A 1 MiB paste of a control character, created over HTTP: its JSON
+/// answer is 6 MiB (`\u0001` each), more than socket buffers take.
+async fn one_mib_paste(up: &Up) -> String {
+    let (status, _, created) = up.create(&new_key(), &"\u{1}".repeat(1024 * 1024), &[]).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+/// Opens from `local` one HTTP/2 connection that grants no window and asks
+/// for `id` 32 times: how many answers the server holds (their headers sent,
+/// their bodies never) and how many it refused at once, with its grpc-status;
+/// and the connection and the answers' bodies, to keep them open.
+async fn stalled_get_pastes(
+    up: &Up,
+    local: &str,
+    id: &str,
+) -> (usize, Vec<String>, h2::client::SendRequest<bytes::Bytes>, Vec<h2::RecvStream>) {
+    let (mut client, _connection) = zero_window_connection(up, local).await;
+    let mut pending = Vec::new();
+    for _ in 0..32 {
+        pending.push(raw_get_paste(&mut client, id).await);
+    }
+    let (mut held, mut refused, mut bodies) = (0, Vec::new(), Vec::new());
+    for answer in pending {
+        let answer = tokio::time::timeout(BOUND, answer).await.expect("the headers are sent").expect("answered");
+        match answer.headers().get("grpc-status") {
+            // Trailers-only: refused before anything was held.
+            Some(code) => refused.push(code.to_str().unwrap().to_owned()),
+            None => held += 1,
+        }
+        bodies.push(answer.into_body());
+    }
+    (held, refused, client, bodies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_that_grant_no_window_hold_at_most_the_answer_budget_however_many_addresses() {
+    // A 64 MiB answer budget (8 addresses at their default 8 MiB share), a
+    // send timeout longer than the test: only the budget ends the holding.
+    let up = Up::start(&["--answer-budget-bytes", "67108864", "--grpc-send-timeout-secs", "600"]).await;
+    let id = one_mib_paste(&up).await;
+    let read = client_from("127.0.0.1").get(format!("{}/raw/{id}", up.http)).send().await.unwrap();
+    assert_eq!(read.bytes().await.unwrap().len(), 1024 * 1024, "read once: in the cache");
+    let idle = resident_bytes(&up);
+    let mut connections = Vec::new();
+    let (mut held, mut refused) = (0, Vec::new());
+    let mut growth = Vec::new();
+    for (from, to) in [(2, 6), (6, 18)] {
+        for address in from..to {
+            let (h, r, client, bodies) = stalled_get_pastes(&up, &format!("127.0.0.{address}"), &id).await;
+            held += h;
+            refused.extend(r);
+            connections.push((client, bodies));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        growth.push(resident_bytes(&up).saturating_sub(idle));
+        eprintln!(
+            "{} addresses x 32 GetPaste of a 1 MiB paste, no window: {held} answers held, {} refused, RSS idle {} MB, +{} MB",
+            to - 2,
+            refused.len(),
+            idle >> 20,
+            growth.last().unwrap() >> 20
+        );
+    }
+    // 4 addresses hold their 8 MiB shares; 16 would hold 128 MiB, but the budget holds 64.
+    assert!(held <= 64, "{held} answers of 1 MiB held within a 64 MiB budget");
+    assert!(refused.iter().all(|code| code == "8" || code == "14"), "{refused:?}");
+    assert!(refusals_over(&up, Some("grpc"), "client_answer_bytes").await > 0);
+    assert!(refusals_over(&up, Some("grpc"), "answer_budget").await > 0);
+    let bound = 64 * 1024 * 1024 + 48 * 1024 * 1024;
+    assert!(growth[1] < bound, "RSS +{} MB with 16 addresses, past the budget and slack", growth[1] >> 20);
+    // Another address reads over HTTP once answers are given back: closing
+    // the first stalled connection drops the answers it held.
+    drop(connections.remove(0));
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let answer = client_from("127.0.0.100").get(format!("{}/raw/{id}", up.http)).send().await.unwrap();
+        if answer.status() == StatusCode::OK {
+            assert_eq!(answer.bytes().await.unwrap().len(), 1024 * 1024);
+            break;
+        }
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(answer.headers().contains_key(header::RETRY_AFTER));
+        assert!(tokio::time::Instant::now() < deadline, "the closed connection's answers were never given back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_http_answer_holds_its_share_until_its_body_is_dropped() {
+    let up = Up::start(&["--max-answer-bytes-per-client", "2500000", "--send-timeout-secs", "600"]).await;
+    let id = one_mib_paste(&up).await;
+    // Two readers that never read hold two answers of 1 MiB (each 6 MiB of JSON).
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(up.address().parse().unwrap()).await.unwrap();
+        let request = format!("GET /api/v1/pastes/{id} HTTP/1.1\r\nHost: x\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stalled.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A third read from the same address is refused at once; another address reads.
+    let third = Client::new().get(format!("{}/api/v1/pastes/{id}", up.http)).send().await.unwrap();
+    assert_eq!(third.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(third.headers().contains_key(header::RETRY_AFTER));
+    assert_eq!(error_code(&third.json().await.unwrap()), "overloaded");
+    let other = client_from("127.0.0.2").get(format!("{}/raw/{id}", up.http)).send().await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    assert!(refusals_over(&up, Some("http"), "client_answer_bytes").await >= 1);
+    // Closed, the stalled readers' answers are dropped and their share given back.
+    drop(stalled);
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let again = Client::new().get(format!("{}/raw/{id}", up.http)).send().await.unwrap();
+        if again.status() == StatusCode::OK {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the share was never given back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -15,6 +15,7 @@ use axum::{
 use serde::Deserialize;
 
 use crate::{
+    admission::{Delete, Report, WithinRate},
     create_request::{self, bearer_token, AdmittedCreate},
     gateway::{CreateAnswer, HeldRead, Reader},
     read_answers::{json_response, no_store_if_burned, raw_response, PasteJson},
@@ -244,11 +245,10 @@ fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> 
 
 pub(crate) async fn delete(
     State(gateway): State<Gateway>,
-    ClientAddress(client): ClientAddress,
+    _: WithinRate<Delete>,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    gateway.admit_delete(pastebin_edge::refusals::Protocol::Http, client)?;
     gateway.delete(&id, bearer_token(&headers).unwrap_or("")).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -262,10 +262,11 @@ pub(crate) struct ReportJson {
 }
 
 /// `POST /api/v1/pastes/{id}/reports`: a reader's report, stored on the
-/// paste's row (docs/api.md#report), 201 once it is.
+/// paste's row (docs/api.md#report), 201 once it is. The report rate is
+/// spent before the body is read.
 pub(crate) async fn report(
     State(gateway): State<Gateway>,
-    ClientAddress(client): ClientAddress,
+    _: WithinRate<Report>,
     PasteIdParam(id): PasteIdParam,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -274,9 +275,7 @@ pub(crate) async fn report(
             "the body must be {{\"reason\": \"spam\"|\"malware\"|\"illegal\"|\"personal-data\"|\"other\",              \"note\"?: string}}: {e}"
         ))
     })?;
-    gateway
-        .report(pastebin_edge::refusals::Protocol::Http, client, &id, &report.reason, report.note.as_deref())
-        .await?;
+    gateway.report(&id, &report.reason, report.note.as_deref()).await?;
     let answer = serde_json::json!({ "id": id, "reason": report.reason, "status": "received" });
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }

@@ -190,9 +190,14 @@ async fn raw_answer(
 /// that `curl <link>` prints the text (docs/api.md#read), except that a burn
 /// paste stays sealed. The page router answers browsers; either way the
 /// answer varies with `Accept`.
-pub async fn shared_link_raw(gateway: &Gateway, method: &Method, id: &str, headers: &HeaderMap) -> Response {
-    // The pages hand it no client address: the answer holds of the budget alone.
-    raw_answer(gateway, reader(None), method, id, false, headers, Sealing::StaysSealed).await.into_response()
+pub async fn shared_link_raw(
+    gateway: &Gateway,
+    client: Option<std::net::IpAddr>,
+    method: &Method,
+    id: &str,
+    headers: &HeaderMap,
+) -> Response {
+    raw_answer(gateway, reader(client), method, id, false, headers, Sealing::StaysSealed).await.into_response()
 }
 
 /// A read's answer with its entity tag, or a 304 when the client holds it.

@@ -11,7 +11,9 @@ use axum::{
     routing::get,
     Form, Router,
 };
-use pastebin_gateway::{ApiError, Delete, ErrorLine, Gateway, PasteIdParam, Report, WithinRate, RETRY_AFTER_SECONDS};
+use pastebin_gateway::{
+    ApiError, ClientAddress, Delete, ErrorLine, Gateway, PasteIdParam, Report, WithinRate, RETRY_AFTER_SECONDS,
+};
 use serde::Deserialize;
 
 use crate::{highlight, html, PageSettings, Pages};
@@ -115,13 +117,14 @@ async fn new_paste_page(State(pages): State<Pages>) -> Response {
 async fn shared_link(
     State(pages): State<Pages>,
     method: Method,
+    ClientAddress(client): ClientAddress,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Response {
     let mut response = if pastebin_gateway::accepts_html(&headers) {
         get_page(State(pages), PasteIdParam(id)).await
     } else {
-        pastebin_gateway::shared_link_raw(&pages.gateway, &method, &id, &headers).await
+        pastebin_gateway::shared_link_raw(&pages.gateway, client, &method, &id, &headers).await
     };
     response.headers_mut().insert(header::VARY, HeaderValue::from_static("accept"));
     response

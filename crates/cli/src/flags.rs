@@ -163,7 +163,11 @@ impl GatewayArgs {
     /// The public HTTP listener's limits, with the proxies whose
     /// `X-Forwarded-For` names the client every per-client limit counts.
     pub fn http_limits(&self) -> HttpLimits {
-        HttpLimits { trusted_proxies: self.trusted_proxy.clone(), ..self.limits.http() }
+        HttpLimits {
+            trusted_proxies: self.trusted_proxy.clone(),
+            max_body_bytes: pastebin_gateway::largest_body_bytes(self.max_content_bytes),
+            ..self.limits.http()
+        }
     }
 
     /// The public gRPC listener's limits: the same shares per client address
@@ -399,6 +403,8 @@ impl LimitArgs {
             max_requests_in_flight_per_client: usize::try_from(self.max_requests_in_flight_per_client)
                 .unwrap_or(usize::MAX),
             max_body_bytes_in_flight_per_client: self.max_body_bytes_per_client,
+            // Set from --max-content-bytes where the gateway's routes are served.
+            max_body_bytes: HttpLimits::default().max_body_bytes,
             trusted_proxies: Vec::new(),
         }
     }

@@ -37,6 +37,7 @@ use tower::{limit::GlobalConcurrencyLimitLayer, load_shed::LoadShedLayer, Servic
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
+    body_budget::Short,
     client_shares::{Share, Shares, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_REQUESTS_PER_CLIENT, SIZED_FOR_ADDRESSES},
     refusals::{refused, Protocol},
     send_timeout::{SendLimits, SendTimeout},
@@ -85,6 +86,9 @@ pub struct HttpLimits {
     pub max_requests_in_flight_per_client: usize,
     /// Request-body bytes in flight for one client address.
     pub max_body_bytes_in_flight_per_client: usize,
+    /// The longest body any route takes: what a body of no declared length
+    /// (chunked) is charged, and the most a longer declared one is.
+    pub max_body_bytes: usize,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<IpNet>,
 }
@@ -102,6 +106,7 @@ impl Default for HttpLimits {
             max_connections_per_client: DEFAULT_CONNECTIONS_PER_CLIENT,
             max_requests_in_flight_per_client: DEFAULT_REQUESTS_PER_CLIENT,
             max_body_bytes_in_flight_per_client: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
+            max_body_bytes: crate::client_shares::DEFAULT_BODY_BYTES_PER_CLIENT,
             trusted_proxies: Vec::new(),
         }
     }
@@ -113,14 +118,6 @@ impl Default for HttpLimits {
 #[derive(Debug, Clone)]
 pub struct Client {
     pub address: IpAddr,
-    body_bytes: Arc<Shares>,
-}
-
-impl Client {
-    /// This client's share of body bytes in flight, for [`crate::body_budget::charge`].
-    pub fn body_share(&self) -> (&Arc<Shares>, IpAddr) {
-        (&self.body_bytes, self.address)
-    }
 }
 
 /// The shares every request of one listener draws from.
@@ -128,6 +125,7 @@ impl Client {
 struct ClientLimits {
     requests: Arc<Shares>,
     body_bytes: Arc<Shares>,
+    max_body_bytes: usize,
     trusted_proxies: Arc<[IpNet]>,
 }
 
@@ -140,6 +138,7 @@ pub fn limited(router: Router, limits: &HttpLimits) -> Router {
     let shares = ClientLimits {
         requests: Shares::new(limits.max_requests_in_flight_per_client.max(1)),
         body_bytes: Shares::new(limits.max_body_bytes_in_flight_per_client),
+        max_body_bytes: limits.max_body_bytes,
         trusted_proxies: limits.trusted_proxies.clone().into(),
     };
     router
@@ -154,8 +153,11 @@ pub fn limited(router: Router, limits: &HttpLimits) -> Router {
         .layer(axum::middleware::from_fn_with_state(shares, client_share))
 }
 
-/// Names the request's [`Client`] and holds one of its request slots for
-/// as long as the handler runs; past the client's share, 503 at once.
+/// Names the request's [`Client`] and holds one of its request slots, and
+/// the charge for its body, for as long as the handler runs; past the
+/// client's share of either, or the body budget, 503 at once, before a
+/// byte of the body is read. Every body of every route is charged here, in
+/// one place, so no route can forget to (docs/security.md#fair-shares).
 async fn client_share(State(shares): State<ClientLimits>, mut request: Request, next: Next) -> Response {
     let Some(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip()) else {
         return next.run(request).await;
@@ -166,8 +168,27 @@ async fn client_share(State(shares): State<ClientLimits>, mut request: Request, 
     let Some(_slot) = shares.requests.try_take(address, 1) else {
         return overloaded("client_requests");
     };
-    request.extensions_mut().insert(Client { address, body_bytes: shares.body_bytes.clone() });
+    let _body = match body_bytes(request.body(), shares.max_body_bytes) {
+        None => None,
+        Some(bytes) => match crate::body_budget::charge(Some((&shares.body_bytes, address)), bytes) {
+            Ok(charge) => Some(charge),
+            Err(Short::ClientShare) => return overloaded("client_body_bytes"),
+            Err(Short::Budget) => return overloaded("body_budget"),
+        },
+    };
+    request.extensions_mut().insert(Client { address });
     next.run(request).await
+}
+
+/// What a request's body is charged before it is read: its declared
+/// length, or the longest any route takes when it declares none (or more);
+/// `None` for a request without a body.
+fn body_bytes(body: &Body, max_body_bytes: usize) -> Option<usize> {
+    if body.is_end_stream() {
+        return None;
+    }
+    let declared = body.size_hint().exact().and_then(|length| usize::try_from(length).ok());
+    Some(declared.map_or(max_body_bytes, |length| length.min(max_body_bytes))).filter(|bytes| *bytes > 0)
 }
 
 /// The next connection, with `TCP_NODELAY` (a 201 is a few hundred bytes:

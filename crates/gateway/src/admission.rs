@@ -5,12 +5,60 @@
 //! who passes them: a token check can never be used to fetch another user's
 //! stored 201.
 
-use std::{convert::Infallible, net::IpAddr, num::NonZeroU32, str::FromStr, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible, marker::PhantomData, net::IpAddr, num::NonZeroU32, str::FromStr, sync::Arc, time::Duration,
+};
 
+use axum::extract::{FromRef, FromRequestParts};
 use governor::{clock::Clock as _, DefaultDirectRateLimiter, Quota};
-use pastebin_edge::client_shares::share_key;
+use pastebin_edge::{client_shares::share_key, refusals::Protocol};
 
-use crate::{create_tokens::CreateTokens, ApiError};
+use crate::{create_tokens::CreateTokens, ApiError, Gateway};
+
+/// An action limited per client address over HTTP, other than a create
+/// (whose rate [`crate::create_request`] checks last among its headers).
+pub trait RateLimitedAction {
+    fn admit(gateway: &Gateway, client: Option<IpAddr>) -> Result<(), ApiError>;
+}
+
+/// A report (`--report-rate-limit`).
+pub enum Report {}
+
+/// A delete (`--delete-rate-limit`).
+pub enum Delete {}
+
+impl RateLimitedAction for Report {
+    fn admit(gateway: &Gateway, client: Option<IpAddr>) -> Result<(), ApiError> {
+        gateway.admit_report(Protocol::Http, client)
+    }
+}
+
+impl RateLimitedAction for Delete {
+    fn admit(gateway: &Gateway, client: Option<IpAddr>) -> Result<(), ApiError> {
+        gateway.admit_delete(Protocol::Http, client)
+    }
+}
+
+/// A request whose client spent one action `A` of its rate, checked from
+/// the request's head: an extractor placed before the body's, so the body
+/// of a client past its rate is never read (docs/security.md#fair-shares).
+/// The body itself was charged by the listener (pastebin_edge::http).
+pub struct WithinRate<A>(PhantomData<A>);
+
+impl<S, A> FromRequestParts<S> for WithinRate<A>
+where
+    Gateway: FromRef<S>,
+    S: Send + Sync,
+    A: RateLimitedAction,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut ::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        let client = parts.extensions.get::<pastebin_edge::http::Client>().map(|client| client.address);
+        A::admit(&Gateway::from_ref(state), client)?;
+        Ok(Self(PhantomData))
+    }
+}
 
 /// `--create-rate-limit N/PERIOD` (and `--delete-rate-limit`): at most N
 /// actions per period from one client address, in a burst or spread out.

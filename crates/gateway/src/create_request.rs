@@ -1,9 +1,10 @@
 //! A create over HTTP, admitted from its headers alone (docs/security.md#fair-shares):
 //! the create token, the `Idempotency-Key`, the query, the `Content-Type`,
-//! the declared length, the client's share of body bytes in flight and the
-//! process's body budget, and last the client's create rate, all checked
-//! in one extractor the handler calls once, before a byte of the body is
-//! read. Then the body is read within what was reserved for it.
+//! the declared length, and last the client's create rate, all checked in
+//! one extractor the handler calls once, before a byte of the body is read
+//! (the listener has charged the body to the client's share and the body
+//! budget before the route runs, as every body: pastebin_edge::http). Then
+//! the body is read within its limit.
 
 use axum::{
     body::Body,
@@ -13,10 +14,7 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError};
 use pastebin_core::IdempotencyKey;
-use pastebin_edge::{
-    body_budget::{BodyCharge, Short},
-    http::BodyDeadlineExceeded,
-};
+use pastebin_edge::http::BodyDeadlineExceeded;
 use serde::Deserialize;
 
 use crate::{ApiError, CreateCommand, Gateway};
@@ -129,9 +127,7 @@ pub(crate) fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
     })
 }
 
-/// A create whose headers passed every check, holding the body bytes
-/// reserved for it (the client's share and the process's budget) until the
-/// handler is done with the body.
+/// A create whose headers passed every check.
 pub(crate) struct AdmittedCreate {
     idempotency_key: String,
     /// The query's expiry, or `Err` for a bad one (reported in step 1's order).
@@ -140,7 +136,6 @@ pub(crate) struct AdmittedCreate {
     kind: BodyKind,
     wire_limit: usize,
     wants_text: bool,
-    _body_bytes: BodyCharge,
 }
 
 impl FromRequestParts<Gateway> for AdmittedCreate {
@@ -161,13 +156,6 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
         if declared.is_some_and(|length| length > wire_limit as u64) {
             return Err(ApiError::TooLarge { limit: wire_limit });
         }
-        // What the body may hold: its declared length, or the most it may be.
-        let reserved = declared.map_or(wire_limit, |length| usize::try_from(length).unwrap_or(wire_limit));
-        let body_bytes = pastebin_edge::body_budget::charge(client.map(|client| client.body_share()), reserved)
-            .map_err(|short| match short {
-                Short::ClientShare => refused("client_body_bytes"),
-                Short::Budget => refused("body_budget"),
-            })?;
         gateway.check_create_rate(client.map(|client| client.address))?;
         Ok(Self {
             idempotency_key,
@@ -176,16 +164,8 @@ impl FromRequestParts<Gateway> for AdmittedCreate {
             kind,
             wire_limit,
             wants_text: crate::http::wants_text(headers),
-            _body_bytes: body_bytes,
         })
     }
-}
-
-/// A body that would pass what this process (or this client) may hold in
-/// flight now: 503 + `Retry-After` before it is read, counted by why.
-fn refused(reason: &'static str) -> ApiError {
-    pastebin_edge::refusals::refused(pastebin_edge::refusals::Protocol::Http, reason);
-    ApiError::Overloaded
 }
 
 impl AdmittedCreate {
@@ -251,6 +231,12 @@ fn query_expiry(
         Ok(Query(query)) => Ok(query.expires_in_seconds),
         Err(_) => Err(()),
     }
+}
+
+/// The longest body the API takes: a JSON create of the largest paste. The
+/// listener charges a body of no declared length this much.
+pub fn largest_body_bytes(max_content_bytes: usize) -> usize {
+    wire_limit(&BodyKind::Json, max_content_bytes)
 }
 
 /// The most bytes a body of this kind may have on the wire: the content

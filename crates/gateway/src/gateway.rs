@@ -481,21 +481,20 @@ impl Gateway {
         }
     }
 
+    /// The client's report rate, spent before a report's body is read
+    /// ([`crate::WithinRate`] over HTTP); a refusal is counted for the
+    /// listener the report came over.
+    pub fn admit_report(&self, protocol: Protocol, client: Option<IpAddr>) -> Result<(), ApiError> {
+        counted(protocol, self.inner.admission.check_report_rate(client))
+    }
+
     /// A reader's report of a live paste (docs/operations.md#reports-and-takedowns),
-    /// after the client's report rate. Returns the paste's report count.
-    pub async fn report(
-        &self,
-        protocol: Protocol,
-        client: Option<IpAddr>,
-        raw_id: &str,
-        reason: &str,
-        note: Option<&str>,
-    ) -> Result<u64, ApiError> {
+    /// once [`Self::admit_report`] let it in. Returns the paste's report count.
+    pub async fn report(&self, raw_id: &str, reason: &str, note: Option<&str>) -> Result<u64, ApiError> {
         let invalid = |e: pastebin_core::ReportError| ApiError::InvalidRequest(e.to_string());
         let reason = ReportReason::parse(reason).map_err(invalid)?;
         let note = pastebin_core::report_note(note).map_err(invalid)?;
         let id = PasteId::parse(raw_id).map_err(|_| ApiError::NotFound)?;
-        counted(protocol, self.inner.admission.check_report_rate(client))?;
         let deadline = Instant::now() + self.inner.settings.request_budget;
         let stored = self
             .on_paste_shard(&id, deadline, |pastes| {

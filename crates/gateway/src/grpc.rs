@@ -143,9 +143,9 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         &self,
         request: Request<pb::ReportPasteRequest>,
     ) -> Result<Response<pb::ReportPasteResponse>, Status> {
-        let client = admitted_client(&request);
+        self.gateway.admit_report(Protocol::Grpc, admitted_client(&request))?;
         let request = request.into_inner();
-        self.gateway.report(Protocol::Grpc, client, &request.id, &request.reason, request.note.as_deref()).await?;
+        self.gateway.report(&request.id, &request.reason, request.note.as_deref()).await?;
         Ok(Response::new(pb::ReportPasteResponse {}))
     }
 }

@@ -15,6 +15,7 @@ use axum::{
 use serde::Deserialize;
 
 use crate::{
+    admission::{Delete, Report, WithinRate},
     create_request::{self, bearer_token, AdmittedCreate},
     gateway::{CreateAnswer, HeldRead, Reader},
     read_answers::{json_response, no_store_if_burned, raw_response, PasteJson},
@@ -189,9 +190,14 @@ async fn raw_answer(
 /// that `curl <link>` prints the text (docs/api.md#read), except that a burn
 /// paste stays sealed. The page router answers browsers; either way the
 /// answer varies with `Accept`.
-pub async fn shared_link_raw(gateway: &Gateway, method: &Method, id: &str, headers: &HeaderMap) -> Response {
-    // The pages hand it no client address: the answer holds of the budget alone.
-    raw_answer(gateway, reader(None), method, id, false, headers, Sealing::StaysSealed).await.into_response()
+pub async fn shared_link_raw(
+    gateway: &Gateway,
+    client: Option<std::net::IpAddr>,
+    method: &Method,
+    id: &str,
+    headers: &HeaderMap,
+) -> Response {
+    raw_answer(gateway, reader(client), method, id, false, headers, Sealing::StaysSealed).await.into_response()
 }
 
 /// A read's answer with its entity tag, or a 304 when the client holds it.
@@ -244,11 +250,10 @@ fn unless_matched(headers: &HeaderMap, tag: HeaderValue, full: impl FnOnce() -> 
 
 pub(crate) async fn delete(
     State(gateway): State<Gateway>,
-    ClientAddress(client): ClientAddress,
+    _: WithinRate<Delete>,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    gateway.admit_delete(pastebin_edge::refusals::Protocol::Http, client)?;
     gateway.delete(&id, bearer_token(&headers).unwrap_or("")).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -262,10 +267,11 @@ pub(crate) struct ReportJson {
 }
 
 /// `POST /api/v1/pastes/{id}/reports`: a reader's report, stored on the
-/// paste's row (docs/api.md#report), 201 once it is.
+/// paste's row (docs/api.md#report), 201 once it is. The report rate is
+/// spent before the body is read.
 pub(crate) async fn report(
     State(gateway): State<Gateway>,
-    ClientAddress(client): ClientAddress,
+    _: WithinRate<Report>,
     PasteIdParam(id): PasteIdParam,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -274,9 +280,7 @@ pub(crate) async fn report(
             "the body must be {{\"reason\": \"spam\"|\"malware\"|\"illegal\"|\"personal-data\"|\"other\",              \"note\"?: string}}: {e}"
         ))
     })?;
-    gateway
-        .report(pastebin_edge::refusals::Protocol::Http, client, &id, &report.reason, report.note.as_deref())
-        .await?;
+    gateway.report(&id, &report.reason, report.note.as_deref()).await?;
     let answer = serde_json::json!({ "id": id, "reason": report.reason, "status": "received" });
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }

@@ -44,7 +44,8 @@ mod sealed;
 mod step;
 mod storage;
 
-pub use admission::RateLimit;
+pub use admission::{Delete, RateLimit, RateLimitedAction, Report, WithinRate};
+pub use create_request::largest_body_bytes;
 pub use created::Created;
 pub use error::{ApiError, ErrorLine, RETRY_AFTER_SECONDS};
 pub use gateway::{

@@ -48,6 +48,13 @@ pub(crate) struct Pages {
     settings: Arc<PageSettings>,
 }
 
+/// The pages' handlers reach the gateway's extractors (a rate spent before a form is read).
+impl axum::extract::FromRef<Pages> for Gateway {
+    fn from_ref(pages: &Pages) -> Self {
+        pages.gateway.clone()
+    }
+}
+
 impl Pages {
     /// The renders forget a paste the moment it is deleted through `gateway`.
     fn new(gateway: Gateway, settings: PageSettings) -> Self {

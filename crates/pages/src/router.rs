@@ -11,7 +11,9 @@ use axum::{
     routing::get,
     Form, Router,
 };
-use pastebin_gateway::{ApiError, ClientAddress, ErrorLine, Gateway, PasteIdParam, RETRY_AFTER_SECONDS};
+use pastebin_gateway::{
+    ApiError, ClientAddress, Delete, ErrorLine, Gateway, PasteIdParam, Report, WithinRate, RETRY_AFTER_SECONDS,
+};
 use serde::Deserialize;
 
 use crate::{highlight, html, PageSettings, Pages};
@@ -115,13 +117,14 @@ async fn new_paste_page(State(pages): State<Pages>) -> Response {
 async fn shared_link(
     State(pages): State<Pages>,
     method: Method,
+    ClientAddress(client): ClientAddress,
     PasteIdParam(id): PasteIdParam,
     headers: HeaderMap,
 ) -> Response {
     let mut response = if pastebin_gateway::accepts_html(&headers) {
         get_page(State(pages), PasteIdParam(id)).await
     } else {
-        pastebin_gateway::shared_link_raw(&pages.gateway, &method, &id, &headers).await
+        pastebin_gateway::shared_link_raw(&pages.gateway, client, &method, &id, &headers).await
     };
     response.headers_mut().insert(header::VARY, HeaderValue::from_static("accept"));
     response
@@ -186,11 +189,11 @@ impl std::fmt::Debug for DeleteFormFields {
 /// answered with a page, so deleting works with JavaScript off.
 async fn delete_from_form(
     State(pages): State<Pages>,
-    ClientAddress(client): ClientAddress,
+    admitted: Result<WithinRate<Delete>, ApiError>,
     PasteIdParam(id): PasteIdParam,
     form: Result<Form<DeleteFormFields>, FormRejection>,
 ) -> Response {
-    if let Err(refusal) = pages.gateway.admit_delete(pastebin_edge::refusals::Protocol::Http, client) {
+    if let Err(refusal) = admitted {
         return error_page(&refusal);
     }
     let Ok(Form(fields)) = form else {
@@ -228,10 +231,13 @@ struct ReportFormFields {
 /// answered with a page, so reporting works with JavaScript off.
 async fn report_from_form(
     State(pages): State<Pages>,
-    ClientAddress(client): ClientAddress,
+    admitted: Result<WithinRate<Report>, ApiError>,
     PasteIdParam(id): PasteIdParam,
     form: Result<Form<ReportFormFields>, FormRejection>,
 ) -> Response {
+    if let Err(refusal) = admitted {
+        return error_page(&refusal);
+    }
     let Ok(Form(fields)) = form else {
         const NO_REASON: &str = "the form must send a reason";
         return with_error_line(
@@ -239,11 +245,7 @@ async fn report_from_form(
             NO_REASON,
         );
     };
-    match pages
-        .gateway
-        .report(pastebin_edge::refusals::Protocol::Http, client, &id, &fields.reason, fields.note.as_deref())
-        .await
-    {
+    match pages.gateway.report(&id, &fields.reason, fields.note.as_deref()).await {
         Ok(_) => page_response(StatusCode::OK, html::report_received(&id)),
         Err(ApiError::InvalidRequest(problem)) => {
             with_error_line(page_response(StatusCode::BAD_REQUEST, html::report_form(&id, Some(&problem))), &problem)

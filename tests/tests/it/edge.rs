@@ -1773,3 +1773,72 @@ async fn an_http_answer_holds_its_share_until_its_body_is_dropped() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A report of `id` declaring `declared` bytes and sending `sent` of them.
+fn slow_report_head(id: &str, declared: usize, sent: usize) -> String {
+    format!(
+        "POST /api/v1/pastes/{id}/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{}",
+        "a".repeat(sent)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_report_bodies_from_8_addresses_cost_at_most_the_body_budget_while_another_creates() {
+    // Default shares and budget; a body deadline longer than the test.
+    let up = Up::start(&["--body-read-timeout-secs", "120"]).await;
+    let (_, _, created) = up.create(&new_key(), "reported", &[]).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let idle = resident_bytes(&up);
+    // 8 addresses x 32 reports of 2 MB, each sent but for its last 100 bytes.
+    const DECLARED: usize = 2_000_000;
+    let mut slow = Vec::new();
+    for address in 2..10 {
+        for _ in 0..32 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("127.0.0.{address}:0").parse().unwrap()).unwrap();
+            let mut stream = socket.connect(up.address().parse().unwrap()).await.unwrap();
+            // A refused report is answered (and closed) while its body is sent: that write may fail.
+            let _ = stream.write_all(slow_report_head(&id, DECLARED, DECLARED - 100).as_bytes()).await;
+            slow.push(stream);
+        }
+    }
+    let mut peak = resident_bytes(&up);
+    let honest = client_from("127.0.0.100");
+    for n in 0..5 {
+        let created = honest
+            .post(format!("{}/api/v1/pastes", up.http))
+            .header("Idempotency-Key", new_key())
+            .body(format!("created while 256 reports stall, {n}"))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED, "{}", created.text().await.unwrap());
+        peak = peak.max(resident_bytes(&up));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let growth = peak.saturating_sub(idle);
+    eprintln!("256 slow 2 MB report bodies from 8 addresses: RSS idle {} MB, peak +{} MB", idle >> 20, growth >> 20);
+    assert!(growth < 128 * 1024 * 1024 + 32 * 1024 * 1024, "RSS +{} MB: past the 128 MiB body budget", growth >> 20);
+    assert!(refusals_over(&up, Some("http"), "client_body_bytes").await > 0, "each address past its share was refused");
+    drop(slow);
+}
+
+#[tokio::test]
+async fn a_report_past_the_rate_is_refused_before_its_body_is_read() {
+    let up = Up::start(&["--body-read-timeout-secs", "600", "--report-rate-limit", "1/hour"]).await;
+    let (_, _, created) = up.create(&new_key(), "reported", &[]).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let first = Client::new()
+        .post(format!("{}/api/v1/pastes/{id}/reports", up.http))
+        .json(&json!({ "reason": "spam" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    // The second's body never comes: it is answered 429 at once, not after the body deadline.
+    let mut second = TcpStream::connect(up.address()).await.unwrap();
+    second.write_all(slow_report_head(&id, 1000, 1).as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut second, BOUND).await.expect("answered without the body");
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+}

@@ -4,7 +4,7 @@
 //!
 //! - connections: at most so many in all, and per client address, each
 //!   closed as soon as it is accepted past either ([`GrpcLimits::admitted`]);
-//!   on the public listener each is on a clock ([`ConnectionClock`]): its
+//!   on the public listener each is on a clock (`connection_clock`): its
 //!   first call within the preface timeout of its accept, a call again
 //!   within the idle timeout of its last one, and closed at its maximum age;
 //! - calls: at most so many streams open at once per client address
@@ -103,7 +103,7 @@ pub struct GrpcLimits {
     /// A client that sets its HTTP/2 window to 0 is never sent a byte, so
     /// hyper never polls the answer's body and no timer inside it could
     /// fire; the connection, which is polled while it reads, keeps the
-    /// clock ([`ConnectionClock`]).
+    /// clock (`connection_clock`).
     pub send_timeout: Option<Duration>,
     /// Longest a new connection may take, from its accept, to open its
     /// first call (TLS handshake, HTTP/2 preface and the call's headers);
@@ -190,7 +190,7 @@ impl GrpcLimits {
         let server = tonic::transport::Server::builder();
         // Tonic's GOAWAY at the age, and no grace of tonic's: with one it
         // skips the GOAWAY; the connection's clock closes it a call timeout
-        // later instead ([`ConnectionRules::closed_at`]).
+        // later instead (`ConnectionRules::closed_at`).
         let server = match self.max_connection_age {
             Some(age) => server.max_connection_age(age),
             None => server,

@@ -105,8 +105,8 @@ pub struct TrafficStatus {
 pub fn traffic_status(readings: &[(DateTime<Utc>, Reading)]) -> TrafficStatus {
     let Some((newest_at, newest)) = readings.last() else { return TrafficStatus::default() };
     let minute_ago = *newest_at - chrono::Duration::seconds(60);
-    let last_minute = readings.iter().find(|(at, _)| *at >= minute_ago).filter(|(at, _)| at != newest_at).map(
-        |(_, then)| {
+    let last_minute =
+        readings.iter().find(|(at, _)| *at >= minute_ago).filter(|(at, _)| at != newest_at).map(|(_, then)| {
             let (now, then) = (newest.answered, then.answered);
             Answered {
                 success: now.success.saturating_sub(then.success),
@@ -115,10 +115,10 @@ pub fn traffic_status(readings: &[(DateTime<Utc>, Reading)]) -> TrafficStatus {
                 server_error: now.server_error.saturating_sub(then.server_error),
                 storage_full: now.storage_full.saturating_sub(then.storage_full),
             }
-        },
-    );
+        });
     let storage = newest.storage;
-    let storage_low = matches!((storage.free_bytes, storage.min_free_bytes), (Some(free), Some(min)) if free < 2.0 * min);
+    let storage_low =
+        matches!((storage.free_bytes, storage.min_free_bytes), (Some(free), Some(min)) if free < 2.0 * min);
     TrafficStatus { serves_http: newest.serves_http, total: newest.answered, last_minute, storage, storage_low }
 }
 

@@ -27,9 +27,9 @@ use pastebin_shards::{Endpoints, Shard, SlotMap, SlotMapCell};
 use pastebin_slots::shard_slots::{Resharding, ShardSlots};
 
 use crate::{
-    bind, watch_storage,
+    bind,
     flags::{GatewayArgs, SweeperArgs},
-    locks,
+    locks, watch_storage,
 };
 
 /// This part, as the lock files name it.

@@ -8,9 +8,8 @@ use pastebin_runtime::db::{placeholders, Database};
 use sqlx::{any::AnyRow, AssertSqlSafe, Row};
 
 use crate::{
-    stored::StoredTotals,
-    BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste, NewPaste, PasteRead,
-    PasteRow, Report, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
+    stored::StoredTotals, BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste,
+    NewPaste, PasteRead, PasteRow, Report, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
 };
 
 #[derive(Debug, thiserror::Error)]

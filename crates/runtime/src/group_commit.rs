@@ -254,7 +254,11 @@ mod tests {
             writer
                 .write_one_statement(move |conn| {
                     Box::pin(async move {
-                        Ok(sqlx::query("INSERT INTO rows (body) VALUES ($1)").bind(body).execute(conn).await?.rows_affected())
+                        Ok(sqlx::query("INSERT INTO rows (body) VALUES ($1)")
+                            .bind(body)
+                            .execute(conn)
+                            .await?
+                            .rows_affected())
                     })
                 })
                 .await

@@ -72,9 +72,8 @@ async fn a_full_disk_refuses_creates_with_507_before_any_put_and_recovers_when_s
     let filler = mount.join("filler");
     std::fs::write(&filler, vec![0u8; 24 * 1024 * 1024]).unwrap();
 
-    let mut args: Vec<String> = ["up", "--data-dir", data.to_str().unwrap(), "--min-free-bytes", "8388608"]
-        .map(String::from)
-        .to_vec();
+    let mut args: Vec<String> =
+        ["up", "--data-dir", data.to_str().unwrap(), "--min-free-bytes", "8388608"].map(String::from).to_vec();
     for flag in ["--http", "--grpc", "--admin"] {
         args.extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
     }

@@ -234,7 +234,8 @@ async fn listening_on_every_interface_without_a_public_url_refuses_to_start() {
         assert!(!ran.status.success(), "up --http {http} without --public-url must refuse: {stderr}");
         assert!(stderr.contains("--public-url"), "the refusal names the flag: {stderr}");
         assert!(!data.exists(), "a refused start leaves no data directory behind");
-        let ran = pastebin_tests::cluster::run_to_exit(&["gateway", "--http", http, "--paste-shards", "127.0.0.1:1"]).await;
+        let ran =
+            pastebin_tests::cluster::run_to_exit(&["gateway", "--http", http, "--paste-shards", "127.0.0.1:1"]).await;
         let stderr = String::from_utf8_lossy(&ran.stderr);
         assert!(!ran.status.success() && stderr.contains("--public-url"), "gateway --http {http}: {stderr}");
     }

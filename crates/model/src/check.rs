@@ -75,3 +75,34 @@ fn outcome(checker: &impl Checker<Protocol>, started: Instant) -> Outcome {
 fn trace(actions: Vec<<Protocol as Model>::Action>) -> String {
     actions.iter().enumerate().map(|(step, action)| format!("{:>3}. {action:?}\n", step + 1)).collect()
 }
+
+/// Checks every state of `model`: which of `safety` failed, which of
+/// `reachable` were found, and how many distinct states there were.
+pub fn check_properties<M>(
+    model: M,
+    safety: &[&'static str],
+    reachable: &[&'static str],
+) -> (Vec<&'static str>, Vec<&'static str>, usize)
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Send + Sync + std::hash::Hash + std::fmt::Debug + Clone + PartialEq,
+    M::Action: Send + Sync + std::fmt::Debug + Clone + PartialEq,
+{
+    let checker = model.checker().spawn_bfs().join();
+    let discoveries = checker.discoveries();
+    let failed = safety.iter().copied().filter(|name| discoveries.contains_key(name)).collect();
+    let found = reachable.iter().copied().filter(|name| discoveries.contains_key(name)).collect();
+    (failed, found, checker.unique_state_count())
+}
+
+/// The shortest trace to `property`'s failure in `model`, if there is one.
+pub fn shortest_counterexample<M>(model: M, property: &'static str) -> Option<Vec<M::Action>>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Send + Sync + std::hash::Hash + std::fmt::Debug + Clone + PartialEq,
+    M::Action: Send + Sync + std::fmt::Debug + Clone + PartialEq,
+{
+    let wanted = HasDiscoveries::AnyOf([property].into_iter().collect());
+    let checker = model.checker().finish_when(wanted).spawn_bfs().join();
+    checker.discoveries().get(property).map(|path| path.clone().into_actions())
+}

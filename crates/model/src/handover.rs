@@ -17,7 +17,7 @@ use pastebin_core::{OwnedSlots, Slot, SlotRange};
 use pastebin_handover::{
     next, step_with, Call, Effect, Fence, Guards, Identity, Next, Record, Request, Role, Shard as Slots, Step,
 };
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 /// Rows of the moving slot: one row, whose versions are what a move can
 /// lose (an older version copied over a newer one, a version never copied).
@@ -630,16 +630,10 @@ pub const REACHABLE: [&str; 4] = [SOME_MOVE, SOME_ABANDON, SOME_FROZEN_WRITE, SO
 /// Every reachable state of `model`: the properties that fail, the
 /// examples found, and the number of distinct states.
 pub fn check(model: Handover) -> (Vec<&'static str>, Vec<&'static str>, usize) {
-    let checker = model.checker().spawn_bfs().join();
-    let discoveries = checker.discoveries();
-    let failed = SAFETY.iter().copied().filter(|name| discoveries.contains_key(name)).collect();
-    let found = REACHABLE.iter().copied().filter(|name| discoveries.contains_key(name)).collect();
-    (failed, found, checker.unique_state_count())
+    crate::check::check_properties(model, &SAFETY, &REACHABLE)
 }
 
 /// The shortest trace to `property`'s failure, if there is one.
 pub fn counterexample(model: Handover, property: &'static str) -> Option<Vec<Action>> {
-    let wanted = HasDiscoveries::AnyOf([property].into_iter().collect());
-    let checker = model.checker().finish_when(wanted).spawn_bfs().join();
-    checker.discoveries().get(property).map(|path| path.clone().into_actions())
+    crate::check::shortest_counterexample(model, property)
 }

@@ -12,7 +12,7 @@
 
 use pastebin_core::{OwnedSlots, Slot, SlotRange};
 use pastebin_topology::{Confirmation, Phase, Topology};
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 pub const ONE_WRITER: &str = "never two shards accept writes for the slot";
 pub const NOTHING_LOST: &str = "the move never leaves the slot's row on no shard";
@@ -294,16 +294,10 @@ const REACHABLE: [&str; 2] = [SOME_MOVE, SOME_FORGOTTEN_MOVE];
 /// Checks every state: the properties that failed, those found reachable,
 /// and how many states there were.
 pub fn check(model: Ownership) -> (Vec<&'static str>, Vec<&'static str>, usize) {
-    let checker = model.checker().spawn_bfs().join();
-    let discoveries = checker.discoveries();
-    let failed = SAFETY.iter().copied().filter(|name| discoveries.contains_key(name)).collect();
-    let found = REACHABLE.iter().copied().filter(|name| discoveries.contains_key(name)).collect();
-    (failed, found, checker.unique_state_count())
+    crate::check::check_properties(model, &SAFETY, &REACHABLE)
 }
 
 /// The shortest trace to `property`'s failure, if there is one.
 pub fn counterexample(model: Ownership, property: &'static str) -> Option<Vec<Action>> {
-    let wanted = HasDiscoveries::AnyOf([property].into_iter().collect());
-    let checker = model.checker().finish_when(wanted).spawn_bfs().join();
-    checker.discoveries().get(property).map(|path| path.clone().into_actions())
+    crate::check::shortest_counterexample(model, property)
 }

@@ -149,6 +149,12 @@ pub struct ReshardArgs {
     /// Undo the move in progress, if the source has not given the slots up yet.
     #[arg(long)]
     pub abandon: bool,
+    /// Move without the topology store: the two shards' own records decide
+    /// each step. That survives crashes and reruns but not a shard database
+    /// that forgets commits (a restore, a new volume, a standby promoted
+    /// without the last commits): only for a deployment without etcd.
+    #[arg(long)]
+    pub without_topology: bool,
     /// Rows per page of the copy.
     #[arg(long, help_heading = "Tuning", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub batch: u32,
@@ -298,11 +304,34 @@ pub async fn run(
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
+    let authority = crate::topology::authority(endpoints)?.map(|etcd| MoveAuthority::new(etcd, args.kind));
+    check_authority(args, authority.is_some())?;
     crate::move_preflight::check(args, endpoints).await?;
     let source = End::connect("source", &args.from, endpoints)?;
     let target = End::connect("target", &args.to, endpoints)?;
-    let authority = crate::topology::authority(endpoints)?.map(|etcd| MoveAuthority::new(etcd, args.kind));
     run_between(args, source, target, authority, progress, out, err).await
+}
+
+/// Who owns a slot is decided by a store no shard restore can roll back
+/// (docs/design.md#ownership-on-etcd): a move names it, unless the operator
+/// says, by its own flag, that the deployment has none. `--status` changes
+/// nothing and needs neither.
+fn check_authority(args: &ReshardArgs, named: bool) -> Result<(), CtlError> {
+    match (named, args.without_topology) {
+        (true, true) => Err(CtlError::Usage(
+            "--without-topology and --topology name two ways to decide the move: drop one \
+             (a deployment with a topology moves under it)"
+                .into(),
+        )),
+        (false, false) if !args.status => Err(CtlError::Usage(
+            "a move is decided by the topology store, which no shard restore can roll back: \
+             add --topology etcd://HOST:PORT (or PASTEBIN_TOPOLOGY) naming the deployment's etcd; \
+             a deployment without etcd moves with --without-topology, which does not survive \
+             a shard database that forgets commits (docs/operations.md#moving-slots)"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The same command over two channels the caller made to `args.from` and

@@ -19,8 +19,8 @@ use reqwest::StatusCode;
 use sqlx::Connection;
 
 use crate::reshard::{
-    check_each_create_stored_once, check_replays_and_reads, create_until_created, ctl_command, ctl_reshard_command,
-    finished, move_args, moving_key, range, Created, HIGH,
+    check_each_create_stored_once, check_replays_and_reads, create_until_created, ctl_command, finished, move_args,
+    moving_key, range, Created, HIGH,
 };
 
 /// One K shard owning every slot and an empty one, one P shard, all under
@@ -82,9 +82,13 @@ async fn create_some(cluster: &Cluster, count: usize) -> Vec<Created> {
 
 /// `ctl reshard --topology …`: whether it exited 0, and what it printed.
 async fn reshard(cluster: &Cluster, etcd: &Etcd, args: &[&str], failpoints: &str) -> (bool, String) {
-    let mut command = ctl_reshard_command(cluster, args, failpoints);
-    command.env("PASTEBIN_TOPOLOGY", etcd.topology_url());
-    finished(command.spawn().expect("run ctl reshard")).await
+    finished(reshard_command(cluster, etcd, args, failpoints).spawn().expect("run ctl reshard")).await
+}
+
+fn reshard_command(cluster: &Cluster, etcd: &Etcd, args: &[&str], failpoints: &str) -> tokio::process::Command {
+    let mut command = ctl_command(cluster, failpoints);
+    command.arg("reshard").args(args).env("PASTEBIN_TOPOLOGY", etcd.topology_url());
+    command
 }
 
 async fn sqlite_count(dir: &Path, file: &str, sql: &str) -> i64 {
@@ -384,9 +388,7 @@ async fn without_etcd_s_quorum_confirmed_shards_serve_while_a_start_and_a_move_w
     assert!(!shard.output().contains("listening"), "it serves nothing on a guess: {}", shard.output());
 
     // A move waits too, and takes no step.
-    let mut command = ctl_reshard_command(&cluster, &move_args("key", &a, &b, HIGH), "");
-    command.env("PASTEBIN_TOPOLOGY", etcd.topology_url());
-    let mut ctl = Waiting::spawn(command);
+    let mut ctl = Waiting::spawn(reshard_command(&cluster, &etcd, &move_args("key", &a, &b, HIGH), ""));
     assert!(
         ctl.says("waiting for the topology store", Duration::from_secs(60)).await,
         "a move waits for etcd, saying so: {}",

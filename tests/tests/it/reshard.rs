@@ -33,10 +33,12 @@ pub(crate) async fn ctl_reshard(cluster: &Cluster, args: &[&str], failpoints: &s
 }
 
 /// The command given the cluster's shard lists as the gateway is given
-/// them (through the environment, so a test's own flags win).
+/// them (through the environment, so a test's own flags win), moving by the
+/// shards' own records (`--without-topology`): the protocol these tests
+/// drive. Moves under etcd are tests/tests/it/ownership.rs'.
 pub(crate) fn ctl_reshard_command(cluster: &Cluster, args: &[&str], failpoints: &str) -> tokio::process::Command {
     let mut command = ctl_command(cluster, failpoints);
-    command.arg("reshard").args(args);
+    command.args(["reshard", "--without-topology"]).args(args);
     command
 }
 

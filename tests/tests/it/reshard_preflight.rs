@@ -9,7 +9,7 @@ use pastebin_tests::{
     postgres::fresh_database_url,
 };
 
-use crate::reshard::{ctl_reshard_command, move_args};
+use crate::reshard::{ctl_command, ctl_reshard_command, move_args};
 
 /// `ctl reshard ARGS` with the cluster's lists in its environment (as the
 /// gateway's), `extra` variables on top: its exit code and what it printed.
@@ -77,4 +77,31 @@ async fn a_name_that_is_no_listed_address_is_a_usage_error_not_an_outage() {
     assert_eq!(exit, Some(2), "{output}");
     assert!(output.contains("no shard addresses: pass --key-shards and --paste-shards"), "{output}");
     nothing_moved(&cluster).await;
+}
+
+/// A move names the topology store that decides it, or says by its own flag
+/// that the deployment has none: a bare `ctl reshard` is a usage error that
+/// names both ways, and nothing moves. `--status` needs neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_that_names_no_topology_is_refused_unless_it_says_it_moves_without_one() {
+    let cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let k = &cluster.key_addresses;
+    let bare = |args: Vec<&str>| {
+        let mut command = ctl_command(&cluster, "");
+        command.arg("reshard").args(args);
+        command
+    };
+    let output = bare(move_args("key", &k[0], &k[1], "128-255")).output().await.expect("run ctl reshard");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("add --topology etcd://") && text.contains("--without-topology"), "{text}");
+    nothing_moved(&cluster).await;
+
+    let status = [&["--status"][..], &["--kind", "key", "--from", &k[0], "--to", &k[1]]].concat();
+    let output = bare(status).output().await.expect("run ctl reshard --status");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let (exit, text) = reshard(&cluster, &move_args("key", &k[0], &k[1], "128-255"), &[]).await;
+    assert_eq!(exit, Some(0), "with the flag the shards' own records decide: {text}");
+    assert_eq!(cluster.key_client(1).describe().await.unwrap().owned, OwnedSlots::Range("128-255".parse().unwrap()));
 }

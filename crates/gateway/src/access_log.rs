@@ -1,5 +1,6 @@
-//! The public listener's access log (docs/operations.md#access-log): one
-//! line per HTTP request at INFO, and `pastebin_requests_total{route,status}`.
+//! The public listeners' access log (docs/operations.md#access-log): one
+//! line per HTTP request and per gRPC call at INFO, and
+//! `pastebin_requests_total{route,status}`.
 //! A line names the method, the route's template (`/api/v1/pastes/{id}`,
 //! never the path: a paste id grants reading the paste), the status, the
 //! time to the answer's headers, and for a create its key's short hash (the
@@ -48,4 +49,33 @@ pub(crate) async fn access_log(request: Request, next: Next) -> Response {
         "request"
     );
     response
+}
+
+/// Logs and counts one call of the public gRPC API as [`access_log`] does a
+/// request: the route is the call's full method name, the status its gRPC
+/// code (`Ok`, `Unavailable`, …), and a create's line carries its key's
+/// short hash. Returns the call's result unchanged.
+pub(crate) fn grpc_call<T>(
+    method: &'static str,
+    started: std::time::Instant,
+    key: Option<&str>,
+    result: Result<T, tonic::Status>,
+) -> Result<T, tonic::Status> {
+    let status = match &result {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    };
+    let status = format!("{status:?}");
+    let key_hash = key.and_then(|key| IdempotencyKey::parse(key).ok()).map(|key| key.short_hash());
+    metrics::counter!(names::REQUESTS, "route" => method, "status" => status.clone()).increment(1);
+    tracing::info!(
+        target: "pastebin::access",
+        method = %"gRPC",
+        route = %method,
+        %status,
+        duration_ms = started.elapsed().as_micros() as f64 / 1000.0,
+        key_hash = key_hash.as_deref().map(tracing::field::display),
+        "request"
+    );
+    result
 }

@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 use bytes::Bytes;
 
 use crate::{
+    access_log::grpc_call,
     gateway::{HeldRead, Reader},
     ApiError, CreateCommand, Gateway, ReadPaste,
 };
@@ -72,9 +73,48 @@ fn create_command(request: pb::CreatePasteRequest) -> Result<CreateCommand, ApiE
     })
 }
 
+/// Each call's full method name, as its access line and counter name it.
+const CREATE: &str = "/pastebin.v1.PasteApi/CreatePaste";
+const GET: &str = "/pastebin.v1.PasteApi/GetPaste";
+const DELETE: &str = "/pastebin.v1.PasteApi/DeletePaste";
+const REPORT: &str = "/pastebin.v1.PasteApi/ReportPaste";
+
+/// Every call is logged and counted once its answer is known
+/// ([`crate::access_log::grpc_call`]); the calls themselves are below.
 #[tonic::async_trait]
 impl pb::paste_api_server::PasteApi for PasteApiService {
     async fn create_paste(
+        &self,
+        request: Request<pb::CreatePasteRequest>,
+    ) -> Result<Response<pb::CreatePasteResponse>, Status> {
+        let (started, key) = (std::time::Instant::now(), request.get_ref().request_id.clone());
+        grpc_call(CREATE, started, Some(&key), self.create(request).await)
+    }
+
+    async fn get_paste(&self, request: Request<pb::GetPasteRequest>) -> Result<Response<pb::Paste>, Status> {
+        let started = std::time::Instant::now();
+        grpc_call(GET, started, None, self.get(request).await)
+    }
+
+    async fn delete_paste(
+        &self,
+        request: Request<pb::DeletePasteRequest>,
+    ) -> Result<Response<pb::DeletePasteResponse>, Status> {
+        let started = std::time::Instant::now();
+        grpc_call(DELETE, started, None, self.delete(request).await)
+    }
+
+    async fn report_paste(
+        &self,
+        request: Request<pb::ReportPasteRequest>,
+    ) -> Result<Response<pb::ReportPasteResponse>, Status> {
+        let started = std::time::Instant::now();
+        grpc_call(REPORT, started, None, self.report(request).await)
+    }
+}
+
+impl PasteApiService {
+    async fn create(
         &self,
         request: Request<pb::CreatePasteRequest>,
     ) -> Result<Response<pb::CreatePasteResponse>, Status> {
@@ -102,7 +142,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
     /// The paste, its bytes shared with the cache or the store's read (a
     /// text paste's are copied into its string), holding its share of the
     /// answer budget until the answer is sent (pastebin_edge::answer_budget).
-    async fn get_paste(&self, request: Request<pb::GetPasteRequest>) -> Result<Response<pb::Paste>, Status> {
+    async fn get(&self, request: Request<pb::GetPasteRequest>) -> Result<Response<pb::Paste>, Status> {
         let reader = Reader { protocol: Protocol::Grpc, client: admitted_client(&request) };
         let HeldRead { read: ReadPaste { view, content }, held } =
             self.gateway.read_for(reader, &request.into_inner().id).await?;
@@ -129,7 +169,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         Ok(answer)
     }
 
-    async fn delete_paste(
+    async fn delete(
         &self,
         request: Request<pb::DeletePasteRequest>,
     ) -> Result<Response<pb::DeletePasteResponse>, Status> {
@@ -139,7 +179,7 @@ impl pb::paste_api_server::PasteApi for PasteApiService {
         Ok(Response::new(pb::DeletePasteResponse {}))
     }
 
-    async fn report_paste(
+    async fn report(
         &self,
         request: Request<pb::ReportPasteRequest>,
     ) -> Result<Response<pb::ReportPasteResponse>, Status> {

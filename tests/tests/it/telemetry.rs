@@ -12,6 +12,7 @@ use std::{
 };
 
 use axum::{routing::post, Json, Router};
+use pastebin_proto::api::v1::{paste_api_client::PasteApiClient, CreatePasteRequest, GetPasteRequest};
 use pastebin_tests::{
     api,
     cluster::{Cluster, ClusterOptions},
@@ -177,7 +178,7 @@ async fn a_create_a_read_and_a_429_are_each_logged_and_counted_by_their_route() 
     // The default level, and a create rate a test can reach at once.
     let env = [("RUST_LOG", "info"), ("PASTEBIN_CREATE_RATE_LIMIT", "1/min")];
     let env = env.map(|(name, value)| (name.to_owned(), value.to_owned())).to_vec();
-    let up = pastebin_tests::cluster::Process::start(args, env, &["gateway-http", "admin"]).await;
+    let up = pastebin_tests::cluster::Process::start(args, env, &["gateway-http", "gateway-grpc", "admin"]).await;
     let http = format!("http://{}", up.address("gateway-http"));
 
     let key = api::new_key();
@@ -188,12 +189,24 @@ async fn a_create_a_read_and_a_429_are_each_logged_and_counted_by_their_route() 
     assert_eq!(api::get(&http, id).await.status, reqwest::StatusCode::OK);
     let limited = api::create(&http, Some(&api::new_key()), "one too many").await.unwrap();
     assert_eq!(limited.status, reqwest::StatusCode::TOO_MANY_REQUESTS, "{}", limited.body);
+    // gRPC calls are logged and counted the same way, by their method names.
+    let grpc = format!("http://{}", up.address("gateway-grpc"));
+    let mut grpc = PasteApiClient::connect(grpc).await.unwrap();
+    grpc.get_paste(GetPasteRequest { id: id.to_owned() }).await.unwrap();
+    let grpc_key = api::new_key();
+    let request =
+        CreatePasteRequest { request_id: grpc_key.clone(), content: "over gRPC".into(), ..Default::default() };
+    let refused = grpc.create_paste(request).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
 
     let key_hash = pastebin_core::IdempotencyKey::parse(&key).unwrap().short_hash();
+    let grpc_key_hash = pastebin_core::IdempotencyKey::parse(&grpc_key).unwrap().short_hash();
     let expected = [
-        ("POST", "/api/v1/pastes", 201, Some(key_hash.as_str())),
-        ("GET", "/api/v1/pastes/{id}", 200, None),
-        ("POST", "/api/v1/pastes", 429, None),
+        ("POST", "/api/v1/pastes", "201", Some(key_hash.as_str())),
+        ("GET", "/api/v1/pastes/{id}", "200", None),
+        ("POST", "/api/v1/pastes", "429", None),
+        ("gRPC", "/pastebin.v1.PasteApi/GetPaste", "Ok", None),
+        ("gRPC", "/pastebin.v1.PasteApi/CreatePaste", "ResourceExhausted", Some(grpc_key_hash.as_str())),
     ];
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let logs = loop {
@@ -216,7 +229,7 @@ async fn a_create_a_read_and_a_429_are_each_logged_and_counted_by_their_route() 
             assert!(line.contains(&format!("key_hash={hash}")), "a create's line carries its key's hash: {line}");
         }
     }
-    for secret in [id, token, key.as_str()] {
+    for secret in [id, token, key.as_str(), grpc_key.as_str()] {
         assert!(!logs.contains(secret), "the logs name {secret}:\n{logs}");
     }
 
@@ -225,6 +238,8 @@ async fn a_create_a_read_and_a_429_are_each_logged_and_counted_by_their_route() 
         r#"pastebin_requests_total{route="/api/v1/pastes",status="201"} 1"#,
         r#"pastebin_requests_total{route="/api/v1/pastes/{id}",status="200"} 1"#,
         r#"pastebin_requests_total{route="/api/v1/pastes",status="429"} 1"#,
+        r#"pastebin_requests_total{route="/pastebin.v1.PasteApi/GetPaste",status="Ok"} 1"#,
+        r#"pastebin_requests_total{route="/pastebin.v1.PasteApi/CreatePaste",status="ResourceExhausted"} 1"#,
         "pastebin_live_pastes 1",
         "pastebin_stored_bytes 20",
     ] {

@@ -16,7 +16,7 @@ use sqlx::{
 };
 
 pub use crate::group_commit::Statement;
-use crate::{database_url::DatabaseUrl, group_commit::GroupCommit, reconnect::Reconnect};
+use crate::{checkpoint, database_url::DatabaseUrl, group_commit::GroupCommit, reconnect::Reconnect};
 
 /// How long a pool waits for a connection, and a start-up for a server to use.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -184,7 +184,10 @@ pub async fn connect(url: &str, max_connections: u32, migrations: &Migrator) -> 
         Backend::Sqlite => {
             let mut conn = AnyConnection::connect(&url).await.context("cannot open the SQLite writer")?;
             conn.execute(SQLITE_SETTINGS).await.context("cannot set up the SQLite writer")?;
-            Some(GroupCommit::start(conn, sqlite_file_name(&url)))
+            conn.execute(checkpoint::WRITER_SETTINGS).await.context("cannot set up the SQLite writer")?;
+            let checkpointer = AnyConnection::connect(&url).await.context("cannot open the SQLite checkpointer")?;
+            let checkpoints = checkpoint::start(checkpointer, sqlite_file_name(&url));
+            Some(GroupCommit::start(conn, sqlite_file_name(&url), Some(checkpoints)))
         }
         Backend::Postgres => None,
     };

@@ -29,8 +29,9 @@ use sqlx::{AnyConnection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
+    checkpoint::Committed,
     failpoints::{self, BEFORE_GROUP_COMMIT, MID_GROUP_COMMIT},
-    metrics::GROUP_COMMIT_WRITES,
+    metrics::{GROUP_COMMIT_WRITES, SQLITE_COMMIT_SECONDS},
 };
 
 /// The most writes one transaction takes; the rest wait for the next group.
@@ -133,9 +134,11 @@ pub(crate) struct GroupCommit {
 impl GroupCommit {
     /// Starts the writer on `conn`, a connection used for nothing else;
     /// `database` names it in the group-size metric.
-    pub(crate) fn start(conn: AnyConnection, database: String) -> Self {
+    /// Starts the writer on `conn`; each group it commits is told to
+    /// `checkpoints` (the checkpointer that runs off its commits, if any).
+    pub(crate) fn start(conn: AnyConnection, database: String, checkpoints: Option<Committed>) -> Self {
         let (queue, waiting) = mpsc::channel(QUEUE);
-        tokio::spawn(write_groups(conn, waiting, database));
+        tokio::spawn(write_groups(conn, waiting, database, checkpoints));
         Self { queue }
     }
 
@@ -169,15 +172,24 @@ impl GroupCommit {
     }
 }
 
-async fn write_groups(mut conn: AnyConnection, mut waiting: mpsc::Receiver<Box<dyn GroupedWrite>>, database: String) {
-    let group_sizes = metrics::histogram!(GROUP_COMMIT_WRITES, "database" => database);
+async fn write_groups(
+    mut conn: AnyConnection,
+    mut waiting: mpsc::Receiver<Box<dyn GroupedWrite>>,
+    database: String,
+    checkpoints: Option<Committed>,
+) {
+    let group_sizes = metrics::histogram!(GROUP_COMMIT_WRITES, "database" => database.clone());
+    let group_seconds = metrics::histogram!(SQLITE_COMMIT_SECONDS, "database" => database);
     let mut group = Vec::with_capacity(MAX_GROUP);
     while waiting.recv_many(&mut group, MAX_GROUP).await > 0 {
         group_sizes.record(group.len() as f64);
         failpoints::hit(BEFORE_GROUP_COMMIT).await;
+        let started = std::time::Instant::now();
         let committed = commit_group(&mut conn, &mut group).await;
-        if let Err(error) = &committed {
-            tracing::error!(%error, writes = group.len(), "a SQLite group commit failed");
+        group_seconds.record(started.elapsed().as_secs_f64());
+        match &committed {
+            Ok(()) => checkpoints.iter().for_each(Committed::one_more),
+            Err(error) => tracing::error!(%error, writes = group.len(), "a SQLite group commit failed"),
         }
         for write in group.drain(..) {
             write.answer(committed.as_ref().map(drop));
@@ -245,7 +257,7 @@ mod tests {
         pool.execute("PRAGMA journal_mode = WAL; CREATE TABLE rows (body TEXT NOT NULL)").await.unwrap();
         let mut writer = AnyConnection::connect(&url).await.unwrap();
         writer.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PRAGMA max_page_count = {pages}")))).await.unwrap();
-        (GroupCommit::start(writer, "small.db".into()), pool)
+        (GroupCommit::start(writer, "small.db".into(), None), pool)
     }
 
     fn insert(writer: &GroupCommit, body: String) -> impl std::future::Future<Output = Result<u64, sqlx::Error>> {

@@ -19,6 +19,7 @@
 //! pastebin-edge; which slots a shard serves, and its side of moving them,
 //! is pastebin-slots.
 
+mod checkpoint;
 pub mod database_url;
 pub mod db;
 pub mod durability;

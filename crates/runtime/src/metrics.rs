@@ -69,6 +69,10 @@ pub const EDGE_REFUSALS: &str = pastebin_edge::refusals::METRIC;
 /// Writes per SQLite group commit (one transaction, one fsync), by
 /// `database` (the file name, e.g. `keys.db`): near 1 means no batching.
 pub const GROUP_COMMIT_WRITES: &str = "pastebin_group_commit_writes";
+/// Seconds a SQLite group's `COMMIT` took (its fsync), by `database`.
+pub const SQLITE_COMMIT_SECONDS: &str = "pastebin_sqlite_commit_seconds";
+/// Seconds a SQLite WAL checkpoint took, off the commit path, by `database`.
+pub const SQLITE_CHECKPOINT_SECONDS: &str = "pastebin_sqlite_checkpoint_seconds";
 /// Slots this shard owns but has frozen while they move to another shard
 /// (docs/design.md#moving-slots); 0 when no move is copying.
 pub const FROZEN_SLOTS: &str = "pastebin_shard_frozen_slots";
@@ -118,6 +122,8 @@ pub const ALL: &[&str] = &[
     PAGE_REVEALS,
     EDGE_REFUSALS,
     GROUP_COMMIT_WRITES,
+    SQLITE_COMMIT_SECONDS,
+    SQLITE_CHECKPOINT_SECONDS,
     FROZEN_SLOTS,
     SLOT_MOVE_ROWS,
     SLOT_MOVE_STEP_AGE_SECONDS,
@@ -143,6 +149,10 @@ pub fn install() -> PrometheusHandle {
                 .set_buckets_for_metric(Matcher::Full(SAGA_STEP_SECONDS.to_owned()), STEP_BUCKETS)
                 .expect("the bucket list is not empty")
                 .set_buckets_for_metric(Matcher::Full(GROUP_COMMIT_WRITES.to_owned()), GROUP_BUCKETS)
+                .expect("the bucket list is not empty")
+                .set_buckets_for_metric(Matcher::Full(SQLITE_COMMIT_SECONDS.to_owned()), STEP_BUCKETS)
+                .expect("the bucket list is not empty")
+                .set_buckets_for_metric(Matcher::Full(SQLITE_CHECKPOINT_SECONDS.to_owned()), STEP_BUCKETS)
                 .expect("the bucket list is not empty");
             let recorder = builder.build_recorder();
             let handle = recorder.handle();

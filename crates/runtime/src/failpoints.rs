@@ -14,7 +14,9 @@
 //! `name=chance:P` (abort with probability P, for randomized crash runs) or
 //! `name=after:N` (abort on the Nth hit, to crash once work is under way) or
 //! `name=wait:PATH` (write `PATH.reached`, then hold until `PATH` exists: a
-//! test acts at that point for as long as it needs, on any machine speed).
+//! test acts at that point for as long as it needs, on any machine speed) or
+//! `name=fail:N` (where the code asks [`fails`]: its Nth hit fails, once, as
+//! if an answer was lost after the fact).
 
 /// A SQLite group has run every statement but has not committed yet.
 pub const MID_GROUP_COMMIT: &str = "mid_group_commit";
@@ -52,6 +54,8 @@ mod armed {
         /// Crash on this hit; the counter holds the hits so far.
         After(u64, AtomicU64),
         WaitFor(std::path::PathBuf),
+        /// Fail this hit of [`super::fails`]; the counter holds the hits so far.
+        Fail(u64, AtomicU64),
     }
 
     fn parse(entry: &str) -> (String, Action) {
@@ -66,6 +70,8 @@ mod armed {
                     Action::After(n.parse().unwrap_or(1), AtomicU64::new(0))
                 } else if let Some(path) = spec.strip_prefix("wait:") {
                     Action::WaitFor(path.into())
+                } else if let Some(n) = spec.strip_prefix("fail:") {
+                    Action::Fail(n.parse().unwrap_or(1), AtomicU64::new(0))
                 } else {
                     Action::Crash
                 };
@@ -100,6 +106,7 @@ mod armed {
                 tracing::warn!(failpoint = name, ?pause, "failpoint: holding the saga");
                 tokio::time::sleep(*pause).await;
             }
+            Some(Action::Fail(..)) => {}
             Some(Action::WaitFor(go)) => {
                 let mut reached = go.clone().into_os_string();
                 reached.push(".reached");
@@ -111,6 +118,26 @@ mod armed {
                 }
             }
         }
+    }
+
+    pub fn fails(name: &str) -> bool {
+        match armed().get(name) {
+            Some(Action::Fail(n, hits)) => hits.fetch_add(1, Ordering::SeqCst) + 1 == *n,
+            _ => false,
+        }
+    }
+}
+
+/// Whether this hit of `name` fails (armed `name=fail:N`: the Nth hit);
+/// never in production builds.
+#[inline]
+pub fn fails(name: &str) -> bool {
+    #[cfg(pastebin_failpoints)]
+    return armed::fails(name);
+    #[cfg(not(pastebin_failpoints))]
+    {
+        let _ = name;
+        false
     }
 }
 

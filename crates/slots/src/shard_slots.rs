@@ -9,7 +9,7 @@
 //! already given up) exactly as it had said.
 
 use std::sync::{
-    atomic::{AtomicI64, Ordering},
+    atomic::{AtomicBool, AtomicI64, Ordering},
     Arc,
 };
 
@@ -23,6 +23,11 @@ use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use pastebin_runtime::grpc::{CallError, GENERATION, NOT_EXECUTED};
 
 use crate::move_changes::{ChangeLog, MovedRowKey};
+
+/// A move's step was committed to this shard's database and its answer is
+/// lost (`fail:N`: the Nth such commit), as when the server restarts
+/// mid-COMMIT: the caller hears an error for a step that took effect.
+pub const MOVE_STORED_ANSWER_LOST: &str = "move_stored_answer_lost";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SlotClaimError {
@@ -233,6 +238,9 @@ pub struct ShardSlots {
     /// Slots a finished move took away while this shard's database forgot
     /// it: the rows it still has of them are stale copies, to delete.
     stale_copies: Arc<std::sync::Mutex<Vec<SlotRange>>>,
+    /// A write's outcome was unknown and the database could not be read
+    /// since: the next step reads it first ([`ShardSlots::follow_database`]).
+    uncertain: Arc<AtomicBool>,
 }
 
 /// The lost-commits windows a shard holds for slots
@@ -394,6 +402,7 @@ impl ShardSlots {
             lease_until: Arc::new(AtomicI64::new(0)),
             granted: None,
             stale_copies: Arc::default(),
+            uncertain: Arc::default(),
         })
     }
 
@@ -549,6 +558,9 @@ impl ShardSlots {
             }
         }
         let mut state = self.state.write().await;
+        if self.uncertain.load(Ordering::SeqCst) {
+            self.follow_database(&mut state).await;
+        }
         let before = self.before(&state, &request).await?;
         let transition = pastebin_handover::step(&before, &request)?;
         let after = transition.shard;
@@ -556,7 +568,10 @@ impl ShardSlots {
         let owner_changed = after.owned != before.owned;
         if transition.durable {
             let record = record.as_ref().expect("a durable change is a change of a record");
-            self.store(record, owner_changed.then_some(after.owned), request.now_ms).await?;
+            if let Err(error) = self.store(record, owner_changed.then_some(after.owned), request.now_ms).await {
+                self.follow_database(&mut state).await;
+                return Err(error.into());
+            }
             tracing::warn!(
                 move_id = %record.identity.id, slots = %record.identity.slots, role = record.role.as_str(),
                 step = record.step.as_str(), epoch = record.lease.epoch, abandoning = record.abandoning,
@@ -580,6 +595,43 @@ impl ShardSlots {
         state.active = after.active;
         state.publish();
         Ok(Applied { effects: transition.effects, record })
+    }
+
+    /// After a write whose outcome is unknown (its commit may have reached
+    /// the database while its answer was lost: a server restarted mid-COMMIT,
+    /// a connection cut), memory takes what the database holds, so the shard
+    /// never acts on a step it believes undone while its database kept it
+    /// (docs/design.md#moving-slots). If the database cannot be read now, the
+    /// next step reads it first.
+    async fn follow_database(&self, state: &mut Ownership) {
+        let stored =
+            async { Ok::<_, SlotClaimError>((stored_slots(&self.pool).await?, active_move(&self.pool).await?)) };
+        match stored.await {
+            Ok(((owned, generation), active)) => {
+                // Under a topology the grant says what is served; the
+                // database's own range is only what this shard recorded.
+                if state.granted.is_none() && owned != state.owned {
+                    tracing::warn!(%owned, "after an uncertain commit the database holds another range: following it");
+                    state.owned = owned;
+                    state.generation = state.generation.max(generation) + 1;
+                }
+                if active.as_ref().map(|a| &a.identity) != state.active.as_ref().map(|a| &a.identity)
+                    || active.as_ref().map(|a| a.step) != state.active.as_ref().map(|a| a.step)
+                {
+                    tracing::warn!(
+                        active = ?active.as_ref().map(|a| (a.identity.id.as_str(), a.step.as_str())),
+                        "after an uncertain commit the database holds another step of the move: following it"
+                    );
+                }
+                state.active = active;
+                state.publish();
+                self.uncertain.store(false, Ordering::SeqCst);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "after an uncertain commit the database cannot be read: the next step reads it first");
+                self.uncertain.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     /// What `step` reads: the range, the move in progress with its lease as
@@ -634,7 +686,11 @@ impl ShardSlots {
         .bind(record.search_first.map(|window| window.1))
         .execute(&mut *transaction)
         .await?;
-        transaction.commit().await
+        transaction.commit().await?;
+        if pastebin_runtime::failpoints::fails(MOVE_STORED_ANSWER_LOST) {
+            return Err(sqlx::Error::Io(std::io::Error::other("failpoint: the commit's answer was lost")));
+        }
+        Ok(())
     }
 
     /// Under a topology, a target whose database forgot the copy of a move
@@ -813,9 +869,13 @@ async fn recorded_move(pool: &AnyPool, id: &str) -> Result<Option<Record>, sqlx:
 }
 
 async fn active_move(pool: &AnyPool) -> Result<Option<Record>, sqlx::Error> {
-    let row = sqlx::query(AssertSqlSafe(format!("{MOVE_COLUMNS} WHERE step NOT IN ('done', 'abandoned') LIMIT 1")))
-        .fetch_optional(pool)
-        .await?;
+    // At most one is unfinished; should a database hold more, every start
+    // picks the same one (the oldest).
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "{MOVE_COLUMNS} WHERE step NOT IN ('done', 'abandoned') ORDER BY started_at, move_id LIMIT 1"
+    )))
+    .fetch_optional(pool)
+    .await?;
     row.as_ref().map(move_from_row).transpose()
 }
 

@@ -370,3 +370,61 @@ async fn a_target_that_crashed_right_after_its_take_holds_the_window_all_the_sam
         other => panic!("a new key is inserted: {other:?}"),
     }
 }
+
+const UNFINISHED: &str = "SELECT COUNT(*) FROM slot_moves WHERE step NOT IN ('done', 'abandoned')";
+
+/// The source with its Nth move commit answered as lost (the database kept
+/// the step; the caller heard an error, as when a server restarts
+/// mid-COMMIT), and a key of the moving slots made before the move.
+async fn a_source_that_loses_the_answer_of_its_commit(nth: u32) -> (Cluster, Vec<Created>) {
+    let mut cluster = Cluster::start(ClusterOptions { empty_key_shards: 1, ..Default::default() }).await;
+    let failpoint = format!("{}=fail:{nth}", pastebin_slots::shard_slots::MOVE_STORED_ANSWER_LOST);
+    cluster.keys[0].restart(&[("PASTEBIN_FAILPOINTS", failpoint.as_str())], &["key-service"]).await;
+    let created = create_some(&cluster, 12).await;
+    (cluster, created)
+}
+
+/// A step the source committed whose answer was lost: ctl hears an error
+/// for a step that took effect. The shard's memory follows its database at
+/// once (docs/design.md#moving-slots), so the rerun resumes that same move:
+/// nothing records a second one, and nothing unfinished is left behind for
+/// a restart to pick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_prepare_whose_answer_was_lost_is_resumed_by_the_rerun_not_recorded_twice() {
+    let (cluster, created) = a_source_that_loses_the_answer_of_its_commit(1).await;
+    let k = cluster.key_addresses.clone();
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
+    assert!(!ok, "the prepare's answer was lost: {output}");
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    for url in &cluster.key_database_urls[..2] {
+        assert_eq!(scalar(url, MOVES).await, 1, "one move, recorded once, on each shard ({url})");
+        assert_eq!(scalar(url, UNFINISHED).await, 0, "nothing left unfinished ({url})");
+    }
+    check_replays_and_reads(&cluster, &created).await;
+}
+
+/// A release the source committed whose answer was lost: the source has
+/// given the slots up, whatever ctl heard, so `--abandon` is refused as
+/// after any release (an abandon would leave the slots with no owner), and
+/// the rerun finishes the move; the source, restarted, owns what it kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_whose_answer_was_lost_cannot_be_abandoned_and_the_rerun_finishes_it() {
+    let (mut cluster, created) = a_source_that_loses_the_answer_of_its_commit(3).await;
+    let k = cluster.key_addresses.clone();
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
+    assert!(!ok && output.contains("Release"), "the release's answer was lost: {output}");
+    let abandon = [&move_args("key", &k[0], &k[1], HIGH)[..], &["--abandon"]].concat();
+    let (ok, output) = ctl_reshard(&cluster, &abandon, "").await;
+    assert!(!ok && output.contains("can no longer be abandoned"), "{output}");
+    let (ok, output) = ctl_reshard(&cluster, &move_args("key", &k[0], &k[1], HIGH), "").await;
+    assert!(ok && output.contains("done: slots 128-255 moved"), "{output}");
+    cluster.keys[0].forget_flag("--slots");
+    cluster.keys[0].restart(&[("PASTEBIN_FAILPOINTS", "")], &["key-service"]).await;
+    assert_eq!(described(&cluster, "key", 0).await, OwnedSlots::Range("0-127".parse().unwrap()));
+    assert_eq!(described(&cluster, "key", 1).await, OwnedSlots::Range(range(HIGH)));
+    for url in &cluster.key_database_urls[..2] {
+        assert_eq!(scalar(url, UNFINISHED).await, 0, "nothing left unfinished ({url})");
+    }
+    check_replays_and_reads(&cluster, &created).await;
+}

@@ -11,6 +11,7 @@ use prost::Message;
 const PROTOS: &[(&str, &str)] = &[
     ("pastebin/keys/v1/keys.proto", "keys_descriptor"),
     ("pastebin/pastes/v1/pastes.proto", "pastes_descriptor"),
+    ("pastebin/colocated/v1/colocated.proto", "colocated_descriptor"),
     ("pastebin/v1/pastebin.proto", "api_descriptor"),
 ];
 

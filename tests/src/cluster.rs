@@ -564,6 +564,7 @@ impl Cluster {
                     address: self.key_addresses[i].clone(),
                     slots: Some(initial_slots(i, owning_keys)),
                     client: self.key_client(i),
+                    colocated: false,
                 })
                 .collect(),
             (0..pastes)
@@ -571,6 +572,7 @@ impl Cluster {
                     address: self.paste_addresses[i].clone(),
                     slots: Some(initial_slots(i, owning_pastes)),
                     client: self.paste_client(i),
+                    colocated: false,
                 })
                 .collect(),
         )

@@ -20,11 +20,17 @@ const NOWHERE: &str = "http://127.0.0.1:9";
 fn unreachable_sweeper(objects: &tempfile::TempDir) -> Sweeper {
     let every = Some(pastebin_core::SlotRange::ALL.into());
     let slots = pastebin_shards::SlotMap::new(
-        vec![Shard { address: NOWHERE.into(), slots: every, client: KeyClient::new(channel(NOWHERE, None).unwrap()) }],
+        vec![Shard {
+            address: NOWHERE.into(),
+            slots: every,
+            client: KeyClient::new(channel(NOWHERE, None).unwrap()),
+            colocated: false,
+        }],
         vec![Shard {
             address: NOWHERE.into(),
             slots: every,
             client: PasteClient::new(channel(NOWHERE, None).unwrap()),
+            colocated: false,
         }],
     )
     .unwrap();

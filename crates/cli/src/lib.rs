@@ -52,6 +52,9 @@ pub enum Command {
     KeyService(KeyServiceArgs),
     /// Run a paste service (shard P: paste rows and tombstones) over gRPC.
     PasteService(ShardArgs),
+    /// Run a colocated shard: K and P for the same slots on one database,
+    /// each create one commit (docs/design.md#the-colocated-create).
+    ColocatedShard(KeyServiceArgs),
     /// Run the gateway: the create saga, reads and deletes, over HTTP and gRPC.
     // Boxed: its flags outweigh every other part's.
     Gateway(Box<GatewayCommand>),
@@ -214,7 +217,7 @@ PASTEBIN_CONFIG names a settings file for one part or all (TOML, or PASTEBIN_NAM
 flags win over the environment, the environment over the file (docs/deployment.md#settings).";
 
 /// The parts that drain after a signal: `--drain-timeout-secs` is theirs.
-const DRAINING: [&str; 5] = ["key-service", "paste-service", "gateway", "sweeper", "up"];
+const DRAINING: [&str; 6] = ["key-service", "paste-service", "colocated-shard", "gateway", "sweeper", "up"];
 
 /// [`Cli`]'s command line, with the global flags that do nothing for a
 /// command hidden from its `--help` (still accepted, as every part reads
@@ -251,6 +254,7 @@ fn service_name(command: &Command) -> &'static str {
     match command {
         Command::KeyService(_) => "pastebin-key-service",
         Command::PasteService(_) => "pastebin-paste-service",
+        Command::ColocatedShard(_) => "pastebin-colocated-shard",
         Command::Gateway(_) => "pastebin-gateway",
         Command::Sweeper(_) => "pastebin-sweeper",
         Command::Up(_) => "pastebin-up",
@@ -271,6 +275,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         match cli.command {
             Command::KeyService(args) => with_drain_timeout(run_key_service(args), drain_timeout).await,
             Command::PasteService(args) => with_drain_timeout(run_paste_service(args), drain_timeout).await,
+            Command::ColocatedShard(args) => with_drain_timeout(run_colocated_shard(args), drain_timeout).await,
             Command::Gateway(args) => with_drain_timeout(run_gateway(*args), drain_timeout).await,
             Command::Sweeper(args) => with_drain_timeout(run_sweeper(args), drain_timeout).await,
             Command::Up(args) => with_drain_timeout(up::run(*args), drain_timeout).await,
@@ -395,14 +400,28 @@ async fn run_key_service(args: KeyServiceArgs) -> anyhow::Result<()> {
         "key-service",
         ShardKind::Key,
         |pool, slots, options| async move {
-            // The window belongs to the slots this shard owns now: it moves with them.
-            let lost = lost_commits.held(&slots).await?;
-            let store = pastebin_keys::KeyStore::new(pool, Arc::new(SystemClock))
-                .with_lost_commits(lost)
-                .with_search_windows(slots.search_windows());
+            let store = up::key_store(pool, &slots, &lost_commits, Arc::new(SystemClock)).await?;
             pastebin_keys::server(store, slots, options).await
         },
     )
+    .await
+}
+
+/// A colocated shard's slots do not move yet, so it takes no topology: it
+/// is the one shard of both kinds of its deployment.
+async fn run_colocated_shard(args: KeyServiceArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.shard.topology.is_none(),
+        "a colocated shard takes no --topology: its slots do not move yet (docs/design.md#the-colocated-create); \
+         run it without --topology, as its deployment's one shard of both kinds"
+    );
+    let lost_commits = args.lost_commits;
+    let migrations = &*pastebin_colocated::MIGRATIONS;
+    run_shard(args.shard, migrations, "colocated-shard", ShardKind::Key, |pool, slots, options| async move {
+        let clock: Arc<dyn pastebin_core::Clock> = Arc::new(SystemClock);
+        let keys = up::key_store(pool.clone(), &slots, &lost_commits, clock.clone()).await?;
+        pastebin_colocated::server(keys, pastebin_pastes::PasteStore::new(pool, clock), slots, options).await
+    })
     .await
 }
 

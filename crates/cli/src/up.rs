@@ -7,7 +7,11 @@
 //! Unix sockets in the data directory, for the operator tools that
 //! `endpoints.json` points at; no TCP port of `up` reaches them.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anyhow::Context;
 use pastebin_admin::AdminState;
@@ -19,7 +23,7 @@ use pastebin_proto::shard::v1::ShardKind;
 use pastebin_runtime::{
     db,
     files::private_socket,
-    grpc::{unix_address, ServerOptions},
+    grpc::{unix_address, GrpcServer, ServerOptions},
     lock::{this_process, Sharing},
     shutdown_signal,
 };
@@ -48,6 +52,12 @@ pub struct UpArgs {
     /// After an unsafe failover or a restore by hand (`pastebin ctl restore` stores its window itself).
     #[command(flatten)]
     pub lost_commits: crate::flags::LostCommitsArgs,
+    /// Make a new data directory colocated: K's and P's rows in one SQLite
+    /// file, each create one commit instead of the saga's three
+    /// (docs/design.md#the-colocated-create). A data directory keeps the
+    /// layout it was made with; this flag is refused on one made without it.
+    #[arg(long, env = "PASTEBIN_COLOCATED", help_heading = pastebin_runtime::help::DATABASE)]
+    pub colocated: bool,
     /// Admin listener: `/metrics` of every part and the pending-age `/dashboard`.
     #[arg(long, env = "PASTEBIN_ADMIN", default_value = "127.0.0.1:9090", help_heading = pastebin_runtime::help::TELEMETRY,
           value_parser = crate::flags::listen_address)]
@@ -83,32 +93,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Before anything in the directory is touched: a second `up` here
     // leaves the first one's files, and its endpoints.json, alone.
     let mut lock = locks::data_dir(dir, PART)?;
+    let layout = Layout::of(dir, args.colocated)?;
     let clock = Arc::new(SystemClock);
 
-    let (key_url, paste_url) = (sqlite_url(dir, "keys.db")?, sqlite_url(dir, "pastes.db")?);
-    let _databases = (locks::sqlite_file(&key_url, PART)?, locks::sqlite_file(&paste_url, PART)?);
-    let key_pool = db::connect(&key_url, 8, &pastebin_keys::MIGRATIONS).await?;
-    let paste_pool = db::connect(&paste_url, 8, &pastebin_pastes::MIGRATIONS).await?;
-    // One shard of each kind, owning every slot, like any lone shard.
-    let now = pastebin_core::to_millis(clock.now());
-    let every = Some(OwnedSlots::Range(SlotRange::ALL));
-    let key_slots = ShardSlots::claim(key_pool.pool(), ShardKind::Key, every, Resharding::Refuse, now).await?;
-    let paste_slots = ShardSlots::claim(paste_pool.pool(), ShardKind::Paste, every, Resharding::Refuse, now).await?;
     let objects_dir = std::path::absolute(dir.join("objects")).context("cannot resolve the objects directory")?;
     let objects = Arc::new(LocalDirStore::open(&objects_dir)?);
     let _objects = locks::objects_dir(&objects_dir, Sharing::Exclusive, PART)?;
     // Made at the first start: a backup carries it, and a restore checks it.
     pastebin_shards::DeploymentId::read_or_create(&objects_dir)?;
-
-    // K and P listen only on Unix sockets inside the 0700 data directory:
-    // they hand out stored delete tokens to any caller, so no other local
-    // account may reach them (docs/security.md#local-sockets).
-    let key_socket = std::path::absolute(dir.join("keys.sock")).context("cannot resolve the data directory")?;
-    let paste_socket = key_socket.with_file_name("pastes.sock");
-    let key_listener = listen_private(&key_socket, "key-service")?;
-    let paste_listener = listen_private(&paste_socket, "paste-service")?;
-    let key_address = unix_address(&key_socket);
-    let paste_address = unix_address(&paste_socket);
 
     // K and P answer without reflection; the public gRPC
     // API answers reflection for its own API. All within the limits given.
@@ -117,20 +109,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let internal = ServerOptions { limits: args.gateway.limits.grpc(), ..ServerOptions::default() };
     let public =
         ServerOptions { reflection: true, limits: args.gateway.public_grpc_limits(), ..ServerOptions::default() };
-    let lost = args.lost_commits.held(&key_slots).await?;
-    let keys =
-        KeyStore::new(key_pool, clock.clone()).with_lost_commits(lost).with_search_windows(key_slots.search_windows());
-    let key_server = pastebin_keys::server(keys, key_slots, internal.clone()).await?;
-    let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;
-    // The shards are this process's own, so their ranges are known without asking.
-    let slots = SlotMap::new(
-        vec![Shard { address: key_address.clone(), slots: every, client: KeyClient::new(key_server.in_process()) }],
-        vec![Shard {
-            address: paste_address.clone(),
-            slots: every,
-            client: PasteClient::new(paste_server.in_process()),
-        }],
-    )?;
+    let shards = match layout {
+        Layout::Split => Shards::split(dir, &args.lost_commits, clock, internal).await?,
+        Layout::Colocated => Shards::colocated(dir, &args.lost_commits, clock, internal).await?,
+    };
+    let slots = shards.slots.clone();
     let http = bind(args.gateway.http, "gateway-http", "--http").await?;
     let grpc = bind(args.gateway.grpc, "gateway-grpc", "--grpc").await?;
     let sweeper = args.sweeper.sweeper(slots.clone(), objects.clone());
@@ -152,8 +135,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         format!("http://{}", admin_listener.local_addr()?),
     );
     let endpoints = Endpoints {
-        key_shards: vec![key_address],
-        paste_shards: vec![paste_address],
+        key_shards: vec![shards.key_address.clone()],
+        paste_shards: vec![shards.paste_address.clone()],
         http: Some(http_url.clone()),
         grpc: Some(grpc_url.clone()),
         admin: Some(admin_url.clone()),
@@ -168,8 +151,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
 
     tokio::try_join!(
-        key_server.serve_unix(key_listener, shutdown_signal()),
-        paste_server.serve_unix(paste_listener, shutdown_signal()),
+        shards.serve(),
         pastebin_gateway::serve_http(
             http,
             args.gateway.public_routes(&gateway),
@@ -186,4 +168,150 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         pastebin_admin::serve(admin_listener, admin.clone(), http_limits, shutdown_signal()),
     )?;
     Ok(())
+}
+
+/// How a data directory keeps K's and P's rows: the saga's two SQLite files
+/// (`keys.db`, `pastes.db`), or one colocated file (`colocated.db`). Chosen
+/// when the directory is made; kept for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Split,
+    Colocated,
+}
+
+const COLOCATED_DB: &str = "colocated.db";
+
+impl Layout {
+    fn of(dir: &Path, colocated: bool) -> anyhow::Result<Self> {
+        let made_split = dir.join("keys.db").exists() || dir.join("pastes.db").exists();
+        let made_colocated = dir.join(COLOCATED_DB).exists();
+        match (made_split, made_colocated) {
+            (true, true) => anyhow::bail!(
+                "{} holds both keys.db and pastes.db and {COLOCATED_DB}: it is no data directory `pastebin up` made; \
+                 move the files that do not belong there away",
+                dir.display()
+            ),
+            (true, false) if colocated => anyhow::bail!(
+                "{} was made without --colocated (it holds keys.db and pastes.db) and keeps that layout: \
+                 run without --colocated, or give a new --data-dir",
+                dir.display()
+            ),
+            (true, false) => Ok(Self::Split),
+            (false, true) => {
+                tracing::info!("this data directory is colocated: each create is one commit");
+                Ok(Self::Colocated)
+            }
+            (false, false) if colocated => Ok(Self::Colocated),
+            (false, false) => Ok(Self::Split),
+        }
+    }
+}
+
+/// The shards of one `up`: each server with its private socket, their
+/// addresses for `endpoints.json`, and the slot map the gateway and the
+/// sweeper route by. One shard of each kind (or one of both), owning every slot.
+struct Shards {
+    served: Vec<(GrpcServer, tokio::net::UnixListener)>,
+    slots: SlotMap,
+    key_address: String,
+    paste_address: String,
+    _databases: Vec<Option<pastebin_runtime::lock::Lock>>,
+}
+
+/// Every slot, as a lone shard owns them.
+const EVERY: Option<OwnedSlots> = Some(OwnedSlots::Range(SlotRange::ALL));
+
+impl Shards {
+    /// K and P on `keys.db` and `pastes.db`, joined by the saga.
+    async fn split(
+        dir: &Path,
+        lost_commits: &crate::flags::LostCommitsArgs,
+        clock: Arc<dyn Clock>,
+        internal: ServerOptions,
+    ) -> anyhow::Result<Self> {
+        let (key_url, paste_url) = (sqlite_url(dir, "keys.db")?, sqlite_url(dir, "pastes.db")?);
+        let databases = vec![locks::sqlite_file(&key_url, PART)?, locks::sqlite_file(&paste_url, PART)?];
+        let key_pool = db::connect(&key_url, 8, &pastebin_keys::MIGRATIONS).await?;
+        let paste_pool = db::connect(&paste_url, 8, &pastebin_pastes::MIGRATIONS).await?;
+        let now = pastebin_core::to_millis(clock.now());
+        let key_slots = ShardSlots::claim(key_pool.pool(), ShardKind::Key, EVERY, Resharding::Refuse, now).await?;
+        let paste_slots =
+            ShardSlots::claim(paste_pool.pool(), ShardKind::Paste, EVERY, Resharding::Refuse, now).await?;
+        let keys = key_store(key_pool, &key_slots, lost_commits, clock.clone()).await?;
+        // K and P listen only on Unix sockets inside the 0700 data directory:
+        // they hand out stored delete tokens to any caller, so no other local
+        // account may reach them (docs/security.md#local-sockets).
+        let (key_socket, key_listener) = socket(dir, "keys.sock", "key-service")?;
+        let (paste_socket, paste_listener) = socket(dir, "pastes.sock", "paste-service")?;
+        let key_server = pastebin_keys::server(keys, key_slots, internal.clone()).await?;
+        let paste_server = pastebin_pastes::server(PasteStore::new(paste_pool, clock), paste_slots, internal).await?;
+        let slots = SlotMap::new(
+            vec![shard(&key_socket, KeyClient::new(key_server.in_process()), false)],
+            vec![shard(&paste_socket, PasteClient::new(paste_server.in_process()), false)],
+        )?;
+        Ok(Self {
+            served: vec![(key_server, key_listener), (paste_server, paste_listener)],
+            slots,
+            key_address: key_socket,
+            paste_address: paste_socket,
+            _databases: databases,
+        })
+    }
+
+    /// One colocated shard on `colocated.db`, serving both kinds on one socket.
+    async fn colocated(
+        dir: &Path,
+        lost_commits: &crate::flags::LostCommitsArgs,
+        clock: Arc<dyn Clock>,
+        internal: ServerOptions,
+    ) -> anyhow::Result<Self> {
+        let url = sqlite_url(dir, COLOCATED_DB)?;
+        let databases = vec![locks::sqlite_file(&url, PART)?];
+        let pool = db::connect(&url, 8, &pastebin_colocated::MIGRATIONS).await?;
+        let now = pastebin_core::to_millis(clock.now());
+        let slots = ShardSlots::claim(pool.pool(), ShardKind::Key, EVERY, Resharding::Refuse, now).await?;
+        let keys = key_store(pool.clone(), &slots, lost_commits, clock.clone()).await?;
+        let (address, listener) = socket(dir, "colocated.sock", "colocated-shard")?;
+        let server = pastebin_colocated::server(keys, PasteStore::new(pool, clock), slots, internal).await?;
+        let slots = SlotMap::new(
+            vec![shard(&address, KeyClient::new(server.in_process()), true)],
+            vec![shard(&address, PasteClient::new(server.in_process()), true)],
+        )?;
+        Ok(Self {
+            served: vec![(server, listener)],
+            slots,
+            key_address: address.clone(),
+            paste_address: address,
+            _databases: databases,
+        })
+    }
+
+    async fn serve(self) -> anyhow::Result<()> {
+        let served = self.served.into_iter().map(|(server, listener)| server.serve_unix(listener, shutdown_signal()));
+        futures::future::try_join_all(served).await.map(drop)
+    }
+}
+
+/// K's store on `pool`, searching first while the shard may have lost
+/// commits (a window it holds, or one `--may-have-lost-commits-since` gives:
+/// it belongs to the slots the shard owns now, and moves with them).
+pub(crate) async fn key_store(
+    pool: db::Database,
+    slots: &ShardSlots,
+    lost_commits: &crate::flags::LostCommitsArgs,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<KeyStore> {
+    let lost = lost_commits.held(slots).await?;
+    Ok(KeyStore::new(pool, clock).with_lost_commits(lost).with_search_windows(slots.search_windows()))
+}
+
+/// A private socket `file` in the data directory, and its address.
+fn socket(dir: &Path, file: &str, what: &str) -> anyhow::Result<(String, tokio::net::UnixListener)> {
+    let path = std::path::absolute(dir.join(file)).context("cannot resolve the data directory")?;
+    Ok((unix_address(&path), listen_private(&path, what)?))
+}
+
+/// This process's own shard at `address`: its range is known without asking.
+fn shard<C>(address: &str, client: C, colocated: bool) -> Shard<C> {
+    Shard { address: address.to_owned(), slots: EVERY, client, colocated }
 }

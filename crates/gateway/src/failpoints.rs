@@ -12,3 +12,5 @@ pub const AFTER_DONE: &str = "after_done";
 /// Adopting after a K loss: the found paste has the pending record's token,
 /// and K does not know the adoption yet.
 pub const AFTER_TOKEN_ROTATED: &str = "after_token_rotated";
+/// The colocated create: both rows committed, the answer not yet sent.
+pub const AFTER_COMMIT: &str = "after_commit";

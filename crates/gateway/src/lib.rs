@@ -28,6 +28,7 @@
 mod access_log;
 mod admission;
 mod cache;
+mod colocated;
 mod create_request;
 pub mod create_tokens;
 mod created;

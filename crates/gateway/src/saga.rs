@@ -38,15 +38,15 @@ use crate::{
 const MAX_REREADS: usize = 3;
 
 /// One create in flight: its request, its deadline and the shards its slot maps to.
-struct Saga<'a> {
+pub(crate) struct Saga<'a> {
     gateway: &'a Gateway,
-    request: &'a ValidCreate,
-    deadline: Instant,
-    keys: KeyClient,
+    pub(crate) request: &'a ValidCreate,
+    pub(crate) deadline: Instant,
+    pub(crate) keys: KeyClient,
     pastes: PasteClient,
 }
 
-fn key_unavailable(error: StepError) -> ApiError {
+pub(crate) fn key_unavailable(error: StepError) -> ApiError {
     match &error {
         StepError::NotExecuted(reason) => {
             tracing::debug!(%reason, "key service: the slot is moving");
@@ -94,10 +94,18 @@ impl Gateway {
                 keys: slots.key_shard(slot).with_deadline(deadline),
                 pastes: slots.paste_shard(slot).with_deadline(deadline),
             };
+            // Where one shard holds both kinds of the slot, the create is
+            // one commit there (docs/design.md#the-colocated-create).
+            let created = match slots.colocated_shard(slot) {
+                Some(colocated) => {
+                    saga.run_one_commit(&colocated.with_deadline(deadline)).instrument(span.clone()).await
+                }
+                None => saga.run().instrument(span.clone()).await,
+            };
             // A step's refusal is logged at DEBUG where it happens; the
             // create's own outcome once here: a refusal the saga follows is
             // no error, and only a failure the client sees as 5xx is one.
-            match saga.run().instrument(span.clone()).await {
+            match created {
                 Err(ApiError::SlotMoving) if moves.again(&self.inner.slots, deadline).await => {
                     tracing::info!(parent: &span, "the key's slot moved or is moving: following it");
                 }
@@ -115,13 +123,13 @@ impl Gateway {
 }
 
 impl Saga<'_> {
-    fn key(&self) -> &IdempotencyKey {
+    pub(crate) fn key(&self) -> &IdempotencyKey {
         &self.request.key
     }
 
     /// Step 1: a fresh paste id in the key's slot, a delete token, and the
     /// 201 body that will be stored and, once done, shown.
-    fn mint(&self) -> (PasteId, ResponseBody) {
+    pub(crate) fn mint(&self) -> (PasteId, ResponseBody) {
         let inner = &self.gateway.inner;
         let id = inner.minter.paste_id(self.key().slot());
         let expires_at = self.request.expiry.expires_at(inner.clock.now());
@@ -129,13 +137,20 @@ impl Saga<'_> {
         (id, created.to_stored())
     }
 
-    async fn run(&self) -> Result<CreateAnswer, ApiError> {
+    pub(crate) async fn run(&self) -> Result<CreateAnswer, ApiError> {
         let (paste_id, response_body) = self.mint();
-        let (mut record, fresh) = match self.begin(paste_id, response_body).await? {
-            Begun::Inserted(record) => (record, true),
-            Begun::Existing(record) => (record, false),
-        };
+        let begun = self.begin(paste_id, response_body).await?;
         failpoints::hit(AFTER_K_BEGIN).await;
+        match begun {
+            Begun::Inserted(record) => self.follow(record, true).await,
+            Begun::Existing(record) => self.follow(record, false).await,
+        }
+    }
+
+    /// What the key's record says to do: replay a done key, 409 another
+    /// body, finish a pending one, restart an aborted one. `fresh`: this
+    /// attempt inserted the record just now.
+    pub(crate) async fn follow(&self, mut record: KeyRecord, fresh: bool) -> Result<CreateAnswer, ApiError> {
         for _ in 0..MAX_REREADS {
             if record.request_hash != self.request.request_hash {
                 return Err(ApiError::KeyConflict);
@@ -339,7 +354,7 @@ impl Saga<'_> {
     /// Step 3: PUT the content, create-only. "Already there" is success: the
     /// request hash matched, so it is the same bytes.
     #[tracing::instrument(skip_all, err(level = "debug", Display))]
-    async fn put(&self, paste_id: &PasteId) -> Result<(), StepError> {
+    pub(crate) async fn put(&self, paste_id: &PasteId) -> Result<(), StepError> {
         let put = self.gateway.inner.objects.put(paste_id.as_str(), self.request.content.clone());
         timed("put", within(self.deadline, put)).await.map(drop)
     }
@@ -348,21 +363,7 @@ impl Saga<'_> {
     /// exists afterwards (false: this attempt is aborted).
     #[tracing::instrument(skip_all, err(level = "debug", Display))]
     async fn insert(&self, paste_id: &PasteId, created: &Created) -> Result<bool, ApiError> {
-        let expires_at =
-            created.expires_at().ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
-        let paste = NewPaste {
-            id: paste_id.clone(),
-            delete_token_hash: DeleteToken::presented(&created.delete_token).hash(),
-            created_at: self.gateway.inner.clock.now(),
-            expires_at,
-            size: self.request.content.len() as u64,
-            content_sha256: Sha256::digest(&self.request.content).into(),
-            // The request hash covers these, so a rolled-forward retry
-            // carries the very attributes the first attempt minted for.
-            attributes: self.request.attributes.clone(),
-            // What a search after a K loss finds the paste by.
-            origin: Some(PasteOrigin { key_hash: self.key().hash(), request_hash: self.request.request_hash }),
-        };
+        let paste = self.new_paste(paste_id, created)?;
         match timed("p_insert", within(self.deadline, self.pastes.insert(&paste))).await {
             Ok(InsertOutcome::Inserted | InsertOutcome::AlreadyExists) => Ok(true),
             Ok(InsertOutcome::Tombstoned) => {
@@ -392,6 +393,25 @@ impl Saga<'_> {
         }
     }
 
+    /// The paste row of `paste_id`, whose 201 is `created`.
+    pub(crate) fn new_paste(&self, paste_id: &PasteId, created: &Created) -> Result<NewPaste, ApiError> {
+        let expires_at =
+            created.expires_at().ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
+        Ok(NewPaste {
+            id: paste_id.clone(),
+            delete_token_hash: DeleteToken::presented(&created.delete_token).hash(),
+            created_at: self.gateway.inner.clock.now(),
+            expires_at,
+            size: self.request.content.len() as u64,
+            content_sha256: Sha256::digest(&self.request.content).into(),
+            // The request hash covers these, so a rolled-forward retry
+            // carries the very attributes the first attempt minted for.
+            attributes: self.request.attributes.clone(),
+            // What a search after a K loss finds the paste by.
+            origin: Some(PasteOrigin { key_hash: self.key().hash(), request_hash: self.request.request_hash }),
+        })
+    }
+
     /// The compensation: the fence (docs/design.md#fence). P tombstones the
     /// id unless a paste holds it; if a paste holds it, the right action is
     /// done, not abort (returns true). Only behind the tombstone is the key
@@ -406,7 +426,7 @@ impl Saga<'_> {
         match fenced {
             Ok(Ok(Fenced::Live)) => Ok(true),
             Ok(Ok(Fenced::Aborted { .. })) => {
-                self.remove_fenced_object(paste_id).await;
+                self.remove_object(paste_id).await;
                 Ok(false)
             }
             Ok(Err(FenceError::KeyShard(error))) => Err(key_unavailable(error.into())),
@@ -433,12 +453,13 @@ impl Saga<'_> {
         Err(ApiError::StorageFull)
     }
 
-    /// Deletes a fenced id's object, within the request's budget. A failure
-    /// leaves it to the object reaper, which deletes what no live paste holds.
-    async fn remove_fenced_object(&self, paste_id: &PasteId) {
+    /// Deletes the object of an id no paste can hold (fenced, or never
+    /// committed), within the request's budget. A failure leaves it to the
+    /// object reaper, which deletes what no live paste holds.
+    pub(crate) async fn remove_object(&self, paste_id: &PasteId) {
         let objects = &self.gateway.inner.objects;
         if let Err(error) = within(self.deadline, objects.delete(paste_id.as_str())).await {
-            tracing::warn!(%error, "the fenced id's object was not deleted; the reaper will remove it");
+            tracing::warn!(%error, "an object no paste holds was not deleted; the reaper will remove it");
         }
     }
 
@@ -480,9 +501,14 @@ fn earlier_life(own: &PasteId, found: Vec<KeyedPaste>, now: DateTime<Utc>) -> Op
 
 /// Step 6: the stored body, exactly as stored.
 fn answer(record: &KeyRecord, replayed: bool) -> Result<CreateAnswer, ApiError> {
-    let created = Created::from_stored(&record.response_body)
-        .ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
-    Ok(CreateAnswer { body: record.response_body.clone(), created, replayed })
+    stored_answer(&record.response_body, replayed)
+}
+
+/// A create's answer: `body`, as stored with its key.
+pub(crate) fn stored_answer(body: &ResponseBody, replayed: bool) -> Result<CreateAnswer, ApiError> {
+    let created =
+        Created::from_stored(body).ok_or(ApiError::Unavailable("the stored answer for this key is unreadable"))?;
+    Ok(CreateAnswer { body: body.clone(), created, replayed })
 }
 
 #[cfg(test)]

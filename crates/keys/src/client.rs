@@ -33,6 +33,12 @@ impl KeyClient {
         Self { inner: KeyServiceClient::new(channel.clone()), channel, deadline: Deadline::default() }
     }
 
+    /// The channel to the shard, for the services served beside K's (a
+    /// colocated shard's one-commit create).
+    pub fn channel(&self) -> &ShardChannel {
+        &self.channel
+    }
+
     /// Whether the shard can work now: it answers and says it serves (it
     /// does not while its database is unreachable).
     pub async fn check_serving(&self) -> Result<(), String> {

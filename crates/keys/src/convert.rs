@@ -9,6 +9,9 @@ use pastebin_runtime::grpc::Malformed;
 
 use crate::{Adopted, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
+/// The largest stored 201 body accepted; real ones are a few hundred bytes.
+const MAX_RESPONSE_BODY: usize = 16 * 1024;
+
 pub(crate) fn key(raw: &str) -> Result<IdempotencyKey, Malformed> {
     IdempotencyKey::parse(raw).map_err(|e| Malformed(e.to_string()))
 }
@@ -19,6 +22,14 @@ pub(crate) fn paste_id(raw: &str) -> Result<PasteId, Malformed> {
 
 fn request_hash(raw: Vec<u8>) -> Result<RequestHash, Malformed> {
     raw.try_into().map(RequestHash).map_err(|_| Malformed("request_hash must be 32 bytes".into()))
+}
+
+/// A stored 201 body is never empty and stays small.
+pub(crate) fn check_body_size(raw: &[u8]) -> Result<(), Malformed> {
+    if raw.is_empty() || raw.len() > MAX_RESPONSE_BODY {
+        return Err(Malformed("response_body must be 1 to 16384 bytes".into()));
+    }
+    Ok(())
 }
 
 pub(crate) fn response_body(raw: Vec<u8>) -> Result<ResponseBody, Malformed> {
@@ -42,7 +53,7 @@ fn state_from_pb(raw: i32) -> Result<KeyState, Malformed> {
     }
 }
 
-pub(crate) fn begin_request(new: &NewKey) -> pb::BeginRequest {
+pub fn begin_request(new: &NewKey) -> pb::BeginRequest {
     pb::BeginRequest {
         key: new.key.canonical(),
         request_hash: new.request_hash.0.to_vec(),
@@ -78,7 +89,7 @@ pub(crate) fn slot_key_from_pb(raw: pb::SlotKey) -> Result<SlotKey, Malformed> {
     })
 }
 
-pub(crate) fn record_to_pb(record: KeyRecord) -> pb::KeyRecord {
+pub fn record_to_pb(record: KeyRecord) -> pb::KeyRecord {
     pb::KeyRecord {
         key: record.key.canonical(),
         request_hash: record.request_hash.0.to_vec(),
@@ -91,7 +102,7 @@ pub(crate) fn record_to_pb(record: KeyRecord) -> pb::KeyRecord {
     }
 }
 
-pub(crate) fn record_from_pb(raw: pb::KeyRecord) -> Result<KeyRecord, Malformed> {
+pub fn record_from_pb(raw: pb::KeyRecord) -> Result<KeyRecord, Malformed> {
     Ok(KeyRecord {
         key: key(&raw.key)?,
         request_hash: request_hash(raw.request_hash)?,

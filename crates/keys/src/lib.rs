@@ -23,6 +23,20 @@ pub use record::{Adopted, AppliedVerdicts, Begun, KeyRecord, NewKey, PendingKey,
 pub use service::KeyServiceImpl;
 pub use store::{KeyStore, KeyStoreError};
 
+/// K's records on the wire, for a service that takes or answers them beside
+/// the key service's own (the colocated create, docs/design.md#the-colocated-create).
+pub mod wire {
+    pub use crate::convert::{begin_request, record_from_pb, record_to_pb};
+
+    /// A `BeginRequest` as the key service takes it, every field checked.
+    pub fn new_key(
+        request: pastebin_proto::keys::v1::BeginRequest,
+    ) -> Result<crate::NewKey, pastebin_runtime::grpc::Malformed> {
+        crate::convert::check_body_size(&request.response_body)?;
+        crate::convert::new_key(request)
+    }
+}
+
 /// Shard K's schema, run by [`pastebin_runtime::db::connect`] at start-up.
 pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/keys");
 

@@ -1,17 +1,15 @@
 use chrono::{DateTime, Utc};
 use pastebin_core::{from_millis, to_millis, IdempotencyKey, KeyState, Slot};
 use pastebin_proto::{keys::v1 as pb, shard::v1 as shard_pb};
-use pastebin_runtime::grpc::{store_status, Malformed, StoreFailure};
+use pastebin_runtime::grpc::{store_status, StoreFailure};
 use pastebin_slots::shard_slots::{self, ShardSlots};
 use tonic::{Request, Response, Status};
 
 use crate::{
-    convert::{self, key},
+    convert::{self, check_body_size, key},
     Begun, KeyStore, KeyStoreError,
 };
 
-/// The largest stored 201 body accepted; real ones are a few hundred bytes.
-const MAX_RESPONSE_BODY: usize = 16 * 1024;
 /// The largest page `ListPending` returns.
 const MAX_PAGE: u32 = 10_000;
 
@@ -54,14 +52,6 @@ impl From<KeyStoreError> for Status {
     fn from(error: KeyStoreError) -> Self {
         store_status(&error)
     }
-}
-
-/// A stored 201 body is never empty and stays small.
-fn check_body_size(raw: &[u8]) -> Result<(), Malformed> {
-    if raw.is_empty() || raw.len() > MAX_RESPONSE_BODY {
-        return Err(Malformed("response_body must be 1 to 16384 bytes".into()));
-    }
-    Ok(())
 }
 
 fn check_limit(limit: u32) -> Result<u32, Status> {

@@ -7,7 +7,11 @@ use pastebin_core::{
 };
 use pastebin_runtime::db::{placeholders, Database};
 use pastebin_slots::shard_slots::SearchWindows;
-use sqlx::{any::AnyRow, AssertSqlSafe, Row};
+use sqlx::{
+    any::{AnyArguments, AnyRow},
+    query::Query,
+    Any, AssertSqlSafe, Row,
+};
 
 use crate::{Adopted, Begun, KeyRecord, NewKey, PendingKey, PendingStats, SlotKey};
 
@@ -71,10 +75,46 @@ impl KeyStore {
     /// A record as K answers it: a done one names its paste for good; any
     /// other may be a key whose earlier life this database lost.
     fn answered(&self, record: KeyRecord) -> KeyRecord {
-        let now = self.clock.now();
-        let searching = self.lost_commits.is_some_and(|lost| lost.search_first(now))
-            || self.windows.searching(record.key.slot(), pastebin_core::to_millis(now));
+        let searching = self.searches_first(record.key.slot());
         KeyRecord { search_first: searching && record.state != KeyState::Done, ..record }
+    }
+
+    /// Whether a key of `slot` this shard does not know may be one whose
+    /// earlier life it lost, so that a create must search P before minting.
+    pub fn searches_first(&self, slot: Slot) -> bool {
+        let now = self.clock.now();
+        self.lost_commits.is_some_and(|lost| lost.search_first(now))
+            || self.windows.searching(slot, pastebin_core::to_millis(now))
+    }
+
+    /// The insert of `new` in `state`, made now, which inserts nothing when
+    /// the key exists: the statement and the record it writes. The saga's
+    /// begin runs it alone (pending); the colocated create runs it (done)
+    /// in the same commit as its paste row (docs/design.md#the-colocated-create).
+    pub fn insert_key(&self, new: &NewKey, state: KeyState) -> (Query<'static, Any, AnyArguments>, KeyRecord) {
+        let now = from_millis(to_millis(self.clock.now()));
+        let record = KeyRecord {
+            key: new.key,
+            request_hash: new.request_hash,
+            paste_id: new.paste_id.clone(),
+            state,
+            response_body: new.response_body.clone(),
+            created_at: now,
+            retain_until: now + retention(),
+            search_first: false,
+        };
+        let statement = sqlx::query(
+            "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(record.key.canonical())
+        .bind(record.request_hash.to_hex())
+        .bind(record.paste_id.to_string())
+        .bind(state.as_str())
+        .bind(record.response_body.expose().to_owned())
+        .bind(to_millis(record.created_at))
+        .bind(to_millis(record.retain_until));
+        (statement, record)
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -91,30 +131,9 @@ impl KeyStore {
     /// nothing, and the loser reads and returns the winner's record.
     pub async fn begin(&self, new: &NewKey) -> Result<Begun, KeyStoreError> {
         for _ in 0..3 {
-            let now = self.clock.now();
-            let inserted = self.db.execute(sqlx::query(
-                "INSERT INTO idempotency_keys (key, request_hash, paste_id, state, response_body, created_at, retain_until)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6) ON CONFLICT (key) DO NOTHING",
-            )
-            .bind(new.key.canonical())
-            .bind(new.request_hash.to_hex())
-            .bind(new.paste_id.to_string())
-            .bind(new.response_body.expose().to_owned())
-            .bind(to_millis(now))
-            .bind(to_millis(now + retention())))
-            .await?
-                == 1;
-            if inserted {
-                return Ok(Begun::Inserted(self.answered(KeyRecord {
-                    key: new.key,
-                    request_hash: new.request_hash,
-                    paste_id: new.paste_id.clone(),
-                    state: KeyState::Pending,
-                    response_body: new.response_body.clone(),
-                    created_at: from_millis(to_millis(now)),
-                    retain_until: from_millis(to_millis(now + retention())),
-                    search_first: false,
-                })));
+            let (insert, record) = self.insert_key(new, KeyState::Pending);
+            if self.db.execute(insert).await? == 1 {
+                return Ok(Begun::Inserted(self.answered(record)));
             }
             // Retention may delete a retired key between the conflict and this
             // read; then the insert is simply tried again.

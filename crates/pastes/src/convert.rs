@@ -63,7 +63,7 @@ pub(crate) fn fate_from_pb(raw: i32) -> Result<Option<IdFate>, Malformed> {
     }
 }
 
-pub(crate) fn insert_request(paste: &NewPaste) -> pb::InsertRequest {
+pub fn insert_request(paste: &NewPaste) -> pb::InsertRequest {
     pb::InsertRequest {
         id: paste.id.to_string(),
         delete_token_sha256: paste.delete_token_hash.0.to_vec(),
@@ -222,7 +222,7 @@ pub(crate) fn keyed_from_pb(raw: pb::KeyedPaste) -> Result<KeyedPaste, Malformed
     })
 }
 
-pub(crate) fn new_paste(request: pb::InsertRequest) -> Result<NewPaste, Malformed> {
+pub fn new_paste(request: pb::InsertRequest) -> Result<NewPaste, Malformed> {
     if request.expires_at_ms <= request.created_at_ms {
         return Err(Malformed("expires_at must be after created_at".into()));
     }

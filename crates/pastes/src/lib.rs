@@ -26,7 +26,13 @@ pub use record::{
     PasteRow, Report, ReportOrder, ReportedPaste, SlotRow, TakedownOutcome,
 };
 pub use service::PasteServiceImpl;
-pub use store::{PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
+pub use store::{insert_paste, PasteStore, PasteStoreError, MIN_TOMBSTONE_AGE};
+
+/// P's rows on the wire, for a service that takes them beside the paste
+/// service's own (the colocated create, docs/design.md#the-colocated-create).
+pub mod wire {
+    pub use crate::convert::{insert_request, new_paste};
+}
 
 /// Shard P's schema, run by [`pastebin_runtime::db::connect`] at start-up.
 pub static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/pastes");
@@ -68,6 +74,17 @@ pub static MOVED_TABLE: MovedTable = MovedTable {
     slot_of: |id| pastebin_core::PasteId::parse(id).ok().map(|id| id.slot()),
 };
 
+/// The paste service over `store` for `slots`, with the totals it exports
+/// counted while the process runs.
+pub fn service(
+    store: PasteStore,
+    slots: ShardSlots,
+) -> pastebin_proto::pastes::v1::paste_service_server::PasteServiceServer<PasteServiceImpl> {
+    // The totals are the shard's own: they stop with the process.
+    tokio::spawn(stored::keep_counting(store.clone(), store.totals().clone()));
+    PasteServiceImpl::new(store, slots).into_server()
+}
+
 /// `store` as the P shard owning `slots`, behind gRPC with the slot-move
 /// service beside it (with health, and TLS and reflection as `options`
 /// say): to serve on a listener, to call in process, or both.
@@ -76,11 +93,8 @@ pub async fn server(
     slots: ShardSlots,
     options: pastebin_runtime::grpc::ServerOptions,
 ) -> anyhow::Result<pastebin_runtime::grpc::GrpcServer> {
-    // The totals are the shard's own: they stop with the process.
-    tokio::spawn(stored::keep_counting(store.clone(), store.totals().clone()));
     let moves = SlotMovesService::new(slots.clone(), store.database().clone(), &MOVED_TABLE, store.clock().clone());
-    let routes =
-        tonic::service::Routes::new(PasteServiceImpl::new(store, slots).into_server()).add_service(moves.into_server());
+    let routes = tonic::service::Routes::new(service(store, slots)).add_service(moves.into_server());
     let described = pastebin_runtime::grpc::Described {
         services: &[SERVICE_NAME, pastebin_slots::slot_moves::SERVICE_NAME],
         descriptors: pastebin_proto::pastes::v1::FILE_DESCRIPTOR_SET,

@@ -5,7 +5,11 @@ use pastebin_core::{
     PasteAttributes, PasteId, RequestHash, Slot, SlotRange,
 };
 use pastebin_runtime::db::{placeholders, Database};
-use sqlx::{any::AnyRow, AssertSqlSafe, Row};
+use sqlx::{
+    any::{AnyArguments, AnyRow},
+    query::Query,
+    Any, AssertSqlSafe, Row,
+};
 
 use crate::{
     stored::StoredTotals, BurnClaim, DeleteOutcome, DismissOutcome, Dismissal, IdFate, InsertOutcome, KeyedPaste,
@@ -98,6 +102,32 @@ pub struct PasteStore {
     totals: Arc<StoredTotals>,
 }
 
+/// The insert of `paste` as a live row, which inserts nothing when its id
+/// exists, live or a tombstone: no insert lands behind the fence. The saga's
+/// P insert runs it alone; the colocated create in the same commit as its
+/// done key (docs/design.md#the-colocated-create).
+pub fn insert_paste(paste: &NewPaste) -> Query<'static, Any, AnyArguments> {
+    sqlx::query(
+        "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
+                             media_type, file_name, language, burn_after_reading, key_sha256,
+                             request_sha256, sealed)
+         VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(paste.id.to_string())
+    .bind(to_millis(paste.created_at))
+    .bind(paste.delete_token_hash.to_hex())
+    .bind(to_millis(paste.expires_at))
+    .bind(i64::try_from(paste.size).unwrap_or(i64::MAX))
+    .bind(hex::encode(paste.content_sha256))
+    .bind(paste.attributes.media_type.as_ref().map(|t| t.as_str().to_owned()))
+    .bind(paste.attributes.file_name.as_ref().map(|n| n.as_str().to_owned()))
+    .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
+    .bind(i64::from(paste.attributes.burn_after_reading))
+    .bind(paste.origin.map(|origin| origin.key_hash.to_hex()))
+    .bind(paste.origin.map(|origin| origin.request_hash.to_hex()))
+    .bind(i64::from(paste.attributes.sealed))
+}
+
 impl PasteStore {
     pub fn new(db: Database, clock: Arc<dyn Clock>) -> Self {
         Self { db, clock, totals: Arc::default() }
@@ -134,39 +164,20 @@ impl PasteStore {
     /// Step 4 of the saga. Repeating it is safe: the same id again is
     /// `AlreadyExists`; an id the fence killed is `Tombstoned`.
     pub async fn insert(&self, paste: &NewPaste) -> Result<InsertOutcome, PasteStoreError> {
-        let inserted = self
-            .db
-            .execute(
-                sqlx::query(
-                    "INSERT INTO pastes (id, state, created_at, delete_token_sha256, expires_at, size, content_sha256,
-                                         media_type, file_name, language, burn_after_reading, key_sha256,
-                                         request_sha256, sealed)
-                     VALUES ($1, 'live', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(paste.id.to_string())
-                .bind(to_millis(paste.created_at))
-                .bind(paste.delete_token_hash.to_hex())
-                .bind(to_millis(paste.expires_at))
-                .bind(i64::try_from(paste.size).unwrap_or(i64::MAX))
-                .bind(hex::encode(paste.content_sha256))
-                .bind(paste.attributes.media_type.as_ref().map(|t| t.as_str().to_owned()))
-                .bind(paste.attributes.file_name.as_ref().map(|n| n.as_str().to_owned()))
-                .bind(paste.attributes.language.as_ref().map(|l| l.as_str().to_owned()))
-                .bind(i64::from(paste.attributes.burn_after_reading))
-                .bind(paste.origin.map(|origin| origin.key_hash.to_hex()))
-                .bind(paste.origin.map(|origin| origin.request_hash.to_hex()))
-                .bind(i64::from(paste.attributes.sealed)),
-            )
-            .await?
-            == 1;
-        if inserted {
-            self.totals.inserted(paste.size);
+        if self.db.execute(insert_paste(paste)).await? == 1 {
+            self.counted(paste);
             return Ok(InsertOutcome::Inserted);
         }
         Ok(match self.fate(&paste.id).await? {
             IdFate::Live => InsertOutcome::AlreadyExists,
             IdFate::Tombstoned => InsertOutcome::Tombstoned,
         })
+    }
+
+    /// Counts `paste`, inserted just now by a commit of this store's
+    /// database, in what the store exports.
+    pub fn counted(&self, paste: &NewPaste) {
+        self.totals.inserted(paste.size);
     }
 
     /// A readable paste: live and not yet expired. Expiry is checked here, so

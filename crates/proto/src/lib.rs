@@ -1,5 +1,6 @@
-//! Generated code for the three gRPC APIs under `proto/`: the key service
-//! (shard K), the paste service (shard P) and the public paste API, each
+//! Generated code for the gRPC APIs under `proto/`: the key service
+//! (shard K), the paste service (shard P), the colocated create of a shard
+//! serving both, and the public paste API, each
 //! with the encoded file descriptor set its server hands to reflection, and
 //! the shard description both shard services answer `Describe` with.
 
@@ -25,6 +26,16 @@ pub mod pastes {
 
         /// For `tonic_reflection`: describes the paste service alone.
         pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("pastes_descriptor");
+    }
+}
+
+/// The one-commit create of a shard serving both kinds (docs/design.md#the-colocated-create).
+pub mod colocated {
+    pub mod v1 {
+        tonic::include_proto!("pastebin.colocated.v1");
+
+        /// For `tonic_reflection`: describes the colocated create alone.
+        pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("colocated_descriptor");
     }
 }
 

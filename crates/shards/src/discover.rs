@@ -158,7 +158,8 @@ async fn describe_one<C: DescribedShard>(
         let error = match answer {
             Ok(Ok(described)) => {
                 tracing::debug!(kind = C::KIND, %address, slots = %described.owned, "shard owns slots");
-                let shard = Shard { address: address.to_owned(), slots: Some(described.owned), client };
+                let (slots, colocated) = (Some(described.owned), described.colocated);
+                let shard = Shard { address: address.to_owned(), slots, client, colocated };
                 return Ok((shard, described.generation));
             }
             Ok(Err(CallError::Refused(status))) => {
@@ -176,7 +177,7 @@ async fn describe_one<C: DescribedShard>(
         };
         if patience == Patience::AskOnce {
             tracing::warn!(kind = C::KIND, %address, %error, "shard did not say which slots it owns");
-            return Ok((Shard { address: address.to_owned(), slots: None, client }, 0));
+            return Ok((Shard { address: address.to_owned(), slots: None, client, colocated: false }, 0));
         }
         tracing::warn!(kind = C::KIND, %address, %error, "waiting for the shard to say which slots it owns");
         tokio::time::sleep(delay).await;

@@ -39,6 +39,7 @@ use std::{
     time::Duration,
 };
 
+use pastebin_colocated::ColocatedClient;
 use pastebin_core::{OwnedSlots, Slot};
 use pastebin_keys::KeyClient;
 use pastebin_pastes::PasteClient;
@@ -60,6 +61,9 @@ pub struct Shard<C> {
     pub address: String,
     pub slots: Option<OwnedSlots>,
     pub client: C,
+    /// Whether it said it serves both kinds for its slots on one database
+    /// (docs/design.md#the-colocated-create).
+    pub colocated: bool,
 }
 
 /// Shards of one kind, in the order they were listed, who owns each slot,
@@ -72,6 +76,8 @@ struct ShardSet<C> {
     generations: Vec<u64>,
     /// Whether each shard said what it owns (an operator tool goes on without the others).
     answered: Vec<bool>,
+    /// Whether each shard said it is colocated.
+    colocated: Vec<bool>,
 }
 
 impl<C> ShardSet<C> {
@@ -79,15 +85,16 @@ impl<C> ShardSet<C> {
         let claims: Vec<Claim> =
             shards.iter().map(|(s, _)| Claim { address: s.address.clone(), slots: s.slots }).collect();
         let table = SlotTable::build(kind, &claims)?;
-        let (mut addresses, mut clients, mut generations, mut answered) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut addresses, mut clients, mut generations, mut answered, mut colocated) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (shard, generation) in shards {
             answered.push(shard.slots.is_some());
+            colocated.push(shard.colocated);
             addresses.push(shard.address);
             clients.push(shard.client);
             generations.push(generation);
         }
-        Ok(Self { clients, addresses, table, generations, answered })
+        Ok(Self { clients, addresses, table, generations, answered, colocated })
     }
 
     /// See [`SlotMap::following`]; a set of other addresses is not followed.
@@ -130,6 +137,8 @@ impl<C> ShardSet<C> {
 pub struct SlotMap {
     keys: ShardSet<KeyClient>,
     pastes: ShardSet<PasteClient>,
+    /// For each K shard that said it is colocated, its one-commit create.
+    colocated: Vec<Option<ColocatedClient>>,
 }
 
 impl SlotMap {
@@ -144,7 +153,10 @@ impl SlotMap {
         keys: Vec<(Shard<KeyClient>, u64)>,
         pastes: Vec<(Shard<PasteClient>, u64)>,
     ) -> Result<Self, CoverageError> {
-        Ok(Self { keys: ShardSet::new("key", keys)?, pastes: ShardSet::new("paste", pastes)? })
+        let keys = ShardSet::new("key", keys)?;
+        let colocated = keys.clients.iter().zip(&keys.colocated);
+        let colocated = colocated.map(|(client, said)| said.then(|| ColocatedClient::new(client.channel().clone())));
+        Ok(Self { colocated: colocated.collect(), keys, pastes: ShardSet::new("paste", pastes)? })
     }
 
     /// This map, discovered again, where the shards that did not answer
@@ -155,7 +167,7 @@ impl SlotMap {
     /// the map's never goes down, even when a shard's database lost its
     /// last increment (docs/design.md#moving-slots).
     pub fn following(self, known: &SlotMap) -> Self {
-        Self { keys: self.keys.following(&known.keys), pastes: self.pastes.following(&known.pastes) }
+        Self { keys: self.keys.following(&known.keys), pastes: self.pastes.following(&known.pastes), ..self }
     }
 
     /// The sum of the highest generation each shard has said: every move
@@ -206,6 +218,15 @@ impl SlotMap {
 
     pub fn paste_shard(&self, slot: Slot) -> &PasteClient {
         &self.pastes.clients[self.paste_shard_index(slot)]
+    }
+
+    /// The colocated shard that is both the K and the P shard of `slot`,
+    /// where a create is one commit (docs/design.md#the-colocated-create);
+    /// `None` where the slot's K and P are two shards, which the saga joins.
+    pub fn colocated_shard(&self, slot: Slot) -> Option<&ColocatedClient> {
+        let (key, paste) = (self.key_shard_index(slot), self.paste_shard_index(slot));
+        let one_shard = self.keys.addresses[key] == self.pastes.addresses[paste] && self.pastes.colocated[paste];
+        self.colocated[key].as_ref().filter(|_| one_shard)
     }
 
     /// The K shard a call for `slot` goes to. A gateway's or sweeper's map

@@ -72,8 +72,11 @@ async fn describe<C: Describes>(
     let address = format!("{name}:{}", net::PORT);
     let answer = tokio::time::timeout_at(deadline, client.describe_by(deadline)).await;
     match answer {
-        Ok(Ok(described)) => Ok((Shard { address, slots: Some(described.owned), client }, described.generation)),
-        _ if !every_shard => Ok((Shard { address, slots: None, client }, 0)),
+        Ok(Ok(described)) => {
+            let shard = Shard { address, slots: Some(described.owned), client, colocated: described.colocated };
+            Ok((shard, described.generation))
+        }
+        _ if !every_shard => Ok((Shard { address, slots: None, client, colocated: false }, 0)),
         Ok(Err(error)) => anyhow::bail!("{name} did not describe itself: {error}"),
         Err(_) => anyhow::bail!("{name} did not describe itself in time"),
     }

@@ -241,6 +241,9 @@ pub struct ShardSlots {
     /// A write's outcome was unknown and the database could not be read
     /// since: the next step reads it first ([`ShardSlots::follow_database`]).
     uncertain: Arc<AtomicBool>,
+    /// Whether this ownership is a colocated shard's, shared by its key and
+    /// paste services (docs/design.md#the-colocated-create).
+    colocated: bool,
 }
 
 /// The lost-commits windows a shard holds for slots
@@ -403,6 +406,7 @@ impl ShardSlots {
             granted: None,
             stale_copies: Arc::default(),
             uncertain: Arc::default(),
+            colocated: false,
         })
     }
 
@@ -423,6 +427,16 @@ impl ShardSlots {
     /// The window a release of `slots` carries to the target.
     pub fn window_for(&self, slots: SlotRange, now_ms: i64) -> Option<(i64, i64)> {
         self.windows.covering(slots, now_ms)
+    }
+
+    /// This ownership as a colocated shard's two services see it
+    /// (docs/design.md#the-colocated-create): one range, in one set of
+    /// tables, for its key service and its paste service, each of which
+    /// describes itself as colocated.
+    pub fn colocated(self) -> (Self, Self) {
+        let keys = Self { kind: pb::ShardKind::Key, colocated: true, ..self };
+        let pastes = Self { kind: pb::ShardKind::Paste, ..keys.clone() };
+        (keys, pastes)
     }
 
     pub fn kind(&self) -> pb::ShardKind {
@@ -532,7 +546,7 @@ impl ShardSlots {
 
     /// `Describe`'s answer.
     pub async fn description(&self, now_ms: i64) -> pb::ShardDescription {
-        description(self.kind, &*self.state.read().await, now_ms)
+        pb::ShardDescription { colocated: self.colocated, ..description(self.kind, &*self.state.read().await, now_ms) }
     }
 
     /// One move call, through the handover's state machine
@@ -1044,6 +1058,7 @@ fn description(kind: pb::ShardKind, ownership: &Ownership, now_ms: i64) -> pb::S
         // K's search-first mode is the key service's to add (`with_lost_commits`).
         may_have_lost_commits_since_ms: None,
         search_first_until_ms: None,
+        colocated: false,
     }
 }
 
@@ -1083,6 +1098,8 @@ pub struct Described {
     pub owned: OwnedSlots,
     pub generation: u64,
     pub frozen: Option<SlotRange>,
+    /// It serves both kinds for its slots on one database.
+    pub colocated: bool,
 }
 
 /// The answer to `Describe`, checked to come from a shard of `kind`.
@@ -1097,7 +1114,7 @@ pub fn described(kind: pb::ShardKind, answer: &pb::ShardDescription) -> Result<D
         OwnedSlots::Range(span_range(Some(&span_of(answer))).map_err(bad_reply)?)
     };
     let frozen = answer.frozen.as_ref().map(|f| span_range(Some(f))).transpose().map_err(bad_reply)?;
-    Ok(Described { owned, generation: answer.generation, frozen })
+    Ok(Described { owned, generation: answer.generation, frozen, colocated: answer.colocated })
 }
 
 fn span_of(answer: &pb::ShardDescription) -> pb::SlotSpan {

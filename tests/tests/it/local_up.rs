@@ -178,11 +178,13 @@ async fn an_in_process_call_to_a_stalled_shard_ends_at_the_call_timeout() {
             address: "in process".into(),
             slots: Some(SlotRange::ALL.into()),
             client: KeyClient::new(keys.in_process()),
+            colocated: false,
         }],
         vec![Shard {
             address: "in process".into(),
             slots: Some(SlotRange::ALL.into()),
             client: PasteClient::new(pastes.in_process()),
+            colocated: false,
         }],
     )
     .expect("one shard of each kind owns every slot");

@@ -258,10 +258,10 @@ async fn a_sweeper_with_a_wrong_slot_map_is_refused_and_leaves_everything_alone(
 
     let every = Some(SlotRange::ALL.into());
     let wrong = SlotMap::new(
-        vec![Shard { address: key_address, slots: every, client: keys.clone() }],
+        vec![Shard { address: key_address, slots: every, client: keys.clone(), colocated: false }],
         vec![
-            Shard { address: low_address, slots: Some(range(HIGH).into()), client: low },
-            Shard { address: high_address, slots: Some(range(LOW).into()), client: high },
+            Shard { address: low_address, slots: Some(range(HIGH).into()), client: low, colocated: false },
+            Shard { address: high_address, slots: Some(range(LOW).into()), client: high, colocated: false },
         ],
     )
     .unwrap();
@@ -328,10 +328,10 @@ async fn foreign_copies_on_a_key_shard_never_block_its_own_stale_pendings() {
 
     let map = SlotMap::new(
         vec![
-            Shard { address: old_address, slots: Some(range(LOW).into()), client: old.clone() },
-            Shard { address: new_address, slots: Some(range(HIGH).into()), client: new.clone() },
+            Shard { address: old_address, slots: Some(range(LOW).into()), client: old.clone(), colocated: false },
+            Shard { address: new_address, slots: Some(range(HIGH).into()), client: new.clone(), colocated: false },
         ],
-        vec![Shard { address: paste_address, slots: Some(SlotRange::ALL.into()), client: pastes }],
+        vec![Shard { address: paste_address, slots: Some(SlotRange::ALL.into()), client: pastes, colocated: false }],
     )
     .unwrap();
     let objects_dir = tempfile::tempdir().unwrap();

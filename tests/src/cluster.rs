@@ -287,6 +287,10 @@ pub struct ClusterOptions {
     /// docs/design.md#ownership-on-etcd), and the gateway follows it; the
     /// test writes its first version.
     pub topology: Option<String>,
+    /// One colocated shard (`colocated-shard`) serves both kinds on one
+    /// database, instead of the K and P shards above: it is `keys[0]`, and
+    /// both kinds' address and database URL (docs/design.md#the-colocated-create).
+    pub colocated: bool,
 }
 
 impl Default for ClusterOptions {
@@ -304,6 +308,7 @@ impl Default for ClusterOptions {
             key_database_urls: Vec::new(),
             paste_database_urls: Vec::new(),
             topology: None,
+            colocated: false,
         }
     }
 }
@@ -443,7 +448,22 @@ fn initial_slots(index: usize, owning: usize) -> OwnedSlots {
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         let (mut keys, mut key_database_urls, mut key_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for shard in 0..options.key_shards + options.empty_key_shards {
+        let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
+        if options.colocated {
+            assert!(options.topology.is_none(), "a colocated shard takes no topology");
+            let url = match options.key_database_urls.first() {
+                Some(url) => url.clone(),
+                None => crate::postgres::fresh_database_url().await,
+            };
+            let tls = options.tls.as_ref().map(|tls| &tls.key_service);
+            let (process, address) =
+                start_shard_in("colocated-shard", &url, pastebin_core::SlotRange::ALL, tls, &options.env, None).await;
+            keys.push(process);
+            (key_database_urls, paste_database_urls) = (vec![url.clone()], vec![url]);
+            (key_addresses, paste_addresses) = (vec![address.clone()], vec![address]);
+        }
+        let split_shards = |count: usize| if options.colocated { 0 } else { count };
+        for shard in 0..split_shards(options.key_shards + options.empty_key_shards) {
             let url = match options.key_database_urls.get(shard) {
                 Some(url) => url.clone(),
                 None => crate::postgres::fresh_database_url().await,
@@ -456,8 +476,7 @@ impl Cluster {
             key_database_urls.push(url);
             key_addresses.push(address);
         }
-        let (mut pastes, mut paste_database_urls, mut paste_addresses) = (Vec::new(), Vec::new(), Vec::new());
-        for shard in 0..options.paste_shards + options.empty_paste_shards {
+        for shard in 0..split_shards(options.paste_shards + options.empty_paste_shards) {
             let url = match options.paste_database_urls.get(shard) {
                 Some(url) => url.clone(),
                 None => crate::postgres::fresh_database_url().await,

@@ -41,6 +41,12 @@ pub struct GatewayArgs {
     /// answer is 503 and a create's retry rolls the same key forward.
     #[arg(long, help_heading = help::LIMITS, env = "PASTEBIN_REQUEST_BUDGET_MS", default_value_t = pastebin_core::CREATE_BUDGET.as_millis() as u64)]
     pub request_budget_ms: u64,
+    /// Run every create as the saga, even where one colocated shard holds
+    /// both kinds of its slot and could take it in one commit
+    /// (docs/design.md#the-colocated-create): to compare the two on one
+    /// database, or to behave as a gateway from before colocated shards.
+    #[arg(long, help_heading = help::SHARDS, env = "PASTEBIN_SAGA_ONLY")]
+    pub saga_only: bool,
     /// Bytes of pastes kept in the gateway's read cache (0 turns it off).
     #[arg(long, help_heading = help::READING, env = "PASTEBIN_READ_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub read_cache_bytes: u64,
@@ -125,6 +131,7 @@ impl GatewayArgs {
         let mut settings = GatewaySettings::new(self.public_url(http)?);
         settings.max_content_bytes = self.max_content_bytes;
         settings.read_cache_bytes = self.read_cache_bytes;
+        settings.one_commit_creates = !self.saga_only;
         settings.request_budget = std::time::Duration::from_millis(self.request_budget_ms);
         settings.creates_in_flight_per_shard = self.creates_in_flight_per_shard.unwrap_or(creates_in_flight_per_shard);
         settings.create_rate_limit = self.create_rate_limit.0;

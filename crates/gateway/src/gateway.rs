@@ -59,6 +59,9 @@ pub struct GatewaySettings {
     /// Below this many bytes free on a watched filesystem, creates are refused with 507
     /// (docs/operations.md#a-full-disk).
     pub min_free_bytes: u64,
+    /// Whether a create whose slot's K and P are one colocated shard is one
+    /// commit there (docs/design.md#the-colocated-create); off: the saga everywhere.
+    pub one_commit_creates: bool,
 }
 
 /// The default shedding limit of a gateway in a deployment: creates in
@@ -97,6 +100,7 @@ impl GatewaySettings {
             report_rate_limit: Some(DEFAULT_REPORT_RATE_LIMIT),
             watched_storage: Vec::new(),
             min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            one_commit_creates: true,
         }
     }
 }

@@ -96,7 +96,8 @@ impl Gateway {
             };
             // Where one shard holds both kinds of the slot, the create is
             // one commit there (docs/design.md#the-colocated-create).
-            let created = match slots.colocated_shard(slot) {
+            let colocated = slots.colocated_shard(slot).filter(|_| self.inner.settings.one_commit_creates);
+            let created = match colocated {
                 Some(colocated) => {
                     saga.run_one_commit(&colocated.with_deadline(deadline)).instrument(span.clone()).await
                 }

@@ -16,6 +16,7 @@ mod browser_reader;
 mod client;
 mod client_cli;
 mod client_tls;
+mod colocated;
 mod compose_topology;
 mod concurrency;
 mod create_only;

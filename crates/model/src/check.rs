@@ -68,7 +68,12 @@ fn outcome(checker: &impl Checker<Protocol>, started: Instant) -> Outcome {
         max_depth: checker.max_depth(),
         elapsed: started.elapsed(),
         failures,
-        examples: properties::REACHABLE.iter().copied().filter(|name| discoveries.contains_key(name)).collect(),
+        examples: properties::REACHABLE
+            .iter()
+            .chain(&properties::REACHABLE_ONE_COMMIT)
+            .copied()
+            .filter(|name| discoveries.contains_key(name))
+            .collect(),
     }
 }
 

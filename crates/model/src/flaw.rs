@@ -31,10 +31,15 @@ pub enum Flaw {
     /// K loses commits and is restarted without `--may-have-lost-commits-since`:
     /// creates never search P first (docs/design.md#adopting-after-a-k-loss).
     NoSearchAfterKLoss,
+    /// The colocated create commits the done key, then inserts the paste
+    /// row in a second commit (docs/design.md#the-colocated-create).
+    OneCommitSplitInTwo,
+    /// The colocated create's commit inserts its row over the fence's tombstone.
+    OneCommitOverTombstone,
 }
 
 impl Flaw {
-    pub const ALL: [Flaw; 12] = [
+    pub const ALL: [Flaw; 14] = [
         Flaw::SweeperAbortsWithoutFence,
         Flaw::SweeperFinishesBlind,
         Flaw::SweeperAbortsWhenUnreachable,
@@ -47,5 +52,7 @@ impl Flaw {
         Flaw::ReapsWithoutAgeFloor,
         Flaw::ReapsWithoutFence,
         Flaw::NoSearchAfterKLoss,
+        Flaw::OneCommitSplitInTwo,
+        Flaw::OneCommitOverTombstone,
     ];
 }

@@ -14,6 +14,7 @@
 //!   forget (roll back to an earlier state of itself).
 
 pub mod check;
+mod colocated;
 pub mod flaw;
 pub mod handover;
 pub mod ownership;

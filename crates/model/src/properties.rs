@@ -6,7 +6,7 @@ use stateright::Property;
 
 use crate::{
     protocol::Protocol,
-    world::{violation, KeyState, KeyWorld, Row, World},
+    world::{violation, Begun, KeyState, KeyWorld, Row, World},
 };
 
 pub const ONE_PASTE_PER_KEY: &str = "at most one paste per key, ever";
@@ -22,6 +22,8 @@ pub const SOME_RESTART: &str = "a retry restarts an aborted key with a new id";
 pub const SOME_RECOVERY: &str = "a key is resolved while its client has given up";
 pub const SOME_OWNER_DELETE: &str = "an owner deletes a paste and its object is reaped";
 pub const SOME_ADOPTION: &str = "after a K loss, a retry adopts the paste the lost key made";
+pub const SOME_ONE_COMMIT: &str = "a colocated create answers 201 from its one commit";
+pub const SOME_SAGA_KEY_FINISHED: &str = "one commit finishes a key a saga left pending or aborted";
 
 /// The properties whose counterexample is a bug.
 pub const SAFETY: [&str; 7] = [
@@ -36,6 +38,9 @@ pub const SAFETY: [&str; 7] = [
 
 /// The examples the checker must find for the model to mean anything.
 pub const REACHABLE: [&str; 5] = [SOME_CREATE, SOME_RESTART, SOME_RECOVERY, SOME_OWNER_DELETE, SOME_ADOPTION];
+
+/// ... and, where attempts may run the colocated create, these too.
+pub const REACHABLE_ONE_COMMIT: [&str; 2] = [SOME_ONE_COMMIT, SOME_SAGA_KEY_FINISHED];
 
 pub fn all() -> Vec<Property<Protocol>> {
     vec![
@@ -58,6 +63,12 @@ pub fn all() -> Vec<Property<Protocol>> {
             w.keys.iter().flat_map(|k| &k.pastes).any(|p| p.row == Row::DeletedByOwner && !p.object)
         }),
         Property::sometimes(SOME_ADOPTION, |_, w: &World| w.keys.iter().any(|k| k.adopted && k.client.has_201)),
+        Property::sometimes(SOME_ONE_COMMIT, |_, w: &World| {
+            w.keys.iter().any(|k| k.one_commit == Some(Begun::ByItself) && k.client.has_201)
+        }),
+        Property::sometimes(SOME_SAGA_KEY_FINISHED, |_, w: &World| {
+            w.keys.iter().any(|k| k.one_commit == Some(Begun::BySaga))
+        }),
     ]
 }
 

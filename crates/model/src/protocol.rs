@@ -15,8 +15,8 @@ use crate::{
     flaw::Flaw,
     properties, servers,
     world::{
-        violation, Actor, Attempt, Call, Chore, Client, Fate, InsertOutcome, Job, KeyState, KeyWorld, Op, PasteNo,
-        Reply, Row, World,
+        violation, Actor, Attempt, Call, Chore, Client, Fate, InsertOutcome, Job, KeyState, KeyWorld, Op, Over,
+        PasteNo, Reply, Row, World,
     },
 };
 
@@ -30,13 +30,21 @@ pub struct Bounds {
     pub attempts: u8,
     /// Faults the environment may inject in one run, of any kind.
     pub faults: u8,
+    /// Whether a client's attempt may also land on a gateway that runs the
+    /// colocated create (a mixed deployment: saga and one commit on the
+    /// same keys, as while a slot's owners differ or a map is older).
+    pub colocated: bool,
 }
 
 impl Bounds {
     /// The bound CI checks to completion: 2 keys × 2 gateways × 1 sweeper,
     /// 3 attempts per client, 2 faults (crashes, losses, delays,
     /// duplicates, refusals, give-ups, P outages) per run.
-    pub const CI: Bounds = Bounds { keys: 2, gateways: 2, sweepers: 1, attempts: 3, faults: 2 };
+    pub const CI: Bounds = Bounds { keys: 2, gateways: 2, sweepers: 1, attempts: 3, faults: 2, colocated: false };
+
+    /// The mixed bound CI checks to completion: the same, with each attempt
+    /// running either the saga or the colocated create.
+    pub const CI_COLOCATED: Bounds = Bounds { colocated: true, ..Bounds::CI };
 }
 
 /// The protocol at some bounds, correct or with one [`Flaw`].
@@ -48,10 +56,12 @@ pub struct Protocol {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// The key's client sends an attempt to an idle gateway.
+    /// The key's client sends an attempt to an idle gateway, which runs
+    /// the saga or, for a colocated slot, the one commit.
     Send {
         key: u8,
         gateway: u8,
+        one_commit: bool,
     },
     /// The client stops waiting; its attempt runs on. A fault.
     GiveUp {
@@ -95,7 +105,7 @@ pub enum Action {
 }
 
 /// What an actor does after a reply.
-enum Next {
+pub(crate) enum Next {
     Call(Op),
     Answer(Option<PasteNo>),
     /// Only the broken variant that answers before done.
@@ -108,7 +118,7 @@ impl Protocol {
         Self { bounds, flaw }
     }
 
-    fn has(&self, flaw: Flaw) -> bool {
+    pub(crate) fn has(&self, flaw: Flaw) -> bool {
         self.flaw == Some(flaw)
     }
 
@@ -136,7 +146,10 @@ impl Protocol {
             None if !client.has_201 && client.attempts_left > 0 => {
                 for (gateway, attempt) in (0..).zip(&world.gateways) {
                     if attempt.is_none() {
-                        actions.push(Action::Send { key, gateway });
+                        actions.push(Action::Send { key, gateway, one_commit: false });
+                        if self.bounds.colocated {
+                            actions.push(Action::Send { key, gateway, one_commit: true });
+                        }
                     }
                 }
             }
@@ -196,7 +209,14 @@ impl Protocol {
             }
             _ => {}
         }
-        match self.saga_step(attempt.waiting_for, reply, attempt.search_first) {
+        let next = match attempt.one_commit {
+            Some(_) => {
+                let key = usize::from(attempt.key);
+                self.one_commit_step(&mut attempt, &mut world.keys[key], reply)
+            }
+            None => self.saga_step(attempt.waiting_for, reply, attempt.search_first),
+        };
+        match next {
             Next::Call(op) => {
                 attempt.waiting_for = op;
                 world.gateways[slot] = Some(attempt);
@@ -349,7 +369,8 @@ impl Model for Protocol {
 
     fn init_states(&self) -> Vec<World> {
         let client = Client { attempts_left: self.bounds.attempts, waiting_on: None, has_201: false };
-        let key = KeyWorld { record: None, pastes: Vec::new(), client, first_201: None, adopted: false };
+        let key =
+            KeyWorld { record: None, pastes: Vec::new(), client, first_201: None, adopted: false, one_commit: None };
         vec![World {
             keys: vec![key; usize::from(self.bounds.keys)],
             gateways: vec![None; usize::from(self.bounds.gateways)],
@@ -398,7 +419,7 @@ impl Model for Protocol {
     fn next_state(&self, last: &World, action: Action) -> Option<World> {
         let mut world = last.clone();
         match action {
-            Action::Send { key, gateway } => {
+            Action::Send { key, gateway, one_commit } => {
                 let client = &mut world.keys[usize::from(key)].client;
                 client.attempts_left -= 1;
                 client.waiting_on = Some(gateway);
@@ -408,7 +429,8 @@ impl Model for Protocol {
                     minted: false,
                     answered: false,
                     search_first: false,
-                    waiting_for: Op::Begin,
+                    one_commit: one_commit.then_some(Over::Nothing),
+                    waiting_for: if one_commit { Op::Lookup } else { Op::Begin },
                 });
             }
             Action::GiveUp { key } => {

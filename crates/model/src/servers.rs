@@ -4,7 +4,7 @@
 
 use crate::{
     flaw::Flaw,
-    world::{Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, PasteNo, Reply, Row},
+    world::{Begun, Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, Over, PasteNo, Reply, Row},
 };
 
 /// Applies `op` to one key's K record, P rows and objects; returns the reply
@@ -48,7 +48,12 @@ pub fn apply(flaw: Option<Flaw>, searches_first: bool, world: &mut KeyWorld, op:
             world.pastes[usize::from(paste)].object = false;
             (Reply::Stored, false)
         }
-        Op::Insert(paste) => (Reply::Inserted(insert(flaw, &mut world.pastes[usize::from(paste)].row)), false),
+        Op::Insert(paste) => {
+            let holds_fence = flaw != Some(Flaw::FenceDoesNotHold);
+            (Reply::Inserted(insert(holds_fence, &mut world.pastes[usize::from(paste)].row)), false)
+        }
+        Op::Lookup => (Reply::Looked(world.record), false),
+        Op::Commit { paste, over } => (commit(flaw, searches_first, world, paste, over), false),
         Op::Fence(paste) => (Reply::Fate(tombstone_unless_live(&mut world.pastes[usize::from(paste)].row)), false),
         Op::Read(paste) => (Reply::Fate(read(world.row(paste))), false),
         Op::Abort(paste) => (Reply::Changed(transition(flaw, world, paste, KeyState::Aborted)), false),
@@ -76,14 +81,61 @@ fn restart_guard(flaw: Option<Flaw>, current: u8, aborted: u8) -> bool {
     flaw == Some(Flaw::RestartWithoutIdGuard) || current == aborted
 }
 
-fn insert(flaw: Option<Flaw>, row: &mut Row) -> InsertOutcome {
+/// The colocated shard's one transaction (crates/colocated): nothing is
+/// written unless the key is as the attempt last saw it; then, in a
+/// lost-commits window, a paste an erased life of the key made is adopted;
+/// else the paste row goes in behind the fence and the key is done with it,
+/// together. A pending key whose id the fence holds is aborted instead, so
+/// the attempt restarts it.
+fn commit(flaw: Option<Flaw>, searches_first: bool, world: &mut KeyWorld, paste: PasteNo, over: Over) -> Reply {
+    let seen = match over {
+        Over::Nothing => world.record.is_none(),
+        Over::Pending => world.record == Some(KeyRecord { paste, state: KeyState::Pending }),
+        Over::Aborted(aborted) => world.record == Some(KeyRecord { paste: aborted, state: KeyState::Aborted }),
+    };
+    if !seen {
+        return Reply::Looked(world.record);
+    }
+    let begun = if over == Over::Nothing { Begun::ByItself } else { Begun::BySaga };
+    if searches_first {
+        if let Some((found, _)) = search(world, paste) {
+            world.record = Some(KeyRecord { paste: found, state: KeyState::Done });
+            world.adopted = true;
+            world.one_commit = Some(begun);
+            return Reply::Committed(found);
+        }
+    }
+    let done = KeyRecord { paste, state: KeyState::Done };
+    if flaw == Some(Flaw::OneCommitSplitInTwo) {
+        // The broken variant commits the key alone; the row comes later.
+        world.record = Some(done);
+        world.one_commit = Some(begun);
+        return Reply::Committed(paste);
+    }
+    let holds_fence = flaw != Some(Flaw::OneCommitOverTombstone);
+    match insert(holds_fence, &mut world.pastes[usize::from(paste)].row) {
+        InsertOutcome::Inserted | InsertOutcome::AlreadyExists => {
+            world.record = Some(done);
+            world.one_commit = Some(begun);
+            Reply::Committed(paste)
+        }
+        InsertOutcome::Tombstoned if over == Over::Pending => {
+            world.record = Some(KeyRecord { paste, state: KeyState::Aborted });
+            Reply::Looked(world.record)
+        }
+        InsertOutcome::Tombstoned => Reply::Inserted(InsertOutcome::Tombstoned),
+    }
+}
+
+/// P's insert; `holds_fence` is what the broken variants drop.
+fn insert(holds_fence: bool, row: &mut Row) -> InsertOutcome {
     match *row {
         Row::Absent => {
             *row = Row::Live;
             InsertOutcome::Inserted
         }
         Row::Live => InsertOutcome::AlreadyExists,
-        Row::Tombstone if flaw == Some(Flaw::FenceDoesNotHold) => {
+        Row::Tombstone if !holds_fence => {
             *row = Row::Live;
             InsertOutcome::Inserted
         }

@@ -76,6 +76,18 @@ pub struct KeyWorld {
     pub first_201: Option<PasteNo>,
     /// History: a retry adopted the paste a K loss left without its key.
     pub adopted: bool,
+    /// History: a colocated create's one commit made the key done, and
+    /// whether the key it found was one a saga had begun.
+    pub one_commit: Option<Begun>,
+}
+
+/// Who began the key a colocated create's one commit made done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Begun {
+    /// The commit inserted the key itself.
+    ByItself,
+    /// A saga had left it pending or aborted.
+    BySaga,
 }
 
 impl KeyWorld {
@@ -131,6 +143,24 @@ pub enum Op {
     Rotate { pending: PasteNo, paste: PasteNo },
     /// K: pending (with `pending`) → done with `paste`, guarded.
     Adopt { pending: PasteNo, paste: PasteNo },
+    /// The colocated shard: the key's record, read without writing.
+    Lookup,
+    /// The colocated shard's one commit (docs/design.md#the-colocated-create):
+    /// the paste row and the done key together, if the key is still as the
+    /// attempt last saw it (`over`); a lost-commits window searches the rows
+    /// made under the key first, in the same transaction.
+    Commit { paste: PasteNo, over: Over },
+}
+
+/// What a colocated create's commit expects the key's record to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Over {
+    /// No record: the commit inserts the key.
+    Nothing,
+    /// Pending with the commit's own id, left by a saga.
+    Pending,
+    /// Aborted with this id: the commit restarts the key with a new one.
+    Aborted(PasteNo),
 }
 
 impl Op {
@@ -138,9 +168,10 @@ impl Op {
         matches!(self, Op::Insert(_) | Op::Fence(_) | Op::Read(_) | Op::Search { .. } | Op::Rotate { .. })
     }
 
-    /// Steps whose definite refusal the saga compensates for.
+    /// Steps whose definite refusal the saga compensates for, and the
+    /// colocated commit, which a refusal leaves undone.
     pub fn can_be_refused(self) -> bool {
-        matches!(self, Op::Put(_) | Op::Insert(_))
+        matches!(self, Op::Put(_) | Op::Insert(_) | Op::Commit { .. })
     }
 }
 
@@ -162,6 +193,11 @@ pub enum Reply {
     /// key cannot become done with this id between the two).
     Changed(bool),
     Restarted(Option<PasteNo>),
+    /// The colocated shard's record of the key, as a lookup or a commit
+    /// that found it otherwise than expected reads it.
+    Looked(Option<KeyRecord>),
+    /// The one commit made the key done with this paste.
+    Committed(PasteNo),
     Inserted(InsertOutcome),
     Fate(Fate),
     Stored,
@@ -201,6 +237,8 @@ pub struct Attempt {
     pub answered: bool,
     /// K said to search P before minting (its begin's record).
     pub search_first: bool,
+    /// The colocated create, and what its commit will expect; `None`: the saga.
+    pub one_commit: Option<Over>,
     pub waiting_for: Op,
 }
 

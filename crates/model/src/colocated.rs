@@ -1,35 +1,38 @@
 //! The colocated create (crates/gateway/src/colocated.rs), step by step as
 //! docs/design.md#the-colocated-create writes it: look the key up; a done
-//! key answers its 201; otherwise PUT the object outside any transaction,
-//! then one commit makes the paste row and the done key together. A key a
-//! saga left pending is finished with its own id, and an aborted one is
-//! restarted with a fresh id, each in that one commit.
+//! key answers its 201; a key a saga left pending or aborted is followed by
+//! the saga's own steps; otherwise PUT the object outside any transaction,
+//! then one commit makes the paste row and the done key together.
 
 use crate::{
     flaw::Flaw,
     protocol::{Next, Protocol},
-    world::{Attempt, InsertOutcome, KeyState, KeyWorld, Op, Over, Reply},
+    world::{Attempt, InsertOutcome, KeyState, KeyWorld, Op, Reply},
 };
 
 impl Protocol {
-    /// The colocated create after one reply. A commit that found the key
-    /// otherwise than expected answers what it found, which the attempt
-    /// follows like a lookup's answer.
+    /// The colocated create after one reply. A commit that found a record
+    /// answers it, which the attempt follows like a lookup's answer.
     pub(crate) fn one_commit_step(&self, attempt: &mut Attempt, key: &mut KeyWorld, reply: Reply) -> Next {
         match (attempt.waiting_for, reply) {
-            (Op::Lookup | Op::Commit { .. }, Reply::Looked(None)) => fresh(attempt, key, Over::Nothing),
+            (Op::Lookup, Reply::Looked(None)) => {
+                let paste = key.mint();
+                attempt.paste = Some(paste);
+                Next::Call(Op::Put(paste))
+            }
             (Op::Lookup | Op::Commit { .. }, Reply::Looked(Some(record))) => match record.state {
                 KeyState::Done => Next::Answer(Some(record.paste)),
-                KeyState::Pending => {
-                    attempt.paste = Some(record.paste);
-                    attempt.one_commit = Some(Over::Pending);
-                    Next::Call(Op::Put(record.paste))
+                // `Saga::follow`: the saga's rules for the record. The model's
+                // saga takes a record from its begin, which on an existing
+                // key writes nothing and answers the record the lookup read.
+                KeyState::Pending | KeyState::Aborted => {
+                    key.saga_key_followed = true;
+                    to_the_saga(attempt)
                 }
-                KeyState::Aborted => fresh(attempt, key, Over::Aborted(record.paste)),
             },
-            (Op::Put(paste), Reply::Stored) => {
-                Next::Call(Op::Commit { paste, over: attempt.one_commit.unwrap_or(Over::Nothing) })
-            }
+            // `Saga::run`, from the start: a new key is begun, and searched for.
+            (Op::Commit { .. }, Reply::SearchFirst) => to_the_saga(attempt),
+            (Op::Put(paste), Reply::Stored) => Next::Call(Op::Commit { paste }),
             (Op::Commit { .. }, Reply::Committed(paste)) if self.has(Flaw::OneCommitSplitInTwo) => {
                 Next::Call(Op::Insert(paste))
             }
@@ -44,10 +47,8 @@ impl Protocol {
     }
 }
 
-/// A fresh id for a key with no record or an aborted one, then its PUT.
-fn fresh(attempt: &mut Attempt, key: &mut KeyWorld, over: Over) -> Next {
-    let paste = key.mint();
-    attempt.paste = Some(paste);
-    attempt.one_commit = Some(over);
-    Next::Call(Op::Put(paste))
+/// The attempt goes on as the saga, from its begin.
+fn to_the_saga(attempt: &mut Attempt) -> Next {
+    attempt.one_commit = false;
+    Next::Call(Op::Begin)
 }

@@ -6,7 +6,7 @@ use stateright::Property;
 
 use crate::{
     protocol::Protocol,
-    world::{violation, Begun, KeyState, KeyWorld, Row, World},
+    world::{violation, KeyState, KeyWorld, Row, World},
 };
 
 pub const ONE_PASTE_PER_KEY: &str = "at most one paste per key, ever";
@@ -23,7 +23,7 @@ pub const SOME_RECOVERY: &str = "a key is resolved while its client has given up
 pub const SOME_OWNER_DELETE: &str = "an owner deletes a paste and its object is reaped";
 pub const SOME_ADOPTION: &str = "after a K loss, a retry adopts the paste the lost key made";
 pub const SOME_ONE_COMMIT: &str = "a colocated create answers 201 from its one commit";
-pub const SOME_SAGA_KEY_FINISHED: &str = "one commit finishes a key a saga left pending or aborted";
+pub const SOME_SAGA_KEY_FINISHED: &str = "a colocated create finishes a key a saga left, by the saga's steps";
 
 /// The properties whose counterexample is a bug.
 pub const SAFETY: [&str; 7] = [
@@ -63,11 +63,10 @@ pub fn all() -> Vec<Property<Protocol>> {
             w.keys.iter().flat_map(|k| &k.pastes).any(|p| p.row == Row::DeletedByOwner && !p.object)
         }),
         Property::sometimes(SOME_ADOPTION, |_, w: &World| w.keys.iter().any(|k| k.adopted && k.client.has_201)),
-        Property::sometimes(SOME_ONE_COMMIT, |_, w: &World| {
-            w.keys.iter().any(|k| k.one_commit == Some(Begun::ByItself) && k.client.has_201)
-        }),
+        Property::sometimes(SOME_ONE_COMMIT, |_, w: &World| w.keys.iter().any(|k| k.one_commit && k.client.has_201)),
         Property::sometimes(SOME_SAGA_KEY_FINISHED, |_, w: &World| {
-            w.keys.iter().any(|k| k.one_commit == Some(Begun::BySaga))
+            let done = |k: &KeyWorld| k.record.is_some_and(|r| r.state == KeyState::Done);
+            w.keys.iter().any(|k| k.saga_key_followed && done(k) && k.client.has_201)
         }),
     ]
 }

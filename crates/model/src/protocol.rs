@@ -15,8 +15,8 @@ use crate::{
     flaw::Flaw,
     properties, servers,
     world::{
-        violation, Actor, Attempt, Call, Chore, Client, Fate, InsertOutcome, Job, KeyState, KeyWorld, Op, Over,
-        PasteNo, Reply, Row, World,
+        violation, Actor, Attempt, Call, Chore, Client, Fate, InsertOutcome, Job, KeyState, KeyWorld, Op, PasteNo,
+        Reply, Row, World,
     },
 };
 
@@ -210,11 +210,11 @@ impl Protocol {
             _ => {}
         }
         let next = match attempt.one_commit {
-            Some(_) => {
+            true => {
                 let key = usize::from(attempt.key);
                 self.one_commit_step(&mut attempt, &mut world.keys[key], reply)
             }
-            None => self.saga_step(attempt.waiting_for, reply, attempt.search_first),
+            false => self.saga_step(attempt.waiting_for, reply, attempt.search_first),
         };
         match next {
             Next::Call(op) => {
@@ -369,8 +369,15 @@ impl Model for Protocol {
 
     fn init_states(&self) -> Vec<World> {
         let client = Client { attempts_left: self.bounds.attempts, waiting_on: None, has_201: false };
-        let key =
-            KeyWorld { record: None, pastes: Vec::new(), client, first_201: None, adopted: false, one_commit: None };
+        let key = KeyWorld {
+            record: None,
+            pastes: Vec::new(),
+            client,
+            first_201: None,
+            adopted: false,
+            one_commit: false,
+            saga_key_followed: false,
+        };
         vec![World {
             keys: vec![key; usize::from(self.bounds.keys)],
             gateways: vec![None; usize::from(self.bounds.gateways)],
@@ -429,7 +436,7 @@ impl Model for Protocol {
                     minted: false,
                     answered: false,
                     search_first: false,
-                    one_commit: one_commit.then_some(Over::Nothing),
+                    one_commit,
                     waiting_for: if one_commit { Op::Lookup } else { Op::Begin },
                 });
             }

@@ -4,7 +4,7 @@
 
 use crate::{
     flaw::Flaw,
-    world::{Begun, Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, Over, PasteNo, Reply, Row},
+    world::{Fate, InsertOutcome, KeyRecord, KeyState, KeyWorld, Op, PasteNo, Reply, Row},
 };
 
 /// Applies `op` to one key's K record, P rows and objects; returns the reply
@@ -53,7 +53,7 @@ pub fn apply(flaw: Option<Flaw>, searches_first: bool, world: &mut KeyWorld, op:
             (Reply::Inserted(insert(holds_fence, &mut world.pastes[usize::from(paste)].row)), false)
         }
         Op::Lookup => (Reply::Looked(world.record), false),
-        Op::Commit { paste, over } => (commit(flaw, searches_first, world, paste, over), false),
+        Op::Commit { paste } => (commit(flaw, searches_first, world, paste), false),
         Op::Fence(paste) => (Reply::Fate(tombstone_unless_live(&mut world.pastes[usize::from(paste)].row)), false),
         Op::Read(paste) => (Reply::Fate(read(world.row(paste))), false),
         Op::Abort(paste) => (Reply::Changed(transition(flaw, world, paste, KeyState::Aborted)), false),
@@ -81,47 +81,31 @@ fn restart_guard(flaw: Option<Flaw>, current: u8, aborted: u8) -> bool {
     flaw == Some(Flaw::RestartWithoutIdGuard) || current == aborted
 }
 
-/// The colocated shard's one transaction (crates/colocated): nothing is
-/// written unless the key is as the attempt last saw it; then, in a
-/// lost-commits window, a paste an erased life of the key made is adopted;
+/// The colocated shard's one transaction (crates/colocated/src/store.rs):
+/// nothing is written if the key has a record (the racer that lost answers
+/// it) or while the shard may have lost commits (the saga searches first);
 /// else the paste row goes in behind the fence and the key is done with it,
-/// together. A pending key whose id the fence holds is aborted instead, so
-/// the attempt restarts it.
-fn commit(flaw: Option<Flaw>, searches_first: bool, world: &mut KeyWorld, paste: PasteNo, over: Over) -> Reply {
-    let seen = match over {
-        Over::Nothing => world.record.is_none(),
-        Over::Pending => world.record == Some(KeyRecord { paste, state: KeyState::Pending }),
-        Over::Aborted(aborted) => world.record == Some(KeyRecord { paste: aborted, state: KeyState::Aborted }),
-    };
-    if !seen {
+/// together, or, when the fence holds the id, neither.
+fn commit(flaw: Option<Flaw>, searches_first: bool, world: &mut KeyWorld, paste: PasteNo) -> Reply {
+    if world.record.is_some() {
         return Reply::Looked(world.record);
     }
-    let begun = if over == Over::Nothing { Begun::ByItself } else { Begun::BySaga };
     if searches_first {
-        if let Some((found, _)) = search(world, paste) {
-            world.record = Some(KeyRecord { paste: found, state: KeyState::Done });
-            world.adopted = true;
-            world.one_commit = Some(begun);
-            return Reply::Committed(found);
-        }
+        return Reply::SearchFirst;
     }
     let done = KeyRecord { paste, state: KeyState::Done };
     if flaw == Some(Flaw::OneCommitSplitInTwo) {
         // The broken variant commits the key alone; the row comes later.
         world.record = Some(done);
-        world.one_commit = Some(begun);
+        world.one_commit = true;
         return Reply::Committed(paste);
     }
     let holds_fence = flaw != Some(Flaw::OneCommitOverTombstone);
     match insert(holds_fence, &mut world.pastes[usize::from(paste)].row) {
         InsertOutcome::Inserted | InsertOutcome::AlreadyExists => {
             world.record = Some(done);
-            world.one_commit = Some(begun);
+            world.one_commit = true;
             Reply::Committed(paste)
-        }
-        InsertOutcome::Tombstoned if over == Over::Pending => {
-            world.record = Some(KeyRecord { paste, state: KeyState::Aborted });
-            Reply::Looked(world.record)
         }
         InsertOutcome::Tombstoned => Reply::Inserted(InsertOutcome::Tombstoned),
     }

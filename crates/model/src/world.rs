@@ -76,18 +76,11 @@ pub struct KeyWorld {
     pub first_201: Option<PasteNo>,
     /// History: a retry adopted the paste a K loss left without its key.
     pub adopted: bool,
-    /// History: a colocated create's one commit made the key done, and
-    /// whether the key it found was one a saga had begun.
-    pub one_commit: Option<Begun>,
-}
-
-/// Who began the key a colocated create's one commit made done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Begun {
-    /// The commit inserted the key itself.
-    ByItself,
-    /// A saga had left it pending or aborted.
-    BySaga,
+    /// History: a colocated create's one commit made the key done.
+    pub one_commit: bool,
+    /// History: a colocated create found the key pending or aborted, left by
+    /// a saga, and followed it with the saga's steps.
+    pub saga_key_followed: bool,
 }
 
 impl KeyWorld {
@@ -146,21 +139,8 @@ pub enum Op {
     /// The colocated shard: the key's record, read without writing.
     Lookup,
     /// The colocated shard's one commit (docs/design.md#the-colocated-create):
-    /// the paste row and the done key together, if the key is still as the
-    /// attempt last saw it (`over`); a lost-commits window searches the rows
-    /// made under the key first, in the same transaction.
-    Commit { paste: PasteNo, over: Over },
-}
-
-/// What a colocated create's commit expects the key's record to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Over {
-    /// No record: the commit inserts the key.
-    Nothing,
-    /// Pending with the commit's own id, left by a saga.
-    Pending,
-    /// Aborted with this id: the commit restarts the key with a new one.
-    Aborted(PasteNo),
+    /// the paste row and the done key together, if the key has no record.
+    Commit { paste: PasteNo },
 }
 
 impl Op {
@@ -198,6 +178,9 @@ pub enum Reply {
     Looked(Option<KeyRecord>),
     /// The one commit made the key done with this paste.
     Committed(PasteNo),
+    /// The colocated shard may have lost commits: the commit wrote nothing,
+    /// and a key it does not know goes to the saga, which searches first.
+    SearchFirst,
     Inserted(InsertOutcome),
     Fate(Fate),
     Stored,
@@ -237,8 +220,8 @@ pub struct Attempt {
     pub answered: bool,
     /// K said to search P before minting (its begin's record).
     pub search_first: bool,
-    /// The colocated create, and what its commit will expect; `None`: the saga.
-    pub one_commit: Option<Over>,
+    /// The colocated create; false: the saga.
+    pub one_commit: bool,
     pub waiting_for: Op,
 }
 

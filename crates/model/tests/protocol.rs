@@ -104,7 +104,8 @@ fn the_done_and_restart_id_guards_are_defence_in_depth_behind_the_fence() {
 #[test]
 fn every_broken_variant_is_accounted_for() {
     for flaw in Flaw::ALL {
-        let listed = CAUGHT.iter().chain(&CAUGHT_ONE_COMMIT).any(|(f, _)| *f == flaw) || DEFENCE_IN_DEPTH.contains(&flaw);
+        let listed =
+            CAUGHT.iter().chain(&CAUGHT_ONE_COMMIT).any(|(f, _)| *f == flaw) || DEFENCE_IN_DEPTH.contains(&flaw);
         assert!(listed, "{flaw:?} needs a property it breaks, or a reason it breaks none");
     }
 }

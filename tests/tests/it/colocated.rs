@@ -123,7 +123,6 @@ impl Colocated {
     async fn objects(&self) -> usize {
         self.objects.list(None, 10_000).await.expect("the objects list").len()
     }
-
 }
 
 async fn creates_replays_and_conflicts_in_one_commit(backend: Backend) {
@@ -303,7 +302,8 @@ async fn a_data_directory_keeps_the_layout_it_was_made_with() {
     let mut up = Process::start(args(false), vec![], GATEWAY_PARTS).await;
     up.signal("TERM");
     assert!(up.wait_exit(Duration::from_secs(30)).await.is_some());
-    let refused = pastebin_tests::cluster::run_to_exit(&args(true).iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let refused =
+        pastebin_tests::cluster::run_to_exit(&args(true).iter().map(String::as_str).collect::<Vec<_>>()).await;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("was made without --colocated") && stderr.contains("new --data-dir"), "{stderr}");

@@ -95,6 +95,13 @@ impl Sources {
     /// directory `endpoints.json` names (`objects/` unless it says otherwise).
     fn of_data_dir(dir: &Path) -> Result<Self, CtlError> {
         let dir = absolute(dir)?;
+        if dir.join("colocated.db").is_file() {
+            return Err(CtlError::Usage(format!(
+                "{} is a colocated data directory (colocated.db), which ctl backup does not know yet: stop \
+                 `pastebin up` and copy the directory whole (docs/operations.md#known-gaps)",
+                dir.display()
+            )));
+        }
         if !dir.join("keys.db").is_file() || !dir.join("pastes.db").is_file() {
             return Err(CtlError::Usage(format!(
                 "{} is not a `pastebin up` data directory (it has no keys.db and pastes.db): pass --data-dir, or \

@@ -27,7 +27,7 @@ struct Colocated {
 }
 
 enum Deployment {
-    Up { up: Process, _data: tempfile::TempDir },
+    Up { up: Box<Process>, _data: tempfile::TempDir },
     Cluster(Box<Cluster>),
 }
 
@@ -61,9 +61,9 @@ impl Colocated {
         Colocated {
             http: format!("http://{}", up.address("gateway-http")),
             database_url: format!("sqlite://{data}/colocated.db"),
-            objects: Arc::new(LocalDirStore::open(&dir.path().join("objects")).expect("the objects directory")),
+            objects: Arc::new(LocalDirStore::open(dir.path().join("objects")).expect("the objects directory")),
             keys: pastebin_keys::KeyClient::new(channel),
-            deployment: Deployment::Up { up, _data: dir },
+            deployment: Deployment::Up { up: Box::new(up), _data: dir },
         }
     }
 

@@ -22,6 +22,8 @@ pub enum BenchCommand {
     Steps(StepsArgs),
     /// The one-commit baseline: the same HTTP create API as one PostgreSQL transaction.
     OneCommitServer(OneCommitArgs),
+    /// The HTTP layer's limit: reads each create's JSON and answers one fixed 201; one 1 KiB body for every GET /raw.
+    LimitServer(LimitServerArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -156,6 +158,12 @@ pub struct StepsArgs {
     pub put_only: bool,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitServerArgs {
+    #[arg(long, default_value = "127.0.0.1:8091")]
+    pub http: SocketAddr,
 }
 
 #[derive(Debug, Clone, clap::Args)]

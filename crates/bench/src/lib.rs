@@ -12,8 +12,11 @@
 //!   bare gRPC round trip and (optionally) the same SQL without gRPC.
 //! - [`one_commit`]: the baseline of figure 3, the same HTTP create API done
 //!   as one PostgreSQL transaction (key row and paste row in one commit).
+//! - [`limit_server`]: the HTTP layer's own limit: a fixed 201 for every
+//!   create, one 1 KiB body from memory for every `GET /raw`.
 
 mod args;
+mod limit_server;
 mod load;
 mod one_commit;
 mod replay;
@@ -42,5 +45,6 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchCommand::Steps(a) => steps::run(a).await,
         BenchCommand::OneCommitServer(a) => one_commit::run(a).await,
+        BenchCommand::LimitServer(a) => limit_server::run(a).await,
     }
 }

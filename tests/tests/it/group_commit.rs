@@ -110,6 +110,24 @@ async fn sqlite_group_sizes_are_on_the_admin_listener() {
         let writes: f64 = line[sum.len()..].parse().expect("a number");
         assert!(writes >= at_least, "{database}: {writes} writes grouped, want at least {at_least}");
     }
+    // Each COMMIT is timed; the checkpoints, off the commit path, are timed by
+    // their own task, which runs within 250 ms of a commit (the test's own
+    // patience, not the machine's speed, bounds the wait).
+    let timed = |metrics: &str, name: &str| {
+        let count = format!("{name}_count{{database=\"keys.db\"}} ");
+        metrics.lines().any(|l| l.strip_prefix(&count).is_some_and(|n| n.parse::<f64>().is_ok_and(|n| n >= 1.0)))
+    };
+    assert!(timed(&metrics, pastebin_runtime::metrics::SQLITE_COMMIT_SECONDS), "commits timed:\n{metrics}");
+    let patience = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let metrics =
+            reqwest::get(format!("http://{}/metrics", up.address("admin"))).await.unwrap().text().await.unwrap();
+        if timed(&metrics, pastebin_runtime::metrics::SQLITE_CHECKPOINT_SECONDS) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < patience, "no checkpoint timed:\n{metrics}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 pastebin_tests::both_backends! {

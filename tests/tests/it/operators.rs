@@ -317,7 +317,7 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
     // The create counters, step histogram and burn counter are recorded by the gateway
     // process; they show on its admin listener, not this one. Edge refusals
     // appear once something is refused (tests/tests/it/edge.rs checks them).
-    // Group sizes are recorded by SQLite shards' writers only
+    // Group sizes, commit and checkpoint times are recorded by SQLite shards' writers only
     // (group_commit::sqlite_group_sizes_are_on_the_admin_listener checks them),
     // a slot move's gauges by the shards in it (reshard.rs checks them), and
     // durability by each K and P shard (durability.rs checks it), takedowns
@@ -335,6 +335,8 @@ async fn metrics_endpoint_exposes_the_sweeper_metrics_after_a_round() {
         m::PAGE_REVEALS,
         m::EDGE_REFUSALS,
         m::GROUP_COMMIT_WRITES,
+        m::SQLITE_COMMIT_SECONDS,
+        m::SQLITE_CHECKPOINT_SECONDS,
         m::FROZEN_SLOTS,
         m::SLOT_MOVE_ROWS,
         m::COMMITS_SURVIVE_SERVER_LOSS,

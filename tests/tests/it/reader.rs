@@ -32,10 +32,12 @@ struct Embedded {
     http: String,
 }
 
-async fn embedded() -> Embedded {
+/// `up_flags`: `--colocated`, or none.
+async fn embedded(up_flags: &[&str]) -> Embedded {
     let dir = tempfile::tempdir().unwrap();
     let args = ["up", "--data-dir", dir.path().to_str().unwrap()]
         .into_iter()
+        .chain(up_flags.iter().copied())
         .chain(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
         .map(str::to_owned)
         .collect();
@@ -272,7 +274,18 @@ async fn bad_attributes_are_refused(base: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reader_features_on_postgres_and_s3() {
-    let cluster = Cluster::start(ClusterOptions::default()).await;
+    every_reader_feature(&Cluster::start(ClusterOptions::default()).await).await;
+}
+
+/// The same on one colocated shard, where each create is one commit
+/// (docs/design.md#the-colocated-create): reads, burns and deletes are P's
+/// own calls, served by it unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reader_features_on_a_colocated_shard() {
+    every_reader_feature(&Cluster::start(ClusterOptions { colocated: true, ..ClusterOptions::default() }).await).await;
+}
+
+async fn every_reader_feature(cluster: &Cluster) {
     let base = cluster.http.as_str();
     binary_round_trip(base).await;
     burn_after_reading(base).await;
@@ -318,10 +331,12 @@ async fn the_client_pastes_a_binary_file_once(server: &str, http: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reader_features_on_the_embedded_default() {
-    let up = embedded().await;
-    binary_round_trip(&up.http).await;
-    burn_after_reading(&up.http).await;
-    only_a_new_field_differs_is_a_conflict(&up.http).await;
+    for flags in [&[][..], &["--colocated"]] {
+        let up = embedded(flags).await;
+        binary_round_trip(&up.http).await;
+        burn_after_reading(&up.http).await;
+        only_a_new_field_differs_is_a_conflict(&up.http).await;
+    }
 }
 
 /// gRPC: `data` + `media_type` round-trip byte-exact; `content` and `data`

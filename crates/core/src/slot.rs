@@ -134,6 +134,16 @@ impl OwnedSlots {
         }
     }
 
+    /// The slots both own.
+    pub fn overlap(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Range(a), Self::Range(b)) if a.first.max(b.first) <= a.last.min(b.last) => {
+                Self::Range(SlotRange { first: a.first.max(b.first), last: a.last.min(b.last) })
+            }
+            _ => Self::Nothing,
+        }
+    }
+
     /// What is left after giving up `moving`, which must be all of it or a
     /// run at one end of it.
     pub fn without(self, moving: SlotRange) -> Result<Self, SlotMoveError> {

@@ -152,10 +152,21 @@ impl Ownership {
         metrics::gauge!(pastebin_runtime::metrics::FROZEN_SLOTS).set(frozen as f64);
     }
 
-    /// The slots this shard serves: the topology's grant under one, else
-    /// the range in its own database.
+    /// The slots this shard serves: the range in its own database, or under
+    /// a topology its grant as last seen, narrowed by this shard's own record
+    /// of the moves it took part in (docs/design.md#ownership-on-etcd). A
+    /// release it made is in force at once, though its watch may bring the
+    /// cut-over much later (after a quorum loss, say): a source whose grant
+    /// still showed the slots it gave away would take creates for keys whose
+    /// rows it has deleted, and make a second paste for each. A target
+    /// serves the slots it is importing once the topology grants them.
     pub fn serves(&self) -> OwnedSlots {
-        self.granted.map_or(self.owned, |granted| granted.owned)
+        let Some(granted) = self.granted else { return self.owned };
+        let recorded = match self.importing() {
+            Some(importing) => self.owned.with(importing).unwrap_or(self.owned),
+            None => self.owned,
+        };
+        granted.owned.overlap(recorded)
     }
 
     /// The slots a move is bringing here that this shard has not taken yet.
@@ -1119,4 +1130,39 @@ pub fn described(kind: pb::ShardKind, answer: &pb::ShardDescription) -> Result<D
 
 fn span_of(answer: &pb::ShardDescription) -> pb::SlotSpan {
     pb::SlotSpan { first_slot: answer.first_slot, last_slot: answer.last_slot }
+}
+
+#[cfg(test)]
+mod tests {
+    use pastebin_core::{OwnedSlots, Slot, SlotRange};
+
+    use super::*;
+
+    fn range(first: u8, last: u8) -> OwnedSlots {
+        OwnedSlots::Range(SlotRange::new(first, last).unwrap())
+    }
+
+    fn granted(owned: OwnedSlots) -> Option<Serving> {
+        Some(Serving { owned, frozen: None, held: None })
+    }
+
+    /// The quorum test's double create: the source released 128-255 and
+    /// deleted its copies, and its watch had not brought the cut-over yet.
+    #[test]
+    fn a_source_serves_nothing_it_released_while_its_grant_is_stale() {
+        let released = Ownership { owned: range(0, 127), generation: 2, active: None, granted: granted(range(0, 255)) };
+        assert_eq!(released.serves(), range(0, 127));
+        assert!(released.check(Slot(200), true).is_err(), "no create for a slot given away");
+        assert!(released.check(Slot(200), false).is_err(), "no read of rows deleted");
+        assert!(released.check(Slot(100), true).is_ok());
+    }
+
+    #[test]
+    fn a_grant_narrower_than_the_database_is_obeyed() {
+        let restored = Ownership { owned: range(0, 255), generation: 1, active: None, granted: granted(range(0, 127)) };
+        assert_eq!(restored.serves(), range(0, 127));
+        let nothing =
+            Ownership { owned: range(0, 255), generation: 1, active: None, granted: granted(OwnedSlots::Nothing) };
+        assert_eq!(nothing.serves(), OwnedSlots::Nothing);
+    }
 }

@@ -157,8 +157,15 @@ impl Authority for EtcdAuthority {
             .await
             .expect("the receiver is still here");
         // The watch uses its channel without the per-call deadline: it lasts.
+        // `hasleader`: a member that loses its leader (a quorum loss) ends the
+        // watch instead of keeping it open with no events; the caller then
+        // watches again and, once a quorum answers, reads what it missed. A
+        // watch left open there brought none of the changes made after the
+        // quorum came back.
+        let mut watch = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
+        watch.metadata_mut().insert("hasleader", tonic::metadata::MetadataValue::from_static("true"));
         let answers = WatchClient::new(self.channel.clone())
-            .watch(tokio_stream::wrappers::ReceiverStream::new(receiver))
+            .watch(watch)
             .await
             .map_err(|status| unavailable(&self.url, status.message()))?
             .into_inner();

@@ -228,9 +228,10 @@ impl End {
             }
             // Another run holds the move's lease.
             tonic::Code::Aborted => CtlError::Unreachable(what),
-            tonic::Code::Unimplemented => {
-                CtlError::Usage(format!("{what}: is it a shard of this version, serving slot moves?"))
-            }
+            tonic::Code::Unimplemented => CtlError::Usage(format!(
+                "{what}: is it a shard of this version, serving slot moves? A colocated shard's slots do not \
+                     move yet (docs/design.md#the-colocated-create)"
+            )),
             _ => CtlError::Failed(what),
         }
     }

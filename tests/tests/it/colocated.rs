@@ -326,3 +326,27 @@ async fn a_data_directory_keeps_the_layout_it_was_made_with() {
     assert_eq!(create(&http, Some(&new_key()), "still one commit").await.unwrap().status, StatusCode::CREATED);
     assert!(!other.path().join("keys.db").exists(), "no saga files appeared");
 }
+
+/// What a colocated data directory cannot do yet is refused, saying so and
+/// what to do instead: a move of its slots, and `ctl backup`.
+#[tokio::test]
+async fn a_move_or_a_backup_of_a_colocated_up_is_refused_saying_why() {
+    let colocated = Colocated::start(Backend::Sqlite, "", vec![]).await;
+    let Deployment::Up { _data: dir, .. } = &colocated.deployment else { unreachable!("an up") };
+    let data = dir.path().to_str().unwrap();
+    let socket = format!("unix:{data}/colocated.sock");
+    let elsewhere = format!("unix:{data}/nothing.sock");
+    let moving =
+        ["ctl", "reshard", "--data-dir", data, "--status", "--kind", "key", "--from", &socket, "--to", &elsewhere];
+    let refused = pastebin_tests::cluster::run_to_exit(&moving).await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("A colocated shard's slots do not move yet"), "{stderr}");
+
+    let backups = tempfile::tempdir().unwrap();
+    let backup = ["ctl", "backup", backups.path().to_str().unwrap(), "--data-dir", data];
+    let refused = pastebin_tests::cluster::run_to_exit(&backup).await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("is a colocated data directory") && stderr.contains("copy the directory"), "{stderr}");
+}

@@ -27,6 +27,19 @@ impl Answer {
 }
 
 /// `POST /api/v1/pastes` with a JSON body and, if given, an idempotency key.
+/// The environment of a gateway (or `up`) under contention on one key,
+/// not load shedding nor one address's fair share: every attempt is
+/// admitted, and may take `budget`, the test's own patience, not the 2 s a
+/// deployment answers within.
+pub fn contention_env(budget: Duration) -> Vec<(String, String)> {
+    vec![
+        ("PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD".to_owned(), "64".to_owned()),
+        ("PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT".to_owned(), "64".to_owned()),
+        ("PASTEBIN_MAX_CONNECTIONS_PER_CLIENT".to_owned(), "128".to_owned()),
+        ("PASTEBIN_REQUEST_BUDGET_MS".to_owned(), budget.as_millis().to_string()),
+    ]
+}
+
 pub async fn create(http: &str, key: Option<&str>, content: &str) -> reqwest::Result<Answer> {
     create_within(http, key, content, Duration::from_secs(10)).await
 }

@@ -10,8 +10,9 @@ use std::{sync::Arc, time::Duration};
 use pastebin_core::IdempotencyKey;
 use pastebin_objects::{LocalDirStore, ObjectStore};
 use pastebin_tests::{
-    api::{create, create_within, get, new_key},
+    api::{contention_env, create, create_within, get, new_key},
     cluster::{scalar, Cluster, ClusterOptions, Process},
+    shards::Backend,
 };
 use reqwest::StatusCode;
 
@@ -29,12 +30,6 @@ struct Colocated {
 enum Deployment {
     Up { up: Box<Process>, _data: tempfile::TempDir },
     Cluster(Box<Cluster>),
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Backend {
-    Sqlite,
-    Postgres,
 }
 
 const UP_PARTS: &[&str] = &["colocated-shard", "gateway-http", "gateway-grpc", "admin"];
@@ -125,167 +120,113 @@ impl Colocated {
     }
 }
 
-async fn creates_replays_and_conflicts_in_one_commit(backend: Backend) {
-    let mut colocated = Colocated::start(backend, "", vec![]).await;
-    let key = new_key();
-    let first = create(&colocated.http, Some(&key), "one commit").await.unwrap();
-    assert_eq!(first.status, StatusCode::CREATED, "{backend:?}: {}", first.body);
-    let id = first.json()["id"].as_str().unwrap().to_owned();
-    assert_eq!(get(&colocated.http, &id).await.json()["content"], "one commit");
-    // The key was never pending: it is done, with the 201 the client got, byte for byte.
-    let stored = colocated.keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
-    assert_eq!(stored.state, pastebin_core::KeyState::Done, "{backend:?}");
-    assert_eq!(stored.response_body.expose(), first.body, "{backend:?}");
+pastebin_tests::both_backends! {
+    async fn creates_replays_and_conflicts_in_one_commit(backend: Backend) {
+        let mut colocated = Colocated::start(backend, "", vec![]).await;
+        let key = new_key();
+        let first = create(&colocated.http, Some(&key), "one commit").await.unwrap();
+        assert_eq!(first.status, StatusCode::CREATED, "{backend:?}: {}", first.body);
+        let id = first.json()["id"].as_str().unwrap().to_owned();
+        assert_eq!(get(&colocated.http, &id).await.json()["content"], "one commit");
+        // The key was never pending: it is done, with the 201 the client got, byte for byte.
+        let stored = colocated.keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().unwrap();
+        assert_eq!(stored.state, pastebin_core::KeyState::Done, "{backend:?}");
+        assert_eq!(stored.response_body.expose(), first.body, "{backend:?}");
 
-    let replay = create(&colocated.http, Some(&key), "one commit").await.unwrap();
-    assert_eq!((replay.status, &replay.body), (StatusCode::CREATED, &first.body), "{backend:?}");
-    assert_eq!(replay.headers["idempotent-replayed"], "true");
-    let other = create(&colocated.http, Some(&key), "another body").await.unwrap();
-    assert_eq!(other.status, StatusCode::CONFLICT, "{backend:?}: {}", other.body);
-    assert_eq!(other.json()["error"]["code"], "idempotency_key_conflict");
+        let replay = create(&colocated.http, Some(&key), "one commit").await.unwrap();
+        assert_eq!((replay.status, &replay.body), (StatusCode::CREATED, &first.body), "{backend:?}");
+        assert_eq!(replay.headers["idempotent-replayed"], "true");
+        let other = create(&colocated.http, Some(&key), "another body").await.unwrap();
+        assert_eq!(other.status, StatusCode::CONFLICT, "{backend:?}: {}", other.body);
+        assert_eq!(other.json()["error"]["code"], "idempotency_key_conflict");
 
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM idempotency_keys").await, 1, "{backend:?}");
-    assert_eq!(colocated.objects().await, 1, "{backend:?}");
-    // One commit, and none of the saga's: no K begin, no P insert, no K done.
-    assert_eq!(colocated.steps_timed("commit").await, 1, "{backend:?}");
-    for step in ["k_begin", "p_insert", "k_done"] {
-        assert_eq!(colocated.steps_timed(step).await, 0, "{backend:?}: {step}");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM idempotency_keys").await, 1, "{backend:?}");
+        assert_eq!(colocated.objects().await, 1, "{backend:?}");
+        // One commit, and none of the saga's: no K begin, no P insert, no K done.
+        assert_eq!(colocated.steps_timed("commit").await, 1, "{backend:?}");
+        for step in ["k_begin", "p_insert", "k_done"] {
+            assert_eq!(colocated.steps_timed(step).await, 0, "{backend:?}: {step}");
+        }
     }
-}
 
-#[tokio::test]
-async fn sqlite_creates_replays_and_conflicts_in_one_commit() {
-    creates_replays_and_conflicts_in_one_commit(Backend::Sqlite).await;
-}
+    /// A crash between the PUT and the commit leaves an object no row names (the
+    /// reaper's) and nothing else: the retry creates, once.
+    async fn a_crash_after_the_put_leaves_an_orphan_object_and_the_retry_creates_once(backend: Backend) {
+        let mut colocated = Colocated::start(backend, "after_put", vec![]).await;
+        let key = new_key();
+        assert!(create(&colocated.http, Some(&key), "put, then crash").await.is_err(), "{backend:?}: died");
+        colocated.crashed_then_restarted().await;
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM idempotency_keys").await, 0, "{backend:?}: nothing committed");
+        assert_eq!(colocated.objects().await, 1, "{backend:?}: the PUT happened");
 
-#[tokio::test]
-async fn postgres_creates_replays_and_conflicts_in_one_commit() {
-    creates_replays_and_conflicts_in_one_commit(Backend::Postgres).await;
-}
-
-/// A crash between the PUT and the commit leaves an object no row names (the
-/// reaper's) and nothing else: the retry creates, once.
-async fn a_crash_after_the_put_leaves_an_orphan_object_and_the_retry_creates_once(backend: Backend) {
-    let mut colocated = Colocated::start(backend, "after_put", vec![]).await;
-    let key = new_key();
-    assert!(create(&colocated.http, Some(&key), "put, then crash").await.is_err(), "{backend:?}: died");
-    colocated.crashed_then_restarted().await;
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM idempotency_keys").await, 0, "{backend:?}: nothing committed");
-    assert_eq!(colocated.objects().await, 1, "{backend:?}: the PUT happened");
-
-    let retry = create(&colocated.http, Some(&key), "put, then crash").await.unwrap();
-    assert_eq!(retry.status, StatusCode::CREATED, "{backend:?}: {}", retry.body);
-    assert!(retry.headers.get("idempotent-replayed").is_none(), "{backend:?}: a first answer");
-    let again = create(&colocated.http, Some(&key), "put, then crash").await.unwrap();
-    assert_eq!(again.body, retry.body, "{backend:?}");
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
-    assert_eq!(colocated.objects().await, 2, "{backend:?}: the paste's and the orphan");
-}
-
-#[tokio::test]
-async fn sqlite_a_crash_after_the_put_leaves_an_orphan_object_and_the_retry_creates_once() {
-    a_crash_after_the_put_leaves_an_orphan_object_and_the_retry_creates_once(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn postgres_a_crash_after_the_put_leaves_an_orphan_object_and_the_retry_creates_once() {
-    a_crash_after_the_put_leaves_an_orphan_object_and_the_retry_creates_once(Backend::Postgres).await;
-}
-
-/// A crash after the commit, before the answer: the retry replays the 201
-/// the client never saw, and no second paste is made.
-async fn a_crash_after_the_commit_is_replayed_by_the_retry(backend: Backend) {
-    let mut colocated = Colocated::start(backend, "after_commit", vec![]).await;
-    let key = new_key();
-    assert!(create(&colocated.http, Some(&key), "commit, then crash").await.is_err(), "{backend:?}: died");
-    colocated.crashed_then_restarted().await;
-    let stored = colocated.keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().expect("committed");
-    assert_eq!(stored.state, pastebin_core::KeyState::Done, "{backend:?}");
-
-    let retry = create(&colocated.http, Some(&key), "commit, then crash").await.unwrap();
-    assert_eq!(retry.status, StatusCode::CREATED, "{backend:?}: {}", retry.body);
-    assert_eq!(retry.body, stored.response_body.expose(), "{backend:?}: the committed 201, byte for byte");
-    assert_eq!(retry.headers["idempotent-replayed"], "true");
-    assert_eq!(get(&colocated.http, stored.paste_id.as_str()).await.json()["content"], "commit, then crash");
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
-    assert_eq!(colocated.objects().await, 1, "{backend:?}");
-}
-
-#[tokio::test]
-async fn sqlite_a_crash_after_the_commit_is_replayed_by_the_retry() {
-    a_crash_after_the_commit_is_replayed_by_the_retry(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn postgres_a_crash_after_the_commit_is_replayed_by_the_retry() {
-    a_crash_after_the_commit_is_replayed_by_the_retry(Backend::Postgres).await;
-}
-
-/// Racers on one key: the key's primary key lets one commit; every other
-/// answers the winner's 201, and the losers' objects are deleted at once.
-async fn racers_on_one_key_make_one_paste(backend: Backend) {
-    // Every attempt is admitted and may take as long as a saturated machine
-    // needs: contention on one key, not load shedding (see saga.rs).
-    let budget = Duration::from_secs(120);
-    let env = vec![
-        ("PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD".to_owned(), "64".to_owned()),
-        ("PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT".to_owned(), "64".to_owned()),
-        ("PASTEBIN_MAX_CONNECTIONS_PER_CLIENT".to_owned(), "128".to_owned()),
-        ("PASTEBIN_REQUEST_BUDGET_MS".to_owned(), budget.as_millis().to_string()),
-    ];
-    let colocated = Colocated::start(backend, "", env).await;
-    let key = new_key();
-    let attempts = (0..32).map(|_| create_within(&colocated.http, Some(&key), "contended", budget));
-    let answers = futures::future::join_all(attempts).await;
-    let mut bodies = Vec::new();
-    for answer in answers {
-        let answer = answer.unwrap();
-        assert_eq!(answer.status, StatusCode::CREATED, "{backend:?}: {}", answer.body);
-        bodies.push(answer.body);
+        let retry = create(&colocated.http, Some(&key), "put, then crash").await.unwrap();
+        assert_eq!(retry.status, StatusCode::CREATED, "{backend:?}: {}", retry.body);
+        assert!(retry.headers.get("idempotent-replayed").is_none(), "{backend:?}: a first answer");
+        let again = create(&colocated.http, Some(&key), "put, then crash").await.unwrap();
+        assert_eq!(again.body, retry.body, "{backend:?}");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
+        assert_eq!(colocated.objects().await, 2, "{backend:?}: the paste's and the orphan");
     }
-    assert!(bodies.iter().all(|body| body == &bodies[0]), "{backend:?}: one paste answered to all");
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
-    assert_eq!(colocated.objects().await, 1, "{backend:?}: the losers' objects are gone");
-}
 
-#[tokio::test]
-async fn sqlite_racers_on_one_key_make_one_paste() {
-    racers_on_one_key_make_one_paste(Backend::Sqlite).await;
-}
+    /// A crash after the commit, before the answer: the retry replays the 201
+    /// the client never saw, and no second paste is made.
+    async fn a_crash_after_the_commit_is_replayed_by_the_retry(backend: Backend) {
+        let mut colocated = Colocated::start(backend, "after_commit", vec![]).await;
+        let key = new_key();
+        assert!(create(&colocated.http, Some(&key), "commit, then crash").await.is_err(), "{backend:?}: died");
+        colocated.crashed_then_restarted().await;
+        let stored = colocated.keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().expect("committed");
+        assert_eq!(stored.state, pastebin_core::KeyState::Done, "{backend:?}");
 
-#[tokio::test]
-async fn postgres_racers_on_one_key_make_one_paste() {
-    racers_on_one_key_make_one_paste(Backend::Postgres).await;
-}
+        let retry = create(&colocated.http, Some(&key), "commit, then crash").await.unwrap();
+        assert_eq!(retry.status, StatusCode::CREATED, "{backend:?}: {}", retry.body);
+        assert_eq!(retry.body, stored.response_body.expose(), "{backend:?}: the committed 201, byte for byte");
+        assert_eq!(retry.headers["idempotent-replayed"], "true");
+        assert_eq!(get(&colocated.http, stored.paste_id.as_str()).await.json()["content"], "commit, then crash");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
+        assert_eq!(colocated.objects().await, 1, "{backend:?}");
+    }
 
-/// A key the saga left pending on a colocated shard (a gateway that runs
-/// the saga died after K's begin) is finished by the one-commit gateway with
-/// the saga's own rules: the stored id and 201, one paste.
-async fn a_key_the_saga_left_pending_is_finished_under_its_stored_id(backend: Backend) {
-    let saga_only = vec![("PASTEBIN_SAGA_ONLY".to_owned(), "true".to_owned())];
-    let mut colocated = Colocated::start(backend, "after_k_begin", saga_only).await;
-    let key = new_key();
-    assert!(create(&colocated.http, Some(&key), "left pending").await.is_err(), "{backend:?}: died");
-    colocated.crashed().await;
-    colocated.restart(&[("PASTEBIN_FAILPOINTS", ""), ("PASTEBIN_SAGA_ONLY", "false")]).await;
-    let pending = colocated.keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().expect("begun");
-    assert_eq!(pending.state, pastebin_core::KeyState::Pending, "{backend:?}");
-    let retry = create(&colocated.http, Some(&key), "left pending").await.unwrap();
-    assert_eq!(retry.status, StatusCode::CREATED, "{backend:?}: {}", retry.body);
-    assert_eq!(retry.body, pending.response_body.expose(), "{backend:?}: the stored 201");
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
-    assert_eq!(colocated.count("SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await, 1);
-}
+    /// Racers on one key: the key's primary key lets one commit; every other
+    /// answers the winner's 201, and the losers' objects are deleted at once.
+    async fn racers_on_one_key_make_one_paste(backend: Backend) {
+        // Every attempt is admitted and may take as long as a saturated machine
+        // needs: contention on one key, not load shedding (see saga.rs).
+        let budget = Duration::from_secs(120);
+        let colocated = Colocated::start(backend, "", contention_env(budget)).await;
+        let key = new_key();
+        let attempts = (0..32).map(|_| create_within(&colocated.http, Some(&key), "contended", budget));
+        let answers = futures::future::join_all(attempts).await;
+        let mut bodies = Vec::new();
+        for answer in answers {
+            let answer = answer.unwrap();
+            assert_eq!(answer.status, StatusCode::CREATED, "{backend:?}: {}", answer.body);
+            bodies.push(answer.body);
+        }
+        assert!(bodies.iter().all(|body| body == &bodies[0]), "{backend:?}: one paste answered to all");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
+        assert_eq!(colocated.objects().await, 1, "{backend:?}: the losers' objects are gone");
+    }
 
-#[tokio::test]
-async fn sqlite_a_key_the_saga_left_pending_is_finished_under_its_stored_id() {
-    a_key_the_saga_left_pending_is_finished_under_its_stored_id(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn postgres_a_key_the_saga_left_pending_is_finished_under_its_stored_id() {
-    a_key_the_saga_left_pending_is_finished_under_its_stored_id(Backend::Postgres).await;
+    /// A key the saga left pending on a colocated shard (a gateway that runs
+    /// the saga died after K's begin) is finished by the one-commit gateway with
+    /// the saga's own rules: the stored id and 201, one paste.
+    async fn a_key_the_saga_left_pending_is_finished_under_its_stored_id(backend: Backend) {
+        let saga_only = vec![("PASTEBIN_SAGA_ONLY".to_owned(), "true".to_owned())];
+        let mut colocated = Colocated::start(backend, "after_k_begin", saga_only).await;
+        let key = new_key();
+        assert!(create(&colocated.http, Some(&key), "left pending").await.is_err(), "{backend:?}: died");
+        colocated.crashed().await;
+        colocated.restart(&[("PASTEBIN_FAILPOINTS", ""), ("PASTEBIN_SAGA_ONLY", "false")]).await;
+        let pending = colocated.keys.get(&IdempotencyKey::parse(&key).unwrap()).await.unwrap().expect("begun");
+        assert_eq!(pending.state, pastebin_core::KeyState::Pending, "{backend:?}");
+        let retry = create(&colocated.http, Some(&key), "left pending").await.unwrap();
+        assert_eq!(retry.status, StatusCode::CREATED, "{backend:?}: {}", retry.body);
+        assert_eq!(retry.body, pending.response_body.expose(), "{backend:?}: the stored 201");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM pastes").await, 1, "{backend:?}");
+        assert_eq!(colocated.count("SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'").await, 1);
+    }
 }
 
 #[tokio::test]

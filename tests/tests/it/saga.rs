@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pastebin_core::{IdempotencyKey, KeyState, PasteId};
 use pastebin_tests::{
-    api::{create, create_within, get, new_key},
+    api::{contention_env, create, create_within, get, new_key},
     cluster::{Cluster, ClusterOptions},
 };
 use reqwest::{Client, StatusCode};
@@ -98,13 +98,7 @@ async fn sixty_four_concurrent_creates_with_one_key_make_one_paste() {
     // attempt may take as long as a saturated machine needs: the budget is
     // the test's own, not the 2 s a deployment answers within.
     let budget = Duration::from_secs(120);
-    let env = vec![
-        ("PASTEBIN_CREATES_IN_FLIGHT_PER_SHARD".to_owned(), "64".to_owned()),
-        ("PASTEBIN_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT".to_owned(), "64".to_owned()),
-        ("PASTEBIN_MAX_CONNECTIONS_PER_CLIENT".to_owned(), "128".to_owned()),
-        ("PASTEBIN_REQUEST_BUDGET_MS".to_owned(), budget.as_millis().to_string()),
-    ];
-    let cluster = Cluster::start(ClusterOptions { env, ..ClusterOptions::default() }).await;
+    let cluster = Cluster::start(ClusterOptions { env: contention_env(budget), ..ClusterOptions::default() }).await;
     let key = new_key();
     let attempts = (0..64).map(|_| create_within(&cluster.http, Some(&key), "contended", budget));
     let answers = futures::future::join_all(attempts).await;

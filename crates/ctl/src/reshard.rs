@@ -335,19 +335,24 @@ fn check_authority(args: &ReshardArgs, named: bool) -> Result<(), CtlError> {
 }
 
 /// The same command over two channels the caller made to `args.from` and
-/// `args.to`, each step's call bounded by `timeout`: the deterministic
-/// simulation moves slots this way over its simulated network, so a rerun
-/// there resumes a move exactly as it does here (docs/testing.md#simulation).
+/// `args.to`, each step's call bounded by `timeout`, under `authority`
+/// (the topology store; `None` with `--without-topology`): the
+/// deterministic simulation moves slots this way over its simulated
+/// network with its own stand-in for etcd, so a rerun there resumes a move
+/// exactly as it does here (docs/testing.md#simulation).
 pub async fn run_over(
     args: &ReshardArgs,
     channels: (Channel, Channel),
     timeout: Duration,
+    authority: Option<std::sync::Arc<dyn pastebin_topology::Authority>>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
+    check_authority(args, authority.is_some())?;
+    let authority = authority.map(|authority| MoveAuthority::new(authority, args.kind));
     let source = End::over("source", &args.from, channels.0, timeout);
     let target = End::over("target", &args.to, channels.1, timeout);
-    run_between(args, source, target, None, ProgressTo::Lines, out, err).await
+    run_between(args, source, target, authority, ProgressTo::Lines, out, err).await
 }
 
 async fn run_between(

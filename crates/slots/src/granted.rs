@@ -79,6 +79,22 @@ impl ShardSlots {
         asked: Option<OwnedSlots>,
         now_ms: i64,
     ) -> Result<Self, SlotClaimError> {
+        let slots = Self::claim_granted_unfollowed(pool, kind, granted.clone(), asked, now_ms).await?;
+        tokio::spawn(follow(slots.clone(), pool.clone(), granted));
+        Ok(slots)
+    }
+
+    /// [`ShardSlots::claim_granted`] without following the topology: the
+    /// caller hands each topology its own watch yields to
+    /// [`ShardSlots::follow_change`] (the deterministic simulation runs
+    /// each one as one step on its simulated disk).
+    pub async fn claim_granted_unfollowed(
+        pool: &AnyPool,
+        kind: pastebin_proto::shard::v1::ShardKind,
+        granted: Granted,
+        asked: Option<OwnedSlots>,
+        now_ms: i64,
+    ) -> Result<Self, SlotClaimError> {
         let what = format!("the {} shard {} starts", granted.kind, granted.address);
         let read = patiently(&what, || async { Ok(granted.authority.read(granted.kind).await?) }).await?;
         let slots = match &read.topology {
@@ -111,9 +127,26 @@ impl ShardSlots {
             slots.obey(topology, &granted.address).await;
         }
         let mut slots = slots;
-        slots.granted = Some(granted.clone());
-        tokio::spawn(follow(slots.clone(), pool.clone(), granted));
+        slots.granted = Some(granted);
         Ok(slots)
+    }
+
+    /// Takes up one topology the watch yielded: confirms this shard's
+    /// marker again if the topology has none or another than its
+    /// database's (initialised after this start, or the database forgot),
+    /// then serves its grant. Nothing for a shard not under a topology.
+    pub async fn follow_change(&self, pool: &AnyPool, topology: &Topology) {
+        let Some(granted) = self.granted.clone() else { return };
+        let known = topology.grant(&granted.address).and_then(|grant| grant.marker.clone());
+        if known.is_none() || known != stored_marker(pool).await.ok().flatten() {
+            match confirm(pool, &granted, false).await {
+                Ok(Some(confirmed)) => self.obey(&confirmed, &granted.address).await,
+                Ok(None) => {}
+                Err(error) => tracing::error!(%error, "cannot confirm this shard's grant"),
+            }
+            return;
+        }
+        self.obey(topology, &granted.address).await;
     }
 
     /// Serves what `topology` grants `address`: its slots, frozen or held as
@@ -220,17 +253,7 @@ async fn follow(slots: ShardSlots, pool: AnyPool, granted: Granted) {
                     if lost_since.take().is_some() {
                         tracing::info!("the topology store answers again");
                     }
-                    let known = topology.grant(&granted.address).and_then(|grant| grant.marker.clone());
-                    if known.is_none() || known != stored_marker(&pool).await.ok().flatten() {
-                        // Initialised after this start, or the database forgot: confirm again.
-                        match confirm(&pool, &granted, false).await {
-                            Ok(Some(confirmed)) => slots.obey(&confirmed, &granted.address).await,
-                            Ok(None) => {}
-                            Err(error) => tracing::error!(%error, "cannot confirm this shard's grant"),
-                        }
-                        continue;
-                    }
-                    slots.obey(&topology, &granted.address).await;
+                    slots.follow_change(&pool, &topology).await;
                 }
             }
             Err(error) if lost_since.is_none() => {

@@ -90,6 +90,29 @@ impl MoveAuthority {
         Ok(Recorded::Run(asked))
     }
 
+    /// The move between `source` and `target` (of `slots`, if named) the
+    /// topology records as copying when neither shard recorded it yet: a
+    /// run stopped between its record in the topology and its first step
+    /// on a shard. `--resume` finishes it and `--abandon` undoes it.
+    pub(crate) async fn unrecorded(
+        &self,
+        source: &str,
+        target: &str,
+        slots: Option<pastebin_core::SlotRange>,
+    ) -> Result<Option<Identity>, CtlError> {
+        let topology = self.topology().await?;
+        Ok(topology
+            .moving
+            .filter(|moving| moving.phase == Phase::Copying && moving.source == source && moving.target == target)
+            .filter(|moving| slots.is_none_or(|slots| slots == moving.slots))
+            .map(|moving| Identity {
+                id: moving.id,
+                slots: moving.slots,
+                source: moving.source,
+                target: moving.target,
+            }))
+    }
+
     /// The phase of move `id` now, `None` once it is no longer in progress.
     pub(crate) async fn phase(&self, id: &str) -> Result<Option<Phase>, CtlError> {
         let topology = self.topology().await?;

@@ -384,7 +384,17 @@ async fn run_between(
         return Ok(Exit::Ok);
     }
     let in_shards = from.active.is_some() || to.active.is_some();
-    let chosen = match (which_move(args, &source, &from, &target, &to)?, &authority) {
+    let which = match (which_move(args, &source, &from, &target, &to), &authority) {
+        // Stopped after the topology recorded the move and before either shard did.
+        (Err(nothing @ CtlError::Failed(_)), Some(authority)) if !in_shards && (args.resume || args.abandon) => {
+            match authority.unrecorded(&source.address, &target.address, args.slots).await? {
+                Some(identity) => Chosen::Move(identity),
+                None => return Err(nothing),
+            }
+        }
+        (which, _) => which?,
+    };
+    let chosen = match (which, &authority) {
         (Chosen::Move(identity), Some(authority)) => match authority.record(identity, in_shards, args.abandon).await? {
             Recorded::Run(identity) => Chosen::Move(identity),
             Recorded::Finished(done) => {
@@ -795,6 +805,10 @@ impl<'a> Handover<'a> {
                 }
                 Next::Abandoned => {
                     if let Some(authority) = &self.authority {
+                        // Neither shard recorded the move: the topology's record alone is undone.
+                        if authority.phase(&id).await?.is_some_and(|phase| phase != Phase::Abandoning) {
+                            authority.abandon(&id).await?;
+                        }
                         authority.abandoned(&id).await?;
                     }
                     writeln!(

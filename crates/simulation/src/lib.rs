@@ -12,6 +12,7 @@
 //! the moves and the sweepers finish, and the [`history`] checker judges
 //! what the clients saw against the final state. One seed replays one run.
 
+pub mod amnesia;
 mod clock;
 mod discovery;
 mod disk;
@@ -37,6 +38,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use sqlx::Row;
 
 use crate::{
+    amnesia::Amnesia,
     clock::{Clocks, SimTime},
     disk::Disk,
     history::{Entry, FinalState, History, KeyRow, KeySpec, Violation},
@@ -63,6 +65,8 @@ pub struct Report {
     pub history: Vec<Entry>,
     /// What the nemesis did, and when.
     pub faults: Vec<(Duration, nemesis::Fault)>,
+    /// The shards' databases rolled back to a snapshot, and when.
+    pub rollbacks: Vec<(Duration, amnesia::Rollback)>,
     /// What the operator's `ctl reshard` runs ended with, and when.
     pub moves: Vec<(Duration, reshard::Seen)>,
     pub violations: Vec<Violation>,
@@ -93,6 +97,12 @@ impl Report {
             matches!(event, history::Event::Deleted { outcome: history::DeleteOutcome::Deleted, .. })
         };
         self.history.iter().filter(|entry| deleted(&entry.event)).count()
+    }
+
+    /// Rollbacks that struck while a move was in progress (at either end).
+    pub fn rollbacks_mid_move(&self) -> usize {
+        let mid = |phase: &str| !phase.starts_with("no ");
+        self.rollbacks.iter().filter(|(_, rollback)| mid(&rollback.phase_then) || mid(&rollback.phase_now)).count()
     }
 
     /// The moves in which the operator made a mistake ([`reshard::Mistake`]).
@@ -243,13 +253,33 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     }
 
     let mut nemesis = Nemesis::new(seed ^ 0x6e65_6d65, clocks.clone(), objects.clone(), operator.clone());
+    let databases = topology::KEY_HOSTS[..topology::KEY_SHARDS.len()]
+        .iter()
+        .zip(shards.key_databases())
+        .map(|(name, db)| (*name, TopologyKind::Key, db))
+        .chain(
+            topology::PASTE_HOSTS
+                .iter()
+                .zip(shards.paste_databases())
+                .map(|(name, db)| (*name, TopologyKind::Paste, db)),
+        )
+        .collect();
+    let mut amnesia = Amnesia::new(seed, dir.path().to_owned(), disk.clone(), databases, lost_since, store.clone());
     let mut violations = Vec::new();
     let mut twice_owned = None;
+    let mut amnesia_failed = None;
     let finished = drive(&mut sim, &time, WORKLOAD_LIMIT, |sim, now, clients_finished| {
         nemesis.act(sim, now);
+        if let Err(error) = amnesia.act(sim, now) {
+            amnesia_failed.get_or_insert(error);
+        }
         watch_owners(&owners, now, &mut twice_owned);
         clients_finished
     })?;
+    if let Some(error) = amnesia_failed {
+        return Err(error.context("a rollback of a shard's database failed"));
+    }
+    amnesia.heal();
     if !finished {
         violations.push(Violation(format!("the clients had not finished after {WORKLOAD_LIMIT:?}")));
     }
@@ -277,11 +307,13 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         let read = futures::executor::block_on(store.read(kind))?;
         violations.extend(ownership::check_topology(kind, read.topology.as_ref(), hosts, &nemesis.final_ranges(ours)));
     }
-    let end = final_state(&disk, &shards, &stored, &objects, &mut violations)?;
+    let mut end = final_state(&disk, &shards, &stored, &objects, &mut violations)?;
+    end.forgotten = amnesia.forgotten.clone();
     let history = history.entries();
     violations.extend(history::check(&keys, &history, &end));
     let moves = operator.seen();
-    Ok(Report { seed, history, faults: nemesis.log, moves, violations, simulated: sim.elapsed() })
+    let rollbacks = amnesia.log;
+    Ok(Report { seed, history, faults: nemesis.log, rollbacks, moves, violations, simulated: sim.elapsed() })
 }
 
 /// Records the first moment a slot had two owners of one kind (the check

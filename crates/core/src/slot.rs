@@ -144,6 +144,21 @@ impl OwnedSlots {
         }
     }
 
+    /// The runs of `self` that `other` does not own (none, one, or two
+    /// when `other` lies inside `self`).
+    pub fn beyond(self, other: Self) -> Vec<SlotRange> {
+        let Self::Range(mine) = self else { return Vec::new() };
+        let Self::Range(shared) = self.overlap(other) else { return vec![mine] };
+        let mut runs = Vec::new();
+        if mine.first < shared.first {
+            runs.push(SlotRange { first: mine.first, last: Slot(shared.first.0 - 1) });
+        }
+        if shared.last < mine.last {
+            runs.push(SlotRange { first: Slot(shared.last.0 + 1), last: mine.last });
+        }
+        runs
+    }
+
     /// What is left after giving up `moving`, which must be all of it or a
     /// run at one end of it.
     pub fn without(self, moving: SlotRange) -> Result<Self, SlotMoveError> {
@@ -208,6 +223,19 @@ impl fmt::Display for OwnedSlots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn beyond_is_what_one_range_owns_and_the_other_does_not() {
+        let owned = |raw: &str| raw.parse::<OwnedSlots>().unwrap();
+        let ranges = |raws: &[&str]| raws.iter().map(|raw| raw.parse::<SlotRange>().unwrap()).collect::<Vec<_>>();
+        assert_eq!(owned("0-127").beyond(owned("0-66")), ranges(&["67-127"]));
+        assert_eq!(owned("0-127").beyond(owned("60-255")), ranges(&["0-59"]));
+        assert_eq!(owned("0-255").beyond(owned("10-20")), ranges(&["0-9", "21-255"]));
+        assert_eq!(owned("0-127").beyond(owned("128-255")), ranges(&["0-127"]));
+        assert_eq!(owned("0-127").beyond(owned("none")), ranges(&["0-127"]));
+        assert_eq!(owned("0-127").beyond(owned("0-255")), ranges(&[]));
+        assert_eq!(owned("none").beyond(owned("0-255")), ranges(&[]));
+    }
 
     #[test]
     fn parses_inclusive_ranges_and_prints_them_back() {

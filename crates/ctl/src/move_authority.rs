@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use pastebin_handover::Identity;
+use pastebin_handover::{Identity, Step};
 use pastebin_proto::shard::v1 as pb;
 use pastebin_topology::{
     change, patiently, Authority, ChangeError, Kind as TopologyKind, Move, Phase, Refused, Topology,
@@ -88,6 +88,29 @@ impl MoveAuthority {
         let (id, slots, source, target) = (asked.id.clone(), asked.slots, asked.source.clone(), asked.target.clone());
         self.change(move |topology| topology.record_move(&id, slots, &source, &target).map(Some)).await?;
         Ok(Recorded::Run(asked))
+    }
+
+    /// The move between `source` and `target` (of `slots`, if named) the
+    /// topology records as copying when neither shard recorded it yet: a
+    /// run stopped between its record in the topology and its first step
+    /// on a shard. `--resume` finishes it and `--abandon` undoes it.
+    pub(crate) async fn unrecorded(
+        &self,
+        source: &str,
+        target: &str,
+        slots: Option<pastebin_core::SlotRange>,
+    ) -> Result<Option<Identity>, CtlError> {
+        let topology = self.topology().await?;
+        Ok(topology
+            .moving
+            .filter(|moving| moving.phase == Phase::Copying && moving.source == source && moving.target == target)
+            .filter(|moving| slots.is_none_or(|slots| slots == moving.slots))
+            .map(|moving| Identity {
+                id: moving.id,
+                slots: moving.slots,
+                source: moving.source,
+                target: moving.target,
+            }))
     }
 
     /// The phase of move `id` now, `None` once it is no longer in progress.
@@ -172,11 +195,27 @@ impl MoveAuthority {
         self.read_back(id, Phase::Abandoned).await
     }
 
-    /// The shards say move `id` is `what` (done, abandoned): so must the
-    /// topology, before ctl says it.
-    pub(crate) async fn finished_as(&self, id: &str, what: &str) -> Result<(), CtlError> {
-        let phase = if what == "done" { Phase::Done } else { Phase::Abandoned };
-        self.read_back(id, phase).await
+    /// Both shards finished move `id` as `step` (done, abandoned): so must
+    /// the topology, before ctl says it. A run stopped between the shards'
+    /// last step and the topology's record left it in progress there; the
+    /// topology's own checks decide whether it may end so (a finish still
+    /// needs the take recorded and the target's copy as verified).
+    pub(crate) async fn finished_as(&self, id: &str, step: Step) -> Result<(), CtlError> {
+        match step {
+            Step::Done => self.finish(id).await,
+            _ => {
+                // Neither shard recorded the abandon's start, or a run stopped before the topology did.
+                if self.phase(id).await?.is_some_and(|phase| phase != Phase::Abandoning) {
+                    self.abandon(id).await?;
+                }
+                self.abandoned(id).await
+            }
+        }
+    }
+
+    /// The move the topology has in progress, if any.
+    pub(crate) async fn moving(&self) -> Result<Option<Move>, CtlError> {
+        Ok(self.topology().await?.moving)
     }
 
     async fn read_back(&self, id: &str, phase: Phase) -> Result<(), CtlError> {

@@ -336,19 +336,24 @@ fn check_authority(args: &ReshardArgs, named: bool) -> Result<(), CtlError> {
 }
 
 /// The same command over two channels the caller made to `args.from` and
-/// `args.to`, each step's call bounded by `timeout`: the deterministic
-/// simulation moves slots this way over its simulated network, so a rerun
-/// there resumes a move exactly as it does here (docs/testing.md#simulation).
+/// `args.to`, each step's call bounded by `timeout`, under `authority`
+/// (the topology store; `None` with `--without-topology`): the
+/// deterministic simulation moves slots this way over its simulated
+/// network with its own stand-in for etcd, so a rerun there resumes a move
+/// exactly as it does here (docs/testing.md#simulation).
 pub async fn run_over(
     args: &ReshardArgs,
     channels: (Channel, Channel),
     timeout: Duration,
+    authority: Option<std::sync::Arc<dyn pastebin_topology::Authority>>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> Result<Exit, CtlError> {
+    check_authority(args, authority.is_some())?;
+    let authority = authority.map(|authority| MoveAuthority::new(authority, args.kind));
     let source = End::over("source", &args.from, channels.0, timeout);
     let target = End::over("target", &args.to, channels.1, timeout);
-    run_between(args, source, target, None, ProgressTo::Lines, out, err).await
+    run_between(args, source, target, authority, ProgressTo::Lines, out, err).await
 }
 
 async fn run_between(
@@ -379,8 +384,21 @@ async fn run_between(
         print_status(out, &target, &to)?;
         return Ok(Exit::Ok);
     }
+    if let Some(authority) = &authority {
+        end_in_topology_what_ended_on_shards(authority, (&source, &target), args.kind, out).await?;
+    }
     let in_shards = from.active.is_some() || to.active.is_some();
-    let chosen = match (which_move(args, &source, &from, &target, &to)?, &authority) {
+    let which = match (which_move(args, &source, &from, &target, &to), &authority) {
+        // Stopped after the topology recorded the move and before either shard did.
+        (Err(nothing @ CtlError::Failed(_)), Some(authority)) if !in_shards && (args.resume || args.abandon) => {
+            match authority.unrecorded(&source.address, &target.address, args.slots).await? {
+                Some(identity) => Chosen::Move(identity),
+                None => return Err(nothing),
+            }
+        }
+        (which, _) => which?,
+    };
+    let chosen = match (which, &authority) {
         (Chosen::Move(identity), Some(authority)) => match authority.record(identity, in_shards, args.abandon).await? {
             Recorded::Run(identity) => Chosen::Move(identity),
             Recorded::Finished(done) => {
@@ -396,7 +414,7 @@ async fn run_between(
         Chosen::Finished(record) => {
             let what = if record.step == Step::Done { "done" } else { "abandoned" };
             if let Some(authority) = &authority {
-                authority.finished_as(&record.identity.id, what).await?;
+                authority.finished_as(&record.identity.id, record.step).await?;
             }
             let (source, target, identity) = (&source.address, &target.address, &record.identity);
             // `--resume` or `--abandon` alone names no move: say first that
@@ -628,6 +646,40 @@ fn left_where_it_put_them(finished: &Record, from: &Status, to: &Status) -> bool
     holder.owned.covers(slots) && other.owned.misses(slots)
 }
 
+/// A move the topology has in progress between these two shards that the
+/// shards finished: a run stopped after their last step and before the
+/// topology's record of the end. Recorded now, as the shards ended it
+/// (done on both; or abandoned on the source, which the target never
+/// recorded or also abandoned), so that the next move is not refused as
+/// busy forever; the topology's own checks decide whether it may end so.
+async fn end_in_topology_what_ended_on_shards(
+    authority: &MoveAuthority,
+    (source, target): (&End, &End),
+    kind: Kind,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CtlError> {
+    let Some(moving) = authority.moving().await? else { return Ok(()) };
+    if moving.source != source.address || moving.target != target.address {
+        return Ok(());
+    }
+    let (from, to) = (source.status(kind, &moving.id).await?, target.status(kind, &moving.id).await?);
+    let ended = match (from.of(&moving.id).map(|r| r.step), to.of(&moving.id).map(|r| r.step)) {
+        (Some(Step::Done), Some(Step::Done)) => Step::Done,
+        // The source forgot the move after the cut-over and deletes its copies as stale.
+        (None, Some(Step::Done)) if moving.deleting => Step::Done,
+        (Some(Step::Abandoned), None | Some(Step::Abandoned)) => Step::Abandoned,
+        _ => return Ok(()),
+    };
+    authority.finished_as(&moving.id, ended).await?;
+    writeln!(
+        out,
+        "{moving} had ended on the shards ({}) but not in the topology (a run stopped before its last write): \
+         the topology records it now",
+        ended.as_str()
+    )?;
+    Ok(())
+}
+
 /// The steps of one move, each idempotent, run in the order
 /// `pastebin_handover::next` reads from both shards' records.
 struct Handover<'a> {
@@ -791,7 +843,7 @@ impl<'a> Handover<'a> {
                 }
                 Next::Abandoned => {
                     if let Some(authority) = &self.authority {
-                        authority.abandoned(&id).await?;
+                        authority.finished_as(&id, Step::Abandoned).await?;
                     }
                     writeln!(
                         self.out,

@@ -108,6 +108,34 @@ pub struct FinalState {
     pub objects: BTreeMap<String, Bytes>,
     /// Ids whose object was ever deleted.
     pub deleted_objects: BTreeSet<String>,
+    /// What shard databases that were rolled back forgot
+    /// ([`crate::amnesia`]): what may legitimately have changed.
+    pub forgotten: crate::amnesia::Forgotten,
+}
+
+impl FinalState {
+    /// Whether a rollback erased or changed the row of `key` on K.
+    fn key_forgotten(&self, key: &str) -> bool {
+        self.forgotten.keys.contains(key)
+    }
+
+    /// Whether a rollback erased or changed the row of paste `id` on P.
+    fn paste_forgotten(&self, id: &str) -> bool {
+        self.forgotten.pastes.contains(id)
+    }
+
+    /// Whether two 201s of `key` may both hold: the same, or what a
+    /// rollback outside a move may change. A K shard that forgot the key
+    /// adopts its paste again on the retry, with a new delete token (as
+    /// after any unsafe failover, docs/design.md#adopting-after-a-k-loss);
+    /// if its P shard forgot the paste too, both lost it, and the retry
+    /// makes another. A P shard that forgot alone changes no answer: K
+    /// replays its record.
+    fn may_differ(&self, key: &str, first: &Answer201, other: &Answer201) -> bool {
+        let untokened = |answer: &Answer201| Answer201 { delete_token: String::new(), ..answer.clone() };
+        first == other
+            || (self.key_forgotten(key) && (untokened(first) == untokened(other) || self.paste_forgotten(&first.id)))
+    }
 }
 
 /// One broken promise, in words.
@@ -133,16 +161,16 @@ pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Viola
     let mut violations = Vec::new();
     let mut found = |text: String| violations.push(Violation(text));
     let answers = answers_by_key(history);
-    let deletions = deletions_by_key(history, &mut found);
+    let deletions = deletions_by_key(history, keys, end, &mut found);
     for (index, spec) in keys.iter().enumerate() {
         let sent = answers.get(&index).map(Vec::as_slice).unwrap_or_default();
         if let Some(first) = sent.first() {
-            if sent.iter().any(|answer| answer != first) {
+            if sent.iter().any(|answer| !end.may_differ(&spec.key, first, answer)) {
                 found(format!("key {index}: two different 201 bodies ({} and another)", first.id));
             }
         }
         let Some(row) = end.keys.get(&spec.key) else {
-            if !sent.is_empty() {
+            if !sent.is_empty() && !end.key_forgotten(&spec.key) {
                 found(format!("key {index}: answered 201 but K has no record"));
             }
             continue;
@@ -153,26 +181,32 @@ pub fn check(keys: &[KeySpec], history: &[Entry], end: &FinalState) -> Vec<Viola
                 None => check_done(index, spec, row, sent, end, &mut found),
                 Some(deletion) => check_deleted(index, row, *deletion, end, &mut found),
             },
-            _ if !sent.is_empty() => found(format!("key {index}: answered 201 but ended {}", row.state)),
+            // A K shard that forgot a done key whose paste was deleted since aborts it on recovery.
+            _ if !sent.is_empty() && !end.key_forgotten(&spec.key) => {
+                found(format!("key {index}: answered 201 but ended {}", row.state))
+            }
             _ => {}
         }
     }
     let done_ids: BTreeSet<&str> =
         end.keys.values().filter(|row| row.state == "done").map(|row| row.paste_id.as_str()).collect();
     for (id, state) in &end.pastes {
-        if state == "live" && !done_ids.contains(id.as_str()) {
+        let key_forgotten = end.forgotten.keys_pastes.contains(id) || end.paste_forgotten(id);
+        if state == "live" && !done_ids.contains(id.as_str()) && !key_forgotten {
             found(format!("paste {id} is live but no done key names it (a second paste, or an abort under it)"));
         }
     }
     for entry in history {
         if let Event::Created { key, key_state, .. } = &entry.event {
-            if key_state.as_deref() != Some("done") {
+            // A rollback of its K shard may erase the done record before the 201 arrives.
+            let forgotten = keys.get(*key).is_some_and(|spec| end.key_forgotten(&spec.key));
+            if key_state.as_deref() != Some("done") && !forgotten {
                 found(format!("key {key}: answered 201 at {} ms while K had it {key_state:?}", entry.at_ms));
             }
         }
         if let Event::Read { key, id, outcome: ReadOutcome::NotFound, .. } = &entry.event {
             // Once a delete of the key was sent (two clients may share one) a read rightly finds nothing.
-            if !deleting(history, *key, entry.at_ms, None) {
+            if !deleting(history, *key, entry.at_ms, None) && !end.paste_forgotten(id) {
                 found(format!("key {key}: its 201 named {id}, which a read at {} ms did not find", entry.at_ms));
             }
         }
@@ -195,9 +229,14 @@ fn check_done(
 ) {
     let id = &row.paste_id;
     if let Some(first) = sent.first() {
-        if row.answer.as_ref() != Some(first) {
+        if !row.answer.as_ref().is_some_and(|stored| end.may_differ(&spec.key, first, stored)) {
             found(format!("key {index}: the stored 201 differs from the one answered"));
         }
+    }
+    // A paste a rollback of its P shard erased is lost, as in any failover
+    // that loses commits; `ctl repair` and `reconcile` are the remedy.
+    if end.paste_forgotten(id) || sent.first().is_some_and(|first| end.paste_forgotten(&first.id)) {
+        return;
     }
     if end.pastes.get(id).map(String::as_str) != Some("live") {
         found(format!("key {index}: done, but its paste {id} is not live"));
@@ -218,6 +257,9 @@ fn check_done(
 /// gone (a move carries tombstones with their slots).
 fn check_deleted(index: usize, row: &KeyRow, deletion: Deletion, end: &FinalState, found: &mut impl FnMut(String)) {
     let id = &row.paste_id;
+    if end.paste_forgotten(id) {
+        return;
+    }
     match (deletion, end.pastes.get(id).map(String::as_str)) {
         (Deletion::Certain, Some("live")) => {
             found(format!("key {index}: its paste {id} was deleted, and is live at the end"))
@@ -242,7 +284,12 @@ fn deleting(history: &[Entry], key: usize, at_ms: i64, but: Option<usize>) -> bo
 /// What the clients know of each key's deletion; a delete refused with the
 /// token of the paste's own 201, or a 404 no other attempt (of any client:
 /// two may share a key) explains, is a finding in itself.
-fn deletions_by_key(history: &[Entry], found: &mut impl FnMut(String)) -> BTreeMap<usize, Deletion> {
+fn deletions_by_key(
+    history: &[Entry],
+    keys: &[KeySpec],
+    end: &FinalState,
+    found: &mut impl FnMut(String),
+) -> BTreeMap<usize, Deletion> {
     let mut deletions = BTreeMap::new();
     for (index, entry) in history.iter().enumerate() {
         let Event::Deleted { key, id, outcome, .. } = &entry.event else { continue };
@@ -251,11 +298,16 @@ fn deletions_by_key(history: &[Entry], found: &mut impl FnMut(String)) -> BTreeM
             DeleteOutcome::Deleted => Deletion::Certain,
             DeleteOutcome::NotFound if deleting(history, *key, entry.at_ms, Some(index)) => Deletion::Certain,
             DeleteOutcome::NotFound => {
-                found(format!("key {key}: a delete of {id} at {} ms found no paste", entry.at_ms));
+                if !end.paste_forgotten(id) {
+                    found(format!("key {key}: a delete of {id} at {} ms found no paste", entry.at_ms));
+                }
                 Deletion::Certain
             }
             DeleteOutcome::Refused => {
-                found(format!("key {key}: a delete of {id} at {} ms refused the token of its 201", entry.at_ms));
+                // An adopted paste has a new delete token: the old one is refused.
+                if !keys.get(*key).is_some_and(|spec| end.key_forgotten(&spec.key)) {
+                    found(format!("key {key}: a delete of {id} at {} ms refused the token of its 201", entry.at_ms));
+                }
                 earlier.unwrap_or(Deletion::Maybe)
             }
             DeleteOutcome::Unknown => earlier.unwrap_or(Deletion::Maybe),

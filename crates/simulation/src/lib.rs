@@ -12,6 +12,7 @@
 //! the moves and the sweepers finish, and the [`history`] checker judges
 //! what the clients saw against the final state. One seed replays one run.
 
+pub mod amnesia;
 mod clock;
 mod discovery;
 mod disk;
@@ -32,10 +33,12 @@ use pastebin_ctl::reshard::Kind;
 use pastebin_keys::KeyStore;
 use pastebin_pastes::PasteStore;
 use pastebin_runtime::db::Database;
+use pastebin_topology::{Authority, Kind as TopologyKind};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use sqlx::Row;
 
 use crate::{
+    amnesia::Amnesia,
     clock::{Clocks, SimTime},
     disk::Disk,
     history::{Entry, FinalState, History, KeyRow, KeySpec, Violation},
@@ -62,6 +65,8 @@ pub struct Report {
     pub history: Vec<Entry>,
     /// What the nemesis did, and when.
     pub faults: Vec<(Duration, nemesis::Fault)>,
+    /// The shards' databases rolled back to a snapshot, and when.
+    pub rollbacks: Vec<(Duration, amnesia::Rollback)>,
     /// What the operator's `ctl reshard` runs ended with, and when.
     pub moves: Vec<(Duration, reshard::Seen)>,
     pub violations: Vec<Violation>,
@@ -92,6 +97,12 @@ impl Report {
             matches!(event, history::Event::Deleted { outcome: history::DeleteOutcome::Deleted, .. })
         };
         self.history.iter().filter(|entry| deleted(&entry.event)).count()
+    }
+
+    /// Rollbacks that struck while a move was in progress (at either end).
+    pub fn rollbacks_mid_move(&self) -> usize {
+        let mid = |phase: &str| !phase.starts_with("no ");
+        self.rollbacks.iter().filter(|(_, rollback)| mid(&rollback.phase_then) || mid(&rollback.phase_now)).count()
     }
 
     /// The moves in which the operator made a mistake ([`reshard::Mistake`]).
@@ -148,7 +159,13 @@ impl Shards {
     }
 }
 
-fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks, time: &SimTime) -> anyhow::Result<Shards> {
+fn open_shards(
+    disk: &Disk,
+    dir: &std::path::Path,
+    clocks: &Clocks,
+    time: &SimTime,
+    store: &topology::Store,
+) -> anyhow::Result<Shards> {
     let open = |name: &str, migrations: &'static sqlx::migrate::Migrator| {
         let url = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
         disk.run(async move { pastebin_runtime::db::connect(&url, 4, migrations).await })
@@ -167,7 +184,7 @@ fn open_shards(disk: &Disk, dir: &std::path::Path, clocks: &Clocks, time: &SimTi
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let shards = Shards { keys, pastes };
-    topology::first_start(disk, &shards.key_databases(), &shards.paste_databases())?;
+    topology::first_start(disk, &shards.key_databases(), &shards.paste_databases(), store)?;
     Ok(shards)
 }
 
@@ -179,7 +196,8 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     // ctl reads no clock: a skew of its clock would be a fault that does nothing.
     let clocked = topology::servers().into_iter().filter(|host| host != reshard::CTL);
     let clocks = Clocks::new(&time, clocked.chain(["objects".to_owned()]));
-    let shards = open_shards(&disk, dir.path(), &clocks, &time)?;
+    let store = topology::Store::default();
+    let shards = open_shards(&disk, dir.path(), &clocks, &time, &store)?;
     let objects = SimObjects::new(seed ^ 0x6f62_6a73, clocks.of("objects"));
 
     let mut sim = turmoil::Builder::new()
@@ -190,29 +208,40 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
         .simulation_duration(WORKLOAD_LIMIT + RECOVERY_LIMIT + Duration::from_secs(60))
         .build();
     let owners = [Owners::of(&topology::KEY_HOSTS), Owners::of(&topology::PASTE_HOSTS)];
-    for (shard, (name, (store, _))) in topology::KEY_HOSTS.iter().zip(&shards.keys).enumerate() {
-        let (store, disk, owners) = (store.clone(), disk.clone(), owners[0].clone());
-        sim.host(*name, move || host(topology::serve_keys(store.clone(), shard, owners.clone(), disk.clone())));
+    let lost_since: Vec<topology::LostSince> = topology::KEY_HOSTS.iter().map(|_| Default::default()).collect();
+    for (shard, (name, (keys, _))) in topology::KEY_HOSTS.iter().zip(&shards.keys).enumerate() {
+        let (keys, disk, owners) = (keys.clone(), disk.clone(), owners[0].clone());
+        let (authority, lost) = (store.clone(), lost_since[shard].clone());
+        sim.host(*name, move || {
+            let (keys, owners, disk) = (keys.clone(), owners.clone(), disk.clone());
+            host(topology::serve_keys(keys, shard, owners, disk, authority.clone(), lost.clone()))
+        });
     }
-    for (shard, (name, (store, _))) in topology::PASTE_HOSTS.iter().zip(&shards.pastes).enumerate() {
-        let (store, disk, owners) = (store.clone(), disk.clone(), owners[1].clone());
-        sim.host(*name, move || host(topology::serve_pastes(store.clone(), shard, owners.clone(), disk.clone())));
+    for (shard, (name, (pastes, _))) in topology::PASTE_HOSTS.iter().zip(&shards.pastes).enumerate() {
+        let (pastes, disk, owners, authority) = (pastes.clone(), disk.clone(), owners[1].clone(), store.clone());
+        sim.host(*name, move || {
+            host(topology::serve_pastes(pastes.clone(), shard, owners.clone(), disk.clone(), authority.clone()))
+        });
     }
     for index in 0..topology::GATEWAYS {
         let name = topology::gateway(index);
         let (objects, clock) = (objects.clone(), clocks.of(&name));
         // Outside the host: a restarted gateway must not mint the ids it minted before.
         let minter: Arc<dyn Minter> = Arc::new(SeededMinter::new(seed ^ (index as u64 + 1) << 32));
-        sim.host(name, move || host(topology::serve_gateway(objects.clone(), clock.clone(), minter.clone())));
+        let authority = store.clone();
+        sim.host(name, move || {
+            host(topology::serve_gateway(objects.clone(), clock.clone(), minter.clone(), authority.clone()))
+        });
     }
     for index in 0..topology::SWEEPERS {
         let name = topology::sweeper(index);
         let (objects, clock) = (objects.clone(), clocks.of(&name));
-        sim.host(name, move || host(topology::run_sweeper(objects.clone(), clock.clone())));
+        let authority = store.clone();
+        sim.host(name, move || host(topology::run_sweeper(objects.clone(), clock.clone(), authority.clone())));
     }
     let operator = Operator::default();
-    let (ctl, ctl_time) = (operator.clone(), time.clone());
-    sim.host(reshard::CTL, move || host(reshard::run_operator(ctl.clone(), ctl_time.clone())));
+    let (ctl, ctl_time, ctl_store) = (operator.clone(), time.clone(), store.clone());
+    sim.host(reshard::CTL, move || host(reshard::run_operator(ctl.clone(), ctl_time.clone(), ctl_store.clone())));
     let (keys, plans) = workload(seed);
     let history = History::default();
     let key_state = key_state_oracle(&disk, &shards, &owners[0]);
@@ -224,13 +253,33 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     }
 
     let mut nemesis = Nemesis::new(seed ^ 0x6e65_6d65, clocks.clone(), objects.clone(), operator.clone());
+    let databases = topology::KEY_HOSTS[..topology::KEY_SHARDS.len()]
+        .iter()
+        .zip(shards.key_databases())
+        .map(|(name, db)| (*name, TopologyKind::Key, db))
+        .chain(
+            topology::PASTE_HOSTS
+                .iter()
+                .zip(shards.paste_databases())
+                .map(|(name, db)| (*name, TopologyKind::Paste, db)),
+        )
+        .collect();
+    let mut amnesia = Amnesia::new(seed, dir.path().to_owned(), disk.clone(), databases, lost_since, store.clone());
     let mut violations = Vec::new();
     let mut twice_owned = None;
+    let mut amnesia_failed = None;
     let finished = drive(&mut sim, &time, WORKLOAD_LIMIT, |sim, now, clients_finished| {
         nemesis.act(sim, now);
+        if let Err(error) = amnesia.act(sim, now) {
+            amnesia_failed.get_or_insert(error);
+        }
         watch_owners(&owners, now, &mut twice_owned);
         clients_finished
     })?;
+    if let Some(error) = amnesia_failed {
+        return Err(error.context("a rollback of a shard's database failed"));
+    }
+    amnesia.heal();
     if !finished {
         violations.push(Violation(format!("the clients had not finished after {WORKLOAD_LIMIT:?}")));
     }
@@ -251,11 +300,20 @@ pub fn run(seed: u64) -> anyhow::Result<Report> {
     let stored = [stored(&shards.key_databases())?, stored(&shards.paste_databases())?];
     violations.extend(ownership::check_final(&topology::KEY_HOSTS, &stored[0], &nemesis.final_ranges(Kind::Key)));
     violations.extend(ownership::check_final(&topology::PASTE_HOSTS, &stored[1], &nemesis.final_ranges(Kind::Paste)));
-    let end = final_state(&disk, &shards, &stored, &objects, &mut violations)?;
+    for (kind, hosts, ours) in [
+        (TopologyKind::Key, &topology::KEY_HOSTS[..], Kind::Key),
+        (TopologyKind::Paste, &topology::PASTE_HOSTS[..], Kind::Paste),
+    ] {
+        let read = futures::executor::block_on(store.read(kind))?;
+        violations.extend(ownership::check_topology(kind, read.topology.as_ref(), hosts, &nemesis.final_ranges(ours)));
+    }
+    let mut end = final_state(&disk, &shards, &stored, &objects, &mut violations)?;
+    end.forgotten = amnesia.forgotten.clone();
     let history = history.entries();
     violations.extend(history::check(&keys, &history, &end));
     let moves = operator.seen();
-    Ok(Report { seed, history, faults: nemesis.log, moves, violations, simulated: sim.elapsed() })
+    let rollbacks = amnesia.log;
+    Ok(Report { seed, history, faults: nemesis.log, rollbacks, moves, violations, simulated: sim.elapsed() })
 }
 
 /// Records the first moment a slot had two owners of one kind (the check

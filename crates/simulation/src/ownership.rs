@@ -41,15 +41,15 @@ impl Owners {
         shards.iter().map(|slots| slots.as_ref().map(|slots| futures::executor::block_on(slots.ownership()))).collect()
     }
 
-    /// A slot two shards own at once (both would accept its writes), in words.
+    /// A slot two shards would accept writes for at once, in words. Under
+    /// the topology a shard writes only what its grant lets it (neither
+    /// frozen nor held) and what its own record of a move does not refuse.
     pub fn twice_owned(&self) -> Option<String> {
         let shards = self.now();
-        let owned = |shard: usize| shards[shard].as_ref().map(|o| o.owned);
+        let writable = |shard: usize, slot: Slot| shards[shard].as_ref().is_some_and(|o| accepts_writes(o, slot));
         SlotRange::ALL.slots().find_map(|slot| {
-            let owners: Vec<&str> = (0..shards.len())
-                .filter(|&shard| owned(shard).is_some_and(|o| o.contains(slot)))
-                .map(|shard| self.hosts[shard])
-                .collect();
+            let owners: Vec<&str> =
+                (0..shards.len()).filter(|&shard| writable(shard, slot)).map(|shard| self.hosts[shard]).collect();
             (owners.len() > 1).then(|| format!("slot {slot} owned by {} at once", owners.join(" and ")))
         })
     }
@@ -58,7 +58,7 @@ impl Owners {
     /// release and a take (no owner) the target's verified copy.
     pub fn holder(&self, slot: Slot) -> Option<usize> {
         let shards = self.now();
-        let owner = shards.iter().position(|o| o.as_ref().is_some_and(|o| o.owned.contains(slot)));
+        let owner = shards.iter().position(|o| o.as_ref().is_some_and(|o| o.serves().contains(slot)));
         owner.or_else(|| {
             shards.iter().position(|o| {
                 let importing = o.as_ref().and_then(|o| o.active.as_ref());
@@ -66,6 +66,22 @@ impl Owners {
             })
         })
     }
+}
+
+/// Whether a shard whose slot state is `ownership` accepts a write of
+/// `slot`, as its services decide (`ShardSlots::writable`).
+fn accepts_writes(ownership: &Ownership, slot: Slot) -> bool {
+    let granted = ownership.granted.is_none_or(|granted| granted.writable(slot));
+    let importing = ownership.active.as_ref().is_some_and(|active| {
+        active.role == Role::Target
+            && active.step == pastebin_handover::Step::Importing
+            && active.identity.slots.contains(slot)
+    });
+    let under_topology = ownership.granted.is_some();
+    ownership.serves().contains(slot)
+        && granted
+        && !(under_topology && importing)
+        && !ownership.frozen().is_some_and(|frozen| frozen.contains(slot))
 }
 
 /// A shard's range and moves as stored in its database: what a restart
@@ -117,6 +133,33 @@ pub fn check_final(hosts: &[&str], stored: &[Stored], expected: &[OwnedSlots]) -
         }
     }
     found.extend(abandons_taken(hosts, stored));
+    found
+}
+
+/// After healing: the topology store grants each shard of `hosts` the
+/// range the moves asked for, and records no move in progress.
+pub fn check_topology(
+    kind: pastebin_topology::Kind,
+    topology: Option<&pastebin_topology::Topology>,
+    hosts: &[&str],
+    expected: &[OwnedSlots],
+) -> Vec<Violation> {
+    let Some(topology) = topology else { return vec![Violation(format!("the {kind} topology is gone"))] };
+    let mut found = Vec::new();
+    if let Some(moving) = &topology.moving {
+        found.push(Violation(format!(
+            "the {kind} topology still records {moving} ({}) after healing",
+            moving.phase.name()
+        )));
+    }
+    for (name, expected) in hosts.iter().zip(expected) {
+        let granted = topology.grant(&crate::topology::address(name)).map(|grant| grant.slots);
+        if granted != Some(*expected) {
+            found.push(Violation(format!(
+                "the {kind} topology grants {name} {granted:?}, not {expected} as the moves said"
+            )));
+        }
+    }
     found
 }
 

@@ -321,7 +321,7 @@ fn exit_of(error: &CtlError) -> &'static str {
 /// The ctl host's software: types what the operator's script for the
 /// first move asked says, then the next move's. Started again after a
 /// crash, it goes on with the command it was running.
-pub async fn run_operator(operator: Operator, time: SimTime) -> anyhow::Result<()> {
+pub async fn run_operator(operator: Operator, time: SimTime, store: topology::Store) -> anyhow::Result<()> {
     let elapsed = move || Duration::from_millis(u64::try_from(time.elapsed_ms()).unwrap_or(0));
     loop {
         let Some((to_move, command, cut)) = operator.next() else {
@@ -361,10 +361,10 @@ pub async fn run_operator(operator: Operator, time: SimTime) -> anyhow::Result<(
         let typed = async {
             match second {
                 Some(after) => {
-                    let first = ctl(&to_move, command, screen.clone());
-                    join(first, second_run(&operator, &to_move, after, &elapsed)).await.0
+                    let first = ctl(&to_move, command, screen.clone(), &store);
+                    join(first, second_run(&operator, &to_move, after, &elapsed, &store)).await.0
                 }
-                None => ctl(&to_move, command, screen.clone()).await,
+                None => ctl(&to_move, command, screen.clone(), &store).await,
             }
         };
         let answer = match cut {
@@ -460,9 +460,15 @@ fn without_move_ids(said: &str) -> String {
 /// The second terminal: the same command, typed once `after` the first
 /// began, while it runs. Whatever it ends with, the shards' leases and
 /// epochs must keep the two runs from both acting.
-async fn second_run(operator: &Operator, to_move: &SlotsMove, after: Duration, elapsed: &impl Fn() -> Duration) {
+async fn second_run(
+    operator: &Operator,
+    to_move: &SlotsMove,
+    after: Duration,
+    elapsed: &impl Fn() -> Duration,
+    store: &topology::Store,
+) {
     tokio::time::sleep(after).await;
-    let exit = match ctl(to_move, Command::Move, Screen::default()).await {
+    let exit = match ctl(to_move, Command::Move, Screen::default(), store).await {
         Ok(output) if output.contains("abandoned") => "abandoned",
         Ok(_) => "done",
         Err(error) => exit_of(&error),
@@ -505,7 +511,12 @@ impl std::io::Write for Screen {
 
 /// Runs `command` for `to_move` with the real `ctl reshard` driver, its
 /// output on `screen`: that output, or why it stopped.
-async fn ctl(to_move: &SlotsMove, command: Command, mut screen: Screen) -> Result<String, CtlError> {
+async fn ctl(
+    to_move: &SlotsMove,
+    command: Command,
+    mut screen: Screen,
+    store: &topology::Store,
+) -> Result<String, CtlError> {
     let to = if command == Command::WrongTo { topology::SPARE_KEY_SHARD } else { to_move.to };
     let args = ReshardArgs {
         kind: to_move.kind,
@@ -515,14 +526,16 @@ async fn ctl(to_move: &SlotsMove, command: Command, mut screen: Screen) -> Resul
         resume: command == Command::Resume,
         status: false,
         abandon: command == Command::Abandon,
-        // The simulated shards keep their ranges in their own databases.
-        without_topology: true,
+        // The move is decided by the topology store, as with `--topology`.
+        without_topology: false,
         batch: to_move.batch,
         lease_secs: 10,
     };
     let channel = |host| net::channel(host).map_err(|error| CtlError::Usage(error.to_string()));
     let channels = (channel(to_move.from)?, channel(to)?);
-    pastebin_ctl::reshard::run_over(&args, channels, STEP_TIMEOUT, &mut screen, &mut std::io::sink()).await?;
+    let authority: Arc<dyn pastebin_topology::Authority> = store.clone();
+    let sink = &mut std::io::sink();
+    pastebin_ctl::reshard::run_over(&args, channels, STEP_TIMEOUT, Some(authority), &mut screen, sink).await?;
     Ok(screen.text())
 }
 

@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
-use pastebin_core::OwnedSlots;
+use pastebin_core::{OwnedSlots, SlotRange};
 use pastebin_topology::{change, patiently, Authority, ChangeError, Confirmation, Kind, Topology};
 use sqlx::{AnyPool, Row};
 
@@ -79,6 +79,22 @@ impl ShardSlots {
         asked: Option<OwnedSlots>,
         now_ms: i64,
     ) -> Result<Self, SlotClaimError> {
+        let slots = Self::claim_granted_unfollowed(pool, kind, granted.clone(), asked, now_ms).await?;
+        tokio::spawn(follow(slots.clone(), pool.clone(), granted));
+        Ok(slots)
+    }
+
+    /// [`ShardSlots::claim_granted`] without following the topology: the
+    /// caller hands each topology its own watch yields to
+    /// [`ShardSlots::follow_change`] (the deterministic simulation runs
+    /// each one as one step on its simulated disk).
+    pub async fn claim_granted_unfollowed(
+        pool: &AnyPool,
+        kind: pastebin_proto::shard::v1::ShardKind,
+        granted: Granted,
+        asked: Option<OwnedSlots>,
+        now_ms: i64,
+    ) -> Result<Self, SlotClaimError> {
         let what = format!("the {} shard {} starts", granted.kind, granted.address);
         let read = patiently(&what, || async { Ok(granted.authority.read(granted.kind).await?) }).await?;
         let slots = match &read.topology {
@@ -100,9 +116,15 @@ impl ShardSlots {
                 }
                 // The database's range is this shard's record for its moves; a
                 // move in progress here keeps it until the move ends it.
-                match Self::claim(pool, kind, None, Resharding::Refuse, now_ms).await? {
-                    claimed if claimed.state.read().await.active.is_some() => claimed,
-                    _ => Self::claim(pool, kind, Some(owned), Resharding::Obey, now_ms).await?,
+                let claimed = Self::claim(pool, kind, None, Resharding::Refuse, now_ms).await?;
+                let stored = claimed.state.read().await.clone();
+                if stored.active.is_some() {
+                    claimed
+                } else {
+                    let slots = Self::claim(pool, kind, Some(owned), Resharding::Obey, now_ms).await?;
+                    slots.given_away(stale_copies(stored.owned, topology, &granted.address));
+                    slots.release_forgotten(topology, &granted).await?;
+                    slots
                 }
             }
         };
@@ -111,9 +133,63 @@ impl ShardSlots {
             slots.obey(topology, &granted.address).await;
         }
         let mut slots = slots;
-        slots.granted = Some(granted.clone());
-        tokio::spawn(follow(slots.clone(), pool.clone(), granted));
+        slots.granted = Some(granted);
         Ok(slots)
+    }
+
+    /// A source whose database forgot the move after the cut-over (restored
+    /// to before it recorded the move): its rows of the moving slots are
+    /// copies of what the target holds as verified, but its release, and
+    /// the token the target took with, are gone, so the move's own delete
+    /// step can never run. While the target still holds what was verified,
+    /// the topology records that the source is deleting (from then on the
+    /// target's copy is the only one) and the copies are deleted as stale;
+    /// `ctl reshard` then records the move done.
+    async fn release_forgotten(&self, topology: &Topology, granted: &Granted) -> Result<(), SlotClaimError> {
+        let forgotten = topology.moving.as_ref().filter(|moving| {
+            moving.source == granted.address && matches!(moving.phase, pastebin_topology::Phase::Taken { .. })
+        });
+        let Some(moving) = forgotten else { return Ok(()) };
+        if self.finished_move(&moving.id).await?.is_some() || topology.may_delete_copies(&moving.id).is_err() {
+            return Ok(());
+        }
+        let what = format!("the {} shard {} records that it deletes its copies", granted.kind, granted.address);
+        let id = moving.id.clone();
+        patiently(&what, || {
+            let id = id.clone();
+            async move {
+                change(&*granted.authority, granted.kind, move |topology| match &topology.moving {
+                    Some(moving) if moving.id == id && !moving.deleting => topology.deleting(&id).map(Some),
+                    _ => Ok(None),
+                })
+                .await
+            }
+        })
+        .await?;
+        tracing::warn!(
+            move_id = %moving.id, slots = %moving.slots,
+            "this shard's database forgot a move the topology cut over from it: its copies of the moved slots are deleted"
+        );
+        self.given_away([moving.slots]);
+        Ok(())
+    }
+
+    /// Takes up one topology the watch yielded: confirms this shard's
+    /// marker again if the topology has none or another than its
+    /// database's (initialised after this start, or the database forgot),
+    /// then serves its grant. Nothing for a shard not under a topology.
+    pub async fn follow_change(&self, pool: &AnyPool, topology: &Topology) {
+        let Some(granted) = self.granted.clone() else { return };
+        let known = topology.grant(&granted.address).and_then(|grant| grant.marker.clone());
+        if known.is_none() || known != stored_marker(pool).await.ok().flatten() {
+            match confirm(pool, &granted, false).await {
+                Ok(Some(confirmed)) => self.obey(&confirmed, &granted.address).await,
+                Ok(None) => {}
+                Err(error) => tracing::error!(%error, "cannot confirm this shard's grant"),
+            }
+            return;
+        }
+        self.obey(topology, &granted.address).await;
     }
 
     /// Serves what `topology` grants `address`: its slots, frozen or held as
@@ -123,14 +199,24 @@ impl ShardSlots {
     async fn obey(&self, topology: &Topology, address: &str) {
         let serving = topology.serving(address);
         let now = pastebin_core::to_millis(pastebin_core::Clock::now(&pastebin_core::SystemClock));
-        if let (Some(_), Some(moving)) = (serving.held, &topology.moving) {
+        // Held: its copy is copied and verified again. Deleting: the source's
+        // copies are going, so the copy it has is the only one (an ordinary
+        // failover); either way its record goes back to importing, for the
+        // take to be recorded here again.
+        let deleting = |moving: &&pastebin_topology::Move| {
+            moving.target == address
+                && moving.deleting
+                && matches!(moving.phase, pastebin_topology::Phase::Taken { .. })
+        };
+        let forgotten = topology.moving.as_ref().filter(|moving| serving.held.is_some() || deleting(moving));
+        if let Some(moving) = forgotten {
             if let Err(error) = self.import_again(moving, now).await {
                 tracing::error!(%error, "cannot record the move's copy again: the slots stay held");
             }
         }
         let active = self.state.read().await.active.as_ref().map(|active| active.identity.id.clone());
         if let Some(finished) = topology.finished.iter().find(|done| Some(&done.id) == active.as_ref()) {
-            if let Err(error) = self.end_as_recorded(finished, now).await {
+            if let Err(error) = self.end_as_recorded(finished, topology, address, now).await {
                 tracing::error!(%error, move_id = %finished.id, "cannot end a finished move's record here");
             }
         }
@@ -146,6 +232,19 @@ impl ShardSlots {
         }
         state.granted = Some(serving);
         state.publish();
+    }
+}
+
+/// The runs of `recorded` (what this shard's database says it holds) that
+/// `topology` grants another shard: a database restored to before a move
+/// gave them away holds stale copies of them. The slots of a move this
+/// shard takes part in are never among them: that move's own steps decide
+/// what its rows are.
+pub(crate) fn stale_copies(recorded: OwnedSlots, topology: &Topology, address: &str) -> Vec<SlotRange> {
+    let beyond = recorded.beyond(topology.serving(address).owned);
+    match topology.moving.as_ref().filter(|moving| moving.involves(address)) {
+        Some(moving) => beyond.into_iter().flat_map(|run| OwnedSlots::from(run).beyond(moving.slots.into())).collect(),
+        None => beyond,
     }
 }
 
@@ -174,6 +273,7 @@ async fn confirm(pool: &AnyPool, granted: &Granted, fresh_anyway: bool) -> Resul
                 if marker.as_deref() != Some(fresh.as_str()) {
                     match topology.grant(&granted.address).and_then(|grant| grant.marker.as_deref()) {
                         None => tracing::info!("first start under this topology: drawing this shard's marker"),
+                        Some(_) if fresh_anyway => tracing::info!("a verified copy: drawing a fresh marker"),
                         Some(_) => tracing::warn!(
                             "this shard's database does not hold the marker the topology has for it: it forgot \
                              commits (a restore, a new volume, a standby promoted without the last ones); a fresh \
@@ -220,17 +320,7 @@ async fn follow(slots: ShardSlots, pool: AnyPool, granted: Granted) {
                     if lost_since.take().is_some() {
                         tracing::info!("the topology store answers again");
                     }
-                    let known = topology.grant(&granted.address).and_then(|grant| grant.marker.clone());
-                    if known.is_none() || known != stored_marker(&pool).await.ok().flatten() {
-                        // Initialised after this start, or the database forgot: confirm again.
-                        match confirm(&pool, &granted, false).await {
-                            Ok(Some(confirmed)) => slots.obey(&confirmed, &granted.address).await,
-                            Ok(None) => {}
-                            Err(error) => tracing::error!(%error, "cannot confirm this shard's grant"),
-                        }
-                        continue;
-                    }
-                    slots.obey(&topology, &granted.address).await;
+                    slots.follow_change(&pool, &topology).await;
                 }
             }
             Err(error) if lost_since.is_none() => {

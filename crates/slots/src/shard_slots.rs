@@ -719,13 +719,16 @@ impl ShardSlots {
     }
 
     /// Under a topology, a target whose database forgot the copy of a move
-    /// already cut over (the topology holds the slots here): its own record
-    /// goes back to importing that move, and its own range to what it had
-    /// without those slots, so the move's copy and verification run again
-    /// before it serves them (docs/design.md#ownership-on-etcd).
+    /// already cut over: its own record goes back to importing that move,
+    /// and its own range to what it had without those slots, so the move's
+    /// take is recorded here again; while the topology holds the slots here
+    /// the copy and verification run again first
+    /// (docs/design.md#ownership-on-etcd). Nothing if its database still
+    /// records the take.
     pub(crate) async fn import_again(&self, moving: &pastebin_topology::Move, now_ms: i64) -> Result<(), sqlx::Error> {
         let mut state = self.state.write().await;
         if state.active.as_ref().is_some_and(|active| active.identity.id == moving.id && active.step == Step::Importing)
+            || self.finished_move(&moving.id).await?.is_some()
         {
             return Ok(());
         }
@@ -755,12 +758,15 @@ impl ShardSlots {
 
     /// Under a topology, a move this shard's database still has in progress
     /// that the topology records as finished (the database was restored to
-    /// before its end): its record ends as the topology says, and its range
-    /// becomes the grant. Its rows of slots it no longer serves are never
-    /// served again.
+    /// before its end): its record ends as the topology says, its range
+    /// becomes the grant (not what it serves now: on a start it serves
+    /// nothing from the topology yet), and its rows of slots the topology
+    /// grants elsewhere are stale copies, never served, to be deleted.
     pub(crate) async fn end_as_recorded(
         &self,
         finished: &pastebin_topology::Move,
+        topology: &pastebin_topology::Topology,
+        address: &str,
         now_ms: i64,
     ) -> Result<(), sqlx::Error> {
         let mut state = self.state.write().await;
@@ -768,12 +774,12 @@ impl ShardSlots {
             return Ok(());
         };
         let step = if finished.phase == pastebin_topology::Phase::Done { Step::Done } else { Step::Abandoned };
+        let owned = topology.serving(address).owned;
         let record = Record { step, updated_at_ms: now_ms, ..active };
-        let owned = state.serves();
         self.store(&record, Some(owned), now_ms).await?;
-        if step == Step::Done && record.role == Role::Source {
-            self.stale_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(finished.slots);
-        }
+        // A source past its release no longer records the slots, a target before its take not yet.
+        let recorded = state.owned.with(finished.slots).unwrap_or(state.owned);
+        self.given_away(crate::granted::stale_copies(recorded, topology, address));
         tracing::warn!(
             move_id = %finished.id, step = step.as_str(),
             "this shard's database had a move in progress that the topology records as finished: ended as recorded"
@@ -781,6 +787,13 @@ impl ShardSlots {
         state.owned = owned;
         state.active = None;
         Ok(())
+    }
+
+    /// Slots whose rows here are stale copies of what the topology grants
+    /// another shard: deleted by [`SlotMovesService`](crate::slot_moves)
+    /// when it starts serving.
+    pub(crate) fn given_away(&self, slots: impl IntoIterator<Item = SlotRange>) {
+        self.stale_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(slots);
     }
 
     /// The slots whose stale copies are to be deleted (each handed out once).

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use pastebin_core::{Clock, PasteId, Slot, SlotRange};
+use pastebin_core::{Clock, OwnedSlots, PasteId, Slot, SlotRange};
 use pastebin_proto::shard::v1::{self as pb, slot_moves_server::SlotMoves};
 use sha2::{Digest, Sha256};
 use sqlx::{any::AnyRow, AssertSqlSafe, Column, Row};
@@ -86,6 +86,14 @@ impl SlotMovesService {
     /// the move's last step would have (docs/design.md#ownership-on-etcd).
     async fn delete_stale_copies(&self, stale: Vec<SlotRange>) {
         for slots in stale {
+            // Taken up by a move since the start that found them stale: its own steps decide.
+            let ownership = self.slots.ownership().await;
+            let moving = ownership.active.as_ref().map(|active| active.identity.slots);
+            let shares = |held: OwnedSlots| held.overlap(slots.into()) != OwnedSlots::Nothing;
+            if shares(ownership.serves()) || moving.is_some_and(|moving| shares(moving.into())) {
+                tracing::warn!(%slots, "stale copies not deleted: this shard holds these slots again");
+                continue;
+            }
             match self.delete_all(slots).await {
                 Ok(deleted) => {
                     tracing::warn!(%slots, deleted, "deleted the stale copies of slots a finished move gave away")

@@ -124,6 +124,11 @@ impl Move {
     pub fn names(&self, slots: SlotRange, source: &str, target: &str) -> bool {
         self.slots == slots && self.source == source && self.target == target
     }
+
+    /// Whether the shard at `address` is this move's source or target.
+    pub fn involves(&self, address: &str) -> bool {
+        self.source == address || self.target == address
+    }
 }
 
 impl std::fmt::Display for Move {
@@ -369,7 +374,12 @@ impl Topology {
             }
         };
         let (allowed, expected) = match step {
-            ShardStep::PrepareImport => (moving.phase == Phase::Copying, "copying"),
+            // Until the cut-over the source holds every row: a target whose
+            // database forgot its record of the move records it again, and
+            // the verify its copy must pass comes after (its marker changed).
+            ShardStep::PrepareImport => {
+                (matches!(moving.phase, Phase::Copying | Phase::Frozen | Phase::Verified { .. }), "before its cut-over")
+            }
             ShardStep::Take if self.serving(&moving.target).held.is_some() => {
                 return Err(Refused::TargetForgot { target: moving.target.clone() })
             }
@@ -682,8 +692,8 @@ mod tests {
     fn a_shard_takes_only_the_steps_the_topology_records() {
         let verified = verified();
         assert!(verified.allows("mv", ShardStep::Freeze).is_ok());
-        // A fresh prepare on the target once the move is past copying would clear its copies.
-        assert!(verified.allows("mv", ShardStep::PrepareImport).is_err());
+        // Before the cut-over a target that forgot the move records it again.
+        assert!(verified.allows("mv", ShardStep::PrepareImport).is_ok());
         assert!(verified.allows("mv", ShardStep::Take).is_err());
         assert!(verified.allows("mv", ShardStep::DeleteCopies).is_err());
         assert!(verified.allows("other", ShardStep::Freeze).is_err());
@@ -691,6 +701,8 @@ mod tests {
         assert!(taken.allows("mv", ShardStep::Release).is_ok() && taken.allows("mv", ShardStep::Take).is_ok());
         assert!(taken.allows("mv", ShardStep::DeleteCopies).is_ok());
         assert!(taken.allows("mv", ShardStep::Abandon).is_err());
+        // After it, a fresh prepare would clear what the target now serves.
+        assert!(taken.allows("mv", ShardStep::PrepareImport).is_err());
         let done = taken.finish("mv").unwrap();
         assert!(done.allows("mv", ShardStep::DeleteCopies).is_ok(), "a rerun of the last delete");
         assert!(done.allows("mv", ShardStep::Abandon).is_err());

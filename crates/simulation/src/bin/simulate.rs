@@ -88,12 +88,14 @@ fn one(seed: u64, history: bool) -> bool {
         report.paste_moves(),
         report.ctl_crashes_mid_move(),
         report.mistakes(),
+        report.rollbacks.len(),
+        report.rollbacks_mid_move(),
     ];
-    let [creates, deletes, faults, moves, paste_moves, crashed, mistakes] = totals;
+    let [creates, deletes, faults, moves, paste_moves, crashed, mistakes, rollbacks, rollbacks_mid_move] = totals;
     println!(
         "seed {seed}: {verdict}: {creates} creates answered 201, {deletes} deleted, {faults} faults, {moves} slot moves \
          ({paste_moves} of P slots), {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, \
-         {:?} simulated",
+         {rollbacks} shard databases rolled back ({rollbacks_mid_move} mid-move), {:?} simulated",
         report.simulated
     );
     for violation in &report.violations {
@@ -109,7 +111,9 @@ fn one(seed: u64, history: bool) -> bool {
 fn print_history(report: &Report) {
     let faults = report.faults.iter().map(|(when, fault)| (when.as_millis(), format!("nemesis: {fault:?}")));
     let moves = report.moves.iter().map(|(when, seen)| (when.as_millis(), format!("ctl: {seen}")));
-    let mut beside: Vec<(u128, String)> = faults.chain(moves).collect();
+    let rollbacks =
+        report.rollbacks.iter().map(|(when, rollback)| (when.as_millis(), format!("amnesia: {rollback:?}")));
+    let mut beside: Vec<(u128, String)> = faults.chain(moves).chain(rollbacks).collect();
     beside.sort_by_key(|(when, _)| *when);
     let mut beside = beside.into_iter().peekable();
     for entry in &report.history {
@@ -153,8 +157,9 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
     let next = AtomicU64::new(from);
     let failed = AtomicUsize::new(0);
     // Creates answered 201, pastes deleted, faults, slot moves, of P slots,
-    // ctl crashes mid-move, moves with an operator's mistake, simulated ms.
-    let sums: [AtomicU64; 8] = Default::default();
+    // ctl crashes mid-move, moves with an operator's mistake, rollbacks,
+    // rollbacks mid-move, simulated ms.
+    let sums: [AtomicU64; 10] = Default::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -183,12 +188,12 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
         }
     });
     let failed = failed.into_inner();
-    let [creates, deletes, faults, moves, paste_moves, crashed, mistakes, simulated_ms] =
+    let [creates, deletes, faults, moves, paste_moves, crashed, mistakes, rollbacks, rollbacks_mid_move, simulated_ms] =
         sums.map(AtomicU64::into_inner);
     println!(
         "{count} seeds ({from}..{}): {failed} failing; {creates} creates answered 201, {deletes} pastes deleted, \
-         {faults} faults injected, {moves} slot moves ({paste_moves} of P slots), {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, {:?} \
-         simulated; {:.1} s wall with {jobs} jobs",
+         {faults} faults injected, {moves} slot moves ({paste_moves} of P slots), {crashed} crashes of ctl mid-move, {mistakes} moves with an operator's mistake, \
+         {rollbacks} shard databases rolled back ({rollbacks_mid_move} mid-move), {:?} simulated; {:.1} s wall with {jobs} jobs",
         from + count,
         Duration::from_millis(simulated_ms),
         started.elapsed().as_secs_f64(),
@@ -196,7 +201,7 @@ fn many(from: u64, count: u64, jobs: u64) -> bool {
     failed == 0
 }
 
-fn totals(output: &str) -> Option<[u64; 8]> {
+fn totals(output: &str) -> Option<[u64; 10]> {
     let line = output.lines().find_map(|line| line.strip_prefix(TOTALS))?;
     let numbers: Vec<u64> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
     numbers.try_into().ok()

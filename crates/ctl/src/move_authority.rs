@@ -213,6 +213,15 @@ impl MoveAuthority {
         }
     }
 
+    /// Whether move `id` is cut over and its source is deleting its
+    /// copies: the topology's record of the take stands for the source's.
+    pub(crate) async fn taken_and_deleting(&self, id: &str) -> Result<bool, CtlError> {
+        Ok(self
+            .moving()
+            .await?
+            .is_some_and(|moving| moving.id == id && moving.deleting && matches!(moving.phase, Phase::Taken { .. })))
+    }
+
     /// The move the topology has in progress, if any.
     pub(crate) async fn moving(&self) -> Result<Option<Move>, CtlError> {
         Ok(self.topology().await?.moving)

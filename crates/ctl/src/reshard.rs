@@ -382,6 +382,12 @@ async fn run_between(
     if args.status {
         print_status(out, &source, &from)?;
         print_status(out, &target, &to)?;
+        if let Some(moving) = authority.as_ref().map(MoveAuthority::moving) {
+            match moving.await? {
+                Some(moving) => writeln!(out, "the topology: {moving} is {}", moving.phase.name())?,
+                None => writeln!(out, "the topology: no move in progress")?,
+            }
+        }
         return Ok(Exit::Ok);
     }
     if let Some(authority) = &authority {
@@ -659,9 +665,12 @@ async fn end_in_topology_what_ended_on_shards(
     out: &mut (dyn Write + Send),
 ) -> Result<(), CtlError> {
     let Some(moving) = authority.moving().await? else { return Ok(()) };
-    if moving.source != source.address || moving.target != target.address {
-        return Ok(());
-    }
+    // The move may run the other way (a move back typed next).
+    let (source, target) = match (moving.source == source.address, moving.target == target.address) {
+        (true, true) => (source, target),
+        _ if moving.source == target.address && moving.target == source.address => (target, source),
+        _ => return Ok(()),
+    };
     let (from, to) = (source.status(kind, &moving.id).await?, target.status(kind, &moving.id).await?);
     let ended = match (from.of(&moving.id).map(|r| r.step), to.of(&moving.id).map(|r| r.step)) {
         (Some(Step::Done), Some(Step::Done)) => Step::Done,
@@ -780,6 +789,12 @@ impl<'a> Handover<'a> {
         let id = self.call.move_id.clone();
         loop {
             let (from, to) = (source.status(self.kind, &id).await?, target.status(self.kind, &id).await?);
+            let taking = to.of(&id).filter(|r| matches!(r.step, Step::Importing | Step::Done));
+            if let (None, Some(taking)) = (from.of(&id), taking) {
+                if self.take_for_a_source_that_forgot(taking).await? {
+                    return Ok(Exit::Ok);
+                }
+            }
             let next = pastebin_handover::next(from.of(&id), to.of(&id), self.abandon)
                 .map_err(|refused| CtlError::Failed(refused.to_string()))?;
             match next {
@@ -892,6 +907,42 @@ impl<'a> Handover<'a> {
         let owned = owned.and_then(Result::ok).map(|d| d.owned.to_string()).unwrap_or_default();
         writeln!(self.out, "[6/7] the target owns slots {owned}: writes for them go on there")?;
         Ok(())
+    }
+
+    /// A source whose database forgot the move after the cut-over (it
+    /// deletes its copies as stale: docs/design.md#ownership-on-etcd) has
+    /// no release to hand the target, which has not taken yet. The
+    /// topology's record of the take, with the source deleting, stands for
+    /// it: the target takes on a receipt made from that record (unless it
+    /// took already), and the move is done. `false` when the topology
+    /// records no such take.
+    async fn take_for_a_source_that_forgot(&mut self, target: &Record) -> Result<bool, CtlError> {
+        let Some(authority) = &self.authority else { return Ok(false) };
+        if !authority.taken_and_deleting(&target.identity.id).await? {
+            return Ok(false);
+        }
+        writeln!(
+            self.out,
+            "the source {} forgot this move after the cut-over the topology records: the target takes on that record",
+            self.source.address
+        )?;
+        if target.step == Step::Importing {
+            let token: String =
+                pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+            let receipt = Record {
+                role: Role::Source,
+                step: Step::Released,
+                release_token: Some(token),
+                search_first: None,
+                ..target.clone()
+            };
+            self.take(Some(&receipt)).await?;
+        }
+        if let Some(authority) = &self.authority {
+            authority.finish(&target.identity.id).await?;
+        }
+        writeln!(self.out, "done: slots {} moved from {} to {}", self.slots, self.source.address, self.target.address)?;
+        Ok(true)
     }
 
     /// Step 7 and the summary.

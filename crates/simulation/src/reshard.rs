@@ -331,7 +331,7 @@ pub async fn run_operator(operator: Operator, time: SimTime, store: topology::St
         if command == Command::Status {
             let outcome = match operator.outcome() {
                 Some(said) => Some(said),
-                None => where_slots_are(&to_move).await,
+                None => where_slots_are(&to_move, &store).await,
             };
             match outcome {
                 Some(outcome) => operator.ended(elapsed(), outcome),
@@ -378,7 +378,7 @@ pub async fn run_operator(operator: Operator, time: SimTime, store: topology::St
             },
             None => typed.await,
         };
-        if !answered(&operator, elapsed(), &to_move, command, cut, answer).await {
+        if !answered(&operator, elapsed(), &to_move, command, cut, answer, &store).await {
             tokio::time::sleep(RERUN_AFTER).await;
         }
     }
@@ -392,6 +392,7 @@ async fn answered(
     command: Command,
     cut: Option<Cut>,
     answer: Result<String, CtlError>,
+    store: &topology::Store,
 ) -> bool {
     let slots = to_move.slots;
     let error = match answer {
@@ -417,7 +418,7 @@ async fn answered(
         }
         // The run before a crash finished the move, and the reply to its
         // last step was lost: the rerun refuses, the status says done.
-        Err(error @ CtlError::Failed(_)) if command == Command::Move => match where_slots_are(to_move).await {
+        Err(error @ CtlError::Failed(_)) if command == Command::Move => match where_slots_are(to_move, store).await {
             Some(Outcome::Moved) => {
                 operator.said(Outcome::Moved);
                 operator.typed(None);
@@ -543,10 +544,20 @@ async fn ctl(
 /// every slot of the move and the source none, or the other way round, and
 /// neither is in a move (`None`: a shard did not answer, or a move is in
 /// progress).
-async fn where_slots_are(to_move: &SlotsMove) -> Option<Outcome> {
+async fn where_slots_are(to_move: &SlotsMove, store: &topology::Store) -> Option<Outcome> {
     let (Ok(source), Ok(target)) = (move_status(to_move.from).await, move_status(to_move.to).await) else {
         return None;
     };
+    // What `ctl reshard --status` shows of the topology: a move it still
+    // records is not over, whatever the shards say (the next rerun ends it).
+    let kind = match to_move.kind {
+        Kind::Key => pastebin_topology::Kind::Key,
+        Kind::Paste => pastebin_topology::Kind::Paste,
+    };
+    let recorded = pastebin_topology::Authority::read(&**store, kind).await.ok()?;
+    if recorded.topology.is_some_and(|topology| topology.moving.is_some()) {
+        return None;
+    }
     let kind = to_move.kind.shard_kind();
     let owns = |status: &MoveStatusResponse, slot| {
         let shard = status.shard.clone().unwrap_or_default();

@@ -90,8 +90,10 @@ fn seeds_that_once_failed_hold() {
 /// - 54: a target restored to before it recorded the move could not record
 ///   it again once the move was frozen, and the move never ended;
 /// - 394: a target that forgot while the source was deleting was never
-///   asked to take again; 257: a source that forgot after the cut-over
-///   could never delete its copies, and every later move was refused;
+///   asked to take again; 257, 457, 853: a source that forgot after the
+///   cut-over could never delete its copies nor hand the target a
+///   receipt, and every later move was refused (679: a later move the
+///   other way too);
 /// - 114, 119, 178, 227: a run stopped after the shards' last step and
 ///   before the topology's record of the end left a move in progress there
 ///   that no rerun could end (119 and 178 with no rollback at all);
@@ -99,7 +101,9 @@ fn seeds_that_once_failed_hold() {
 #[test]
 fn seeds_in_which_a_database_forgot_hold() {
     let mut rolled_back_mid_move = 0;
-    for seed in ["54", "58", "66", "98", "114", "119", "178", "227", "248", "257", "278", "394", "416"] {
+    for seed in
+        ["54", "58", "66", "98", "114", "119", "178", "227", "248", "257", "278", "394", "416", "457", "679", "853"]
+    {
         let (held, output) = simulate(&["--seed", seed]);
         assert!(held, "seed {seed}:\n{output}");
         rolled_back_mid_move += usize::from(!output.contains("(0 mid-move)"));

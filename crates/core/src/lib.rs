@@ -46,7 +46,7 @@ pub use request_hash::{CreateRequest, RequestHash};
 pub use response::ResponseBody;
 pub use slot::{OwnedSlots, Slot, SlotMoveError, SlotRange, SlotRangeError, SLOT_COUNT};
 pub use state::{KeyState, UnknownKeyState};
-pub use token::{random_secret, CreateToken, DeleteToken, DeleteTokenHash};
+pub use token::{random_name, random_secret, CreateToken, DeleteToken, DeleteTokenHash};
 
 /// A SHA-256 digest from its 64 hex digits (the key, request and delete-token
 /// hashes all travel and are stored this way); `None` for anything else.

@@ -25,6 +25,13 @@ pub fn random_secret() -> String {
     secret_from(&mut rand::rng())
 }
 
+/// `len` (at most 43) letters and digits of a [`random_secret`]: names a
+/// run, a move or a release, where the name need only be unguessable and
+/// easy to read back.
+pub fn random_name(len: usize) -> String {
+    random_secret().chars().filter(char::is_ascii_alphanumeric).take(len).collect()
+}
+
 fn secret_from(rng: &mut impl RngCore) -> String {
     let mut bytes = [0u8; 32];
     rng.fill_bytes(&mut bytes);

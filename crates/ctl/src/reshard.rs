@@ -489,7 +489,7 @@ async fn run_between(
 
 /// Who this run is, for the lease: shown to a second run that is refused.
 fn holder() -> String {
-    let run: String = pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(6).collect();
+    let run = pastebin_core::random_name(6);
     format!("ctl run {run} (pid {})", std::process::id())
 }
 
@@ -634,7 +634,7 @@ fn which_move(args: &ReshardArgs, source: &End, from: &Status, target: &End, to:
     };
     from.owned.without(slots).map_err(|e| refused(source, e))?;
     to.owned.with(slots).map_err(|e| refused(target, e))?;
-    let id: String = pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(12).collect();
+    let id = pastebin_core::random_name(12);
     Ok(Chosen::Move(Identity {
         id: format!("move-{id}"),
         slots,
@@ -927,12 +927,10 @@ impl<'a> Handover<'a> {
             self.source.address
         )?;
         if target.step == Step::Importing {
-            let token: String =
-                pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(16).collect();
             let receipt = Record {
                 role: Role::Source,
                 step: Step::Released,
-                release_token: Some(token),
+                release_token: Some(pastebin_core::random_name(16)),
                 search_first: None,
                 ..target.clone()
             };

@@ -580,8 +580,7 @@ impl SlotMoves for SlotMovesService {
 
     async fn release(&self, request: Request<pb::MoveCall>) -> Result<Response<pb::MoveStatusResponse>, Status> {
         self.authorized(Some(request.get_ref()), ShardStep::Release).await?;
-        let token: String =
-            pastebin_core::random_secret().chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+        let token = pastebin_core::random_name(16);
         let slots = span_range(request.get_ref().slots.as_ref()).map_err(bad)?;
         // The lost-commits window of these slots leaves with them (docs/design.md#adopting-after-a-k-loss).
         let search_first = self.slots.window_for(slots, self.now_ms());

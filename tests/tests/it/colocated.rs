@@ -233,13 +233,13 @@ pastebin_tests::both_backends! {
 async fn a_data_directory_keeps_the_layout_it_was_made_with() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().to_str().unwrap();
-    let listen = ["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
-    let args = |colocated: bool| {
+    let up_in = |data: &str, colocated: bool| {
         let mut args = vec!["up".to_owned(), "--data-dir".to_owned(), data.to_owned()];
         args.extend(colocated.then(|| "--colocated".to_owned()));
-        args.extend(listen.map(String::from));
+        args.extend(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"].map(String::from));
         args
     };
+    let args = |colocated: bool| up_in(data, colocated);
     let mut up = Process::start(args(false), vec![], GATEWAY_PARTS).await;
     up.signal("TERM");
     assert!(up.wait_exit(Duration::from_secs(30)).await.is_some());
@@ -253,12 +253,7 @@ async fn a_data_directory_keeps_the_layout_it_was_made_with() {
     // A colocated directory stays colocated when started without the flag.
     let other = tempfile::tempdir().expect("temp dir");
     let other_data = other.path().to_str().unwrap();
-    let start = |colocated: bool| {
-        let mut args = vec!["up".to_owned(), "--data-dir".to_owned(), other_data.to_owned()];
-        args.extend(colocated.then(|| "--colocated".to_owned()));
-        args.extend(listen.map(String::from));
-        args
-    };
+    let start = |colocated: bool| up_in(other_data, colocated);
     let mut first = Process::start(start(true), vec![], UP_PARTS).await;
     first.signal("TERM");
     assert!(first.wait_exit(Duration::from_secs(30)).await.is_some());

@@ -478,3 +478,189 @@ async fn a_target_takes_no_write_for_the_slots_before_its_own_take_held_their_wi
         other => panic!("a new key is inserted: {other:?}"),
     }
 }
+
+/// A shard database on PostgreSQL copied aside (`CREATE DATABASE … TEMPLATE`)
+/// and later put back in its place: a restore from a backup, or a standby
+/// promoted without the commits made since, as the shard sees it.
+struct Backup {
+    admin: &'static str,
+    database: String,
+    snapshot: String,
+}
+
+impl Backup {
+    /// Copies the database at `url` aside; no session may be open on it.
+    async fn take(url: &str) -> Backup {
+        let admin = pastebin_tests::postgres::server_url().await;
+        let database = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+        let snapshot = format!("{database}_backup");
+        let backup = Backup { admin, database, snapshot };
+        backup.admin_sql(&format!("DROP DATABASE IF EXISTS \"{}\"", backup.snapshot)).await;
+        backup.admin_sql(&format!("CREATE DATABASE \"{}\" TEMPLATE \"{}\"", backup.snapshot, backup.database)).await;
+        backup
+    }
+
+    /// Puts the copy back in the database's place; every later commit is lost.
+    async fn restore(&self) {
+        self.admin_sql(&format!("DROP DATABASE \"{}\" WITH (FORCE)", self.database)).await;
+        self.admin_sql(&format!("CREATE DATABASE \"{}\" TEMPLATE \"{}\"", self.database, self.snapshot)).await;
+    }
+
+    async fn admin_sql(&self, sql: &str) {
+        let mut admin = sqlx::PgConnection::connect(self.admin).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut admin)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+/// Which end of a move forgets.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Source,
+    Target,
+}
+
+/// One schedule: the forgetting end's database is backed up when the move
+/// has reached `backed_up_at` (a ctl failpoint; `None`: before the move),
+/// the move is run on to `restored_at` (`""`: to its end), and the backup is
+/// restored under the shard. Each is one of the defects the simulation
+/// found, on PostgreSQL (docs/design.md#ownership-on-etcd).
+struct Forgets {
+    end: End,
+    backed_up_at: Option<&'static str>,
+    restored_at: &'static str,
+}
+
+const SCHEDULES: [Forgets; 4] = [
+    // The target forgets its record of the move while it is frozen: the rerun records it again.
+    Forgets { end: End::Target, backed_up_at: None, restored_at: failpoint::AFTER_FREEZE },
+    // The target forgets its copy after the cut-over: held, copied and verified again.
+    Forgets { end: End::Target, backed_up_at: Some(failpoint::AFTER_PREPARE), restored_at: failpoint::AFTER_RELEASE },
+    // The source forgets the move after its release: it deletes its copies, the target takes on the topology's record.
+    Forgets { end: End::Source, backed_up_at: None, restored_at: failpoint::AFTER_RELEASE },
+    // The source is restored to mid-move after the move is done: it serves its grant, its stale copies go.
+    Forgets { end: End::Source, backed_up_at: Some(failpoint::AFTER_PREPARE), restored_at: "" },
+];
+
+/// Every schedule of [`SCHEDULES`] in turn on two shards of `kind` on
+/// PostgreSQL, moving slots 128-255 one way, then back: after each, the
+/// same `ctl reshard` finishes the move, the topology and both shards agree,
+/// every create replays its 201 byte for byte and is stored exactly once.
+async fn moves_survive_a_postgresql_shard_that_forgets(kind: Kind) {
+    let etcd = Etcd::single().await;
+    let urls = vec![
+        pastebin_tests::postgres::fresh_database_url().await,
+        pastebin_tests::postgres::fresh_database_url().await,
+    ];
+    let (name, part) = match kind {
+        Kind::Key => ("key", "key-service"),
+        Kind::Paste => ("paste", "paste-service"),
+    };
+    let mut options = ClusterOptions { topology: Some(etcd.topology_url()), ..Default::default() };
+    match kind {
+        Kind::Key => (options.empty_key_shards, options.key_database_urls) = (1, urls.clone()),
+        Kind::Paste => (options.empty_paste_shards, options.paste_database_urls) = (1, urls.clone()),
+    }
+    let mut cluster = Cluster::start(options).await;
+    let addresses = match kind {
+        Kind::Key => cluster.key_addresses.clone(),
+        Kind::Paste => cluster.paste_addresses.clone(),
+    };
+    let authority = authority(&etcd);
+    let initial = Topology::initial([
+        (addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL)),
+        (addresses[1].clone(), OwnedSlots::Nothing),
+    ])
+    .unwrap();
+    authority.swap(kind, None, &initial).await.unwrap();
+    let other = match kind {
+        Kind::Key => (Kind::Paste, cluster.paste_addresses.clone()),
+        Kind::Paste => (Kind::Key, cluster.key_addresses.clone()),
+    };
+    let all_of_it = Topology::initial([(other.1[0].clone(), OwnedSlots::Range(SlotRange::ALL))]).unwrap();
+    authority.swap(other.0, None, &all_of_it).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while !(confirmed(&authority, Kind::Key).await && confirmed(&authority, Kind::Paste).await) {
+        assert!(tokio::time::Instant::now() < deadline, "every shard confirms its grant");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let created = create_some(&cluster, 24).await;
+
+    for (n, schedule) in SCHEDULES.iter().enumerate() {
+        let (from, to) = if n % 2 == 0 { (0, 1) } else { (1, 0) };
+        let forgets = match schedule.end {
+            End::Source => from,
+            End::Target => to,
+        };
+        let what = format!("schedule {n}: the {:?} of a {name} move forgets", schedule.end);
+        let args = move_args(name, &addresses[from], &addresses[to], HIGH);
+        if let Some(at) = schedule.backed_up_at {
+            let (ok, output) = reshard(&cluster, &etcd, &args, at).await;
+            assert!(!ok, "{what}: stops at {at}: {output}");
+        }
+        // The backup: taken with the shard down, as TEMPLATE needs.
+        shard(&mut cluster, kind, forgets).kill().await;
+        let backup = Backup::take(&urls[forgets]).await;
+        shard(&mut cluster, kind, forgets).forget_flag("--slots");
+        shard(&mut cluster, kind, forgets).restart(&[], &[part]).await;
+        let (ok, output) = reshard(&cluster, &etcd, &args, schedule.restored_at).await;
+        assert_eq!(ok, schedule.restored_at.is_empty(), "{what}: {output}");
+
+        shard(&mut cluster, kind, forgets).kill().await;
+        backup.restore().await;
+        shard(&mut cluster, kind, forgets).restart(&[], &[part]).await;
+
+        let (ok, output) = reshard(&cluster, &etcd, &args, "").await;
+        assert!(ok, "{what}: the rerun finishes the move: {output}");
+        let topology = authority.read(kind).await.unwrap().topology.unwrap();
+        assert!(topology.moving.is_none(), "{what}: the topology records the end: {output}");
+        // Shard 0 keeps 0-127 throughout; the slots 128-255 go back and forth.
+        let target_owns = OwnedSlots::Range(if to == 1 { range(HIGH) } else { SlotRange::ALL });
+        assert_eq!(topology.serving(&addresses[to]).owned, target_owns, "{what}");
+        let client_owns = match kind {
+            Kind::Key => cluster.key_client(to).describe().await.unwrap().owned,
+            Kind::Paste => cluster.paste_client(to).describe().await.unwrap().owned,
+        };
+        assert_eq!(client_owns, target_owns, "{what}: the target serves the slots");
+        check_replays_and_reads(&cluster, &created).await;
+        // A restored shard deletes its stale copies once it serves (never serving them meanwhile).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while rows_on_both(kind, &urls).await > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        check_each_create_stored_once(&cluster, &created).await;
+    }
+}
+
+/// The `n`th shard of `kind`.
+fn shard(cluster: &mut Cluster, kind: Kind, n: usize) -> &mut pastebin_tests::cluster::Process {
+    match kind {
+        Kind::Key => &mut cluster.keys[n],
+        Kind::Paste => &mut cluster.pastes[n],
+    }
+}
+
+/// How many key rows (K) or live pastes (P) are on both databases at once.
+async fn rows_on_both(kind: Kind, urls: &[String]) -> usize {
+    let mut rows = Vec::new();
+    for url in urls {
+        match kind {
+            Kind::Key => rows.extend(pastebin_tests::cluster::key_table(url).await.into_iter().map(|row| row.0)),
+            Kind::Paste => rows.extend(pastebin_tests::cluster::live_ids(url).await),
+        }
+    }
+    let distinct: std::collections::HashSet<&String> = rows.iter().collect();
+    rows.len() - distinct.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_moves_survive_a_postgresql_shard_restored_at_each_step() {
+    moves_survive_a_postgresql_shard_that_forgets(Kind::Key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn paste_moves_survive_a_postgresql_shard_restored_at_each_step() {
+    moves_survive_a_postgresql_shard_that_forgets(Kind::Paste).await;
+}

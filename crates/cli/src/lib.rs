@@ -362,6 +362,7 @@ async fn run_shard<F: std::future::Future<Output = anyhow::Result<GrpcServer>>>(
             ShardSlots::claim(pool.pool(), kind, args.slots, resharding, now).await?
         }
     };
+    slots.confirm_after_failovers(&pool);
     tracing::info!(%what, slots = %slots.ownership().await.owned, "owning slots");
     let database = pool.clone();
     // Required: a shard without its database can do nothing.

@@ -16,7 +16,12 @@ use sqlx::{
 };
 
 pub use crate::group_commit::Statement;
-use crate::{checkpoint, database_url::DatabaseUrl, group_commit::GroupCommit, reconnect::Reconnect};
+use crate::{
+    checkpoint,
+    database_url::DatabaseUrl,
+    group_commit::GroupCommit,
+    reconnect::{ConnectionCheck, Failovers, Reconnect},
+};
 
 /// How long a pool waits for a connection, and a start-up for a server to use.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -61,6 +66,21 @@ impl Database {
     /// go through [`Self::read`], [`Self::write`] or [`Self::execute`].
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// On PostgreSQL, how many times the shard lost its server so far and
+    /// its link to it ([`Reconnect::failovers`]); `None` on SQLite, whose
+    /// file does not change under a running process.
+    pub fn failovers(&self) -> Option<Failovers> {
+        self.reconnect.as_ref().map(|reconnect| reconnect.failovers())
+    }
+
+    /// On PostgreSQL, has every connection opened from now on checked first
+    /// ([`Reconnect::check_new_connections`]).
+    pub fn check_new_connections(&self, check: ConnectionCheck) {
+        if let Some(reconnect) = &self.reconnect {
+            reconnect.check_new_connections(check);
+        }
     }
 
     /// Runs `call` on the pool: fails at once while the shard looks for its

@@ -27,7 +27,10 @@
 
 use std::{
     future::Future,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -102,14 +105,41 @@ fn given_up_with_the_server() -> sqlx::Error {
     ))
 }
 
+/// What a shard watches to know that its database may be another one now.
+pub struct Failovers {
+    /// How many times the shard lost its server so far, counted the moment
+    /// it does (before any call can reach a server found again).
+    pub losses: Arc<AtomicU64>,
+    /// Since when the shard has been looking for a server; `None` while one
+    /// is in use.
+    pub link: watch::Receiver<Option<Instant>>,
+}
+
 /// One shard's link to its database servers.
 pub struct Reconnect {
     url: DatabaseUrl,
     /// Since when the shard has been looking for a server, if it is; calls
     /// under way watch it to give up when it turns.
     lost_since: watch::Sender<Option<Instant>>,
+    /// How many times the shard lost its server, counted the moment it
+    /// does: a shard that trusts what it read before compares this count
+    /// with the one it last confirmed itself at (its database may be
+    /// another one now, that forgot commits).
+    losses: Arc<AtomicU64>,
+    /// Run on every new connection, once the shard installs it.
+    new_connections: std::sync::OnceLock<ConnectionCheck>,
     state: Mutex<State>,
 }
+
+/// Whether a new connection reached the database the shard confirmed
+/// itself on (`false`: another one, which may have forgotten commits).
+pub type ConnectionCheck = Arc<
+    dyn for<'c> Fn(
+            &'c mut AnyConnection,
+        ) -> std::pin::Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>
+        + Send
+        + Sync,
+>;
 
 #[derive(Default)]
 struct State {
@@ -131,8 +161,13 @@ impl Reconnect {
         options: AnyPoolOptions,
         patience: Duration,
     ) -> anyhow::Result<(AnyPool, Arc<Reconnect>)> {
-        let reconnect =
-            Arc::new(Reconnect { url, lost_since: watch::Sender::new(None), state: Mutex::new(State::default()) });
+        let reconnect = Arc::new(Reconnect {
+            url,
+            lost_since: watch::Sender::new(None),
+            losses: Arc::default(),
+            new_connections: std::sync::OnceLock::new(),
+            state: Mutex::default(),
+        });
         let deadline = Instant::now() + patience;
         let mut round = 0;
         let (current, connect_options) = loop {
@@ -154,7 +189,44 @@ impl Reconnect {
             let fresh = following.opened_after_the_switch(&meta);
             Box::pin(async move { Ok(fresh) })
         });
+        let checking = reconnect.clone();
+        let options = options.after_connect(move |conn, _meta| {
+            let checking = checking.clone();
+            Box::pin(async move { checking.check_new_connection(conn).await })
+        });
         Ok((options.connect_with(connect_options).await?, reconnect))
+    }
+
+    /// Has every connection opened from now on checked by `check` first
+    /// (once; later calls change nothing).
+    pub fn check_new_connections(&self, check: ConnectionCheck) {
+        let _ = self.new_connections.set(check);
+    }
+
+    /// A new connection whose database is not the one the shard confirmed
+    /// itself on (a server found behind the same address after a failover,
+    /// a restore) counts as a loss of the link, as if the old server had
+    /// been seen to go, and is refused: the call that opened it fails, and
+    /// the shard confirms itself again before it serves (the check lets the
+    /// confirmation's own connections through).
+    async fn check_new_connection(&self, conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+        let Some(check) = self.new_connections.get() else { return Ok(()) };
+        if check(conn).await? {
+            return Ok(());
+        }
+        self.losses.fetch_add(1, Ordering::SeqCst);
+        self.lost_since.send_modify(|_| {});
+        tracing::warn!("a new database connection reached a database this shard has not confirmed itself on: refused");
+        Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the database is not the one this shard confirmed itself on (it may have forgotten commits): the shard \
+             confirms itself again; retry shortly",
+        )))
+    }
+
+    /// How many times the link was lost so far, and the link itself.
+    pub fn failovers(&self) -> Failovers {
+        Failovers { losses: self.losses.clone(), link: self.lost_since.subscribe() }
     }
 
     /// Runs `call` unless the shard is looking for its server (then it fails
@@ -241,6 +313,7 @@ impl Reconnect {
         if !turned {
             return;
         }
+        self.losses.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(%error, servers = %self.url, "lost the database server; calls fail at once while looking for one");
         tokio::spawn(self.clone().search(pool.clone()));
     }

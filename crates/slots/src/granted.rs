@@ -28,11 +28,31 @@ pub struct Granted {
     /// Held while the marker is written (database, then topology): a
     /// confirmation and a stamp never interleave.
     marking: Arc<tokio::sync::Mutex<()>>,
+    /// The marker this shard last confirmed its database holds: a new
+    /// connection that finds another is to a database that forgot
+    /// ([`crate::failover`]).
+    pub(crate) confirmed_marker: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Granted {
     pub fn new(authority: Arc<dyn Authority>, kind: Kind, address: String) -> Self {
-        Self { authority, kind, address, marking: Arc::default() }
+        Self { authority, kind, address, marking: Arc::default(), confirmed_marker: Arc::default() }
+    }
+
+    fn confirmed(&self, marker: Option<String>) {
+        *self.confirmed_marker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = marker;
+    }
+
+    /// Whether the database behind `conn` holds the marker this shard last
+    /// confirmed (or none was confirmed yet).
+    pub(crate) async fn holds_the_confirmed_marker(&self, conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
+        let Some(expected) = self.confirmed_marker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        else {
+            return Ok(true);
+        };
+        let row = sqlx::query("SELECT marker FROM shard_marker WHERE singleton = 1").fetch_optional(&mut *conn).await?;
+        let stored: Option<String> = row.map(|row| row.try_get("marker")).transpose()?;
+        Ok(stored.as_deref() == Some(expected.as_str()))
     }
 
     /// A linearizable read of the topology for a move call, which `allowed`
@@ -268,7 +288,10 @@ async fn confirm(pool: &AnyPool, granted: &Granted, fresh_anyway: bool) -> Resul
         let read = patiently(&what, || async { Ok(granted.authority.read(granted.kind).await?) }).await?;
         let Some(topology) = read.topology else { return Ok(None) };
         match topology.confirm(&granted.address, marker.as_deref(), &fresh) {
-            Confirmation::Confirmed => return Ok(Some(topology)),
+            Confirmation::Confirmed => {
+                granted.confirmed(marker);
+                return Ok(Some(topology));
+            }
             Confirmation::Forgot { .. } => {
                 if marker.as_deref() != Some(fresh.as_str()) {
                     match topology.grant(&granted.address).and_then(|grant| grant.marker.as_deref()) {
@@ -300,7 +323,10 @@ async fn confirm(pool: &AnyPool, granted: &Granted, fresh_anyway: bool) -> Resul
         })
         .await;
         match decided {
-            Ok(topology) => return Ok(Some(topology)),
+            Ok(topology) => {
+                granted.confirmed(Some(fresh));
+                return Ok(Some(topology));
+            }
             // The topology vanished between the read and the change: read again.
             Err(ChangeError::NotInitialised(_)) => continue,
             Err(error) => return Err(error.into()),

@@ -8,8 +8,10 @@
 //! gRPC service both K and P serve: export, import, verify, release, take,
 //! delete and abandon, each a thin call into [`shard_slots`]. [`granted`]
 //! is a shard under a topology: it serves what etcd grants it and follows
-//! every change (docs/design.md#ownership-on-etcd).
+//! every change (docs/design.md#ownership-on-etcd); [`failover`] confirms it
+//! again whenever its database link comes back.
 
+pub mod failover;
 pub mod granted;
 pub mod move_changes;
 pub mod shard_slots;

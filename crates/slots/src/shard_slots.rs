@@ -237,7 +237,7 @@ impl From<MoveError> for tonic::Status {
 #[derive(Clone)]
 pub struct ShardSlots {
     kind: pb::ShardKind,
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
     pub(crate) state: Arc<RwLock<Ownership>>,
     changes: Arc<ChangeLog>,
     windows: SearchWindows,
@@ -255,6 +255,9 @@ pub struct ShardSlots {
     /// Whether this ownership is a colocated shard's, shared by its key and
     /// paste services (docs/design.md#the-colocated-create).
     colocated: bool,
+    /// Refuses every call from a loss of the database link until the shard
+    /// confirmed itself again ([`crate::failover`]).
+    pub(crate) failover: Arc<crate::failover::FailoverGate>,
 }
 
 /// The lost-commits windows a shard holds for slots
@@ -416,6 +419,7 @@ impl ShardSlots {
             lease_until: Arc::new(AtomicI64::new(0)),
             granted: None,
             stale_copies: Arc::default(),
+            failover: Arc::default(),
             uncertain: Arc::default(),
             colocated: false,
         })
@@ -466,7 +470,9 @@ impl ShardSlots {
 
     /// A read of `slot`: refused unless this shard owns it.
     pub async fn readable(&self, slot: Slot) -> Result<(), tonic::Status> {
-        self.state.read().await.check(slot, false)
+        let state = self.state.read().await;
+        self.failover.check(state.generation)?;
+        state.check(slot, false)
     }
 
     /// A write of `slots`: refused unless this shard owns all of them and
@@ -476,6 +482,7 @@ impl ShardSlots {
         rows: impl IntoIterator<Item = &'r R>,
     ) -> Result<WritePermit, tonic::Status> {
         let state = self.state.clone().read_owned().await;
+        self.failover.check(state.generation)?;
         let rows: Vec<(Slot, String)> = rows.into_iter().map(MovedRowKey::moved_row).collect();
         for (slot, _) in &rows {
             state.check(*slot, true)?;
@@ -493,6 +500,7 @@ impl ShardSlots {
         row_of: impl Fn(&T) -> &R,
     ) -> Result<(WritePermit, Vec<T>, Vec<T>), tonic::Status> {
         let state = self.state.clone().read_owned().await;
+        self.failover.check(state.generation)?;
         Ok(self.set_aside_unwritable(state, items, row_of))
     }
 
@@ -506,6 +514,7 @@ impl ShardSlots {
         row_of: impl Fn(&T) -> &R,
     ) -> Result<(WritePermit, Vec<T>, Vec<T>), tonic::Status> {
         let state = self.state.clone().read_owned().await;
+        self.failover.check(state.generation)?;
         for item in &items {
             state.check(row_of(item).moved_row().0, false)?;
         }
@@ -530,6 +539,7 @@ impl ShardSlots {
     /// would change rows that a move is copying, so it waits for the move.
     pub async fn writable_everywhere(&self) -> Result<WritePermit, tonic::Status> {
         let state = self.state.clone().read_owned().await;
+        self.failover.check(state.generation)?;
         match &state.active {
             Some(active) => Err(refusal(
                 tonic::Status::unavailable(format!(
@@ -732,7 +742,13 @@ impl ShardSlots {
         {
             return Ok(());
         }
-        let Ok(owned) = state.serves().without(moving.slots) else { return Ok(()) };
+        // Its range without the slots: as recorded at its take, or as its
+        // database holds it when that forgot the move altogether.
+        let owned = match state.owned.without(moving.slots) {
+            Ok(rest) => rest,
+            Err(_) if state.owned.misses(moving.slots) => state.owned,
+            Err(_) => return Ok(()),
+        };
         let record = Record {
             identity: Identity {
                 id: moving.id.clone(),
@@ -906,7 +922,7 @@ async fn recorded_move(pool: &AnyPool, id: &str) -> Result<Option<Record>, sqlx:
     row.as_ref().map(move_from_row).transpose()
 }
 
-async fn active_move(pool: &AnyPool) -> Result<Option<Record>, sqlx::Error> {
+pub(crate) async fn active_move(pool: &AnyPool) -> Result<Option<Record>, sqlx::Error> {
     // At most one is unfinished; should a database hold more, every start
     // picks the same one (the oldest).
     let row = sqlx::query(AssertSqlSafe(format!(
@@ -985,7 +1001,7 @@ fn columns(owned: OwnedSlots) -> (i64, i64, i64) {
     }
 }
 
-async fn stored_slots(pool: &AnyPool) -> Result<(OwnedSlots, u64), SlotClaimError> {
+pub(crate) async fn stored_slots(pool: &AnyPool) -> Result<(OwnedSlots, u64), SlotClaimError> {
     let row =
         sqlx::query("SELECT first_slot, last_slot, owns_nothing, generation FROM shard_slots WHERE singleton = 1")
             .fetch_one(pool)
@@ -1002,7 +1018,7 @@ fn stored_range(first: i64, last: i64) -> Result<SlotRange, SlotClaimError> {
     SlotRange::new(slot(first)?, slot(last)?).map_err(|e| SlotClaimError::Corrupt(e.to_string()))
 }
 
-fn refusal(mut status: tonic::Status, why: &'static str, generation: u64) -> tonic::Status {
+pub(crate) fn refusal(mut status: tonic::Status, why: &'static str, generation: u64) -> tonic::Status {
     let metadata = status.metadata_mut();
     metadata.insert(NOT_EXECUTED, tonic::metadata::MetadataValue::from_static(why));
     metadata.insert(GENERATION, tonic::metadata::MetadataValue::from(generation));

@@ -544,48 +544,69 @@ const SCHEDULES: [Forgets; 4] = [
     Forgets { end: End::Source, backed_up_at: Some(failpoint::AFTER_PREPARE), restored_at: "" },
 ];
 
+/// Two shards of one kind on PostgreSQL (one owning every slot, one empty)
+/// and one of the other kind, under a topology on a real etcd whose first
+/// version the test writes; every shard has confirmed its grant.
+struct OnPostgres {
+    etcd: Etcd,
+    cluster: Cluster,
+    /// The two shards' database URLs.
+    urls: Vec<String>,
+    /// The two shards' addresses, as the topology names them.
+    addresses: Vec<String>,
+    authority: EtcdAuthority,
+}
+
+impl OnPostgres {
+    async fn start(kind: Kind) -> OnPostgres {
+        let etcd = Etcd::single().await;
+        let urls = vec![
+            pastebin_tests::postgres::fresh_database_url().await,
+            pastebin_tests::postgres::fresh_database_url().await,
+        ];
+        let mut options = ClusterOptions { topology: Some(etcd.topology_url()), ..Default::default() };
+        match kind {
+            Kind::Key => (options.empty_key_shards, options.key_database_urls) = (1, urls.clone()),
+            Kind::Paste => (options.empty_paste_shards, options.paste_database_urls) = (1, urls.clone()),
+        }
+        let cluster = Cluster::start(options).await;
+        let (addresses, other) = match kind {
+            Kind::Key => (cluster.key_addresses.clone(), (Kind::Paste, cluster.paste_addresses[0].clone())),
+            Kind::Paste => (cluster.paste_addresses.clone(), (Kind::Key, cluster.key_addresses[0].clone())),
+        };
+        let authority = authority(&etcd);
+        let initial = Topology::initial([
+            (addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL)),
+            (addresses[1].clone(), OwnedSlots::Nothing),
+        ])
+        .unwrap();
+        authority.swap(kind, None, &initial).await.unwrap();
+        let all_of_it = Topology::initial([(other.1, OwnedSlots::Range(SlotRange::ALL))]).unwrap();
+        authority.swap(other.0, None, &all_of_it).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while !(confirmed(&authority, Kind::Key).await && confirmed(&authority, Kind::Paste).await) {
+            assert!(tokio::time::Instant::now() < deadline, "every shard confirms its grant");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        OnPostgres { etcd, cluster, urls, addresses, authority }
+    }
+}
+
+/// The kind's name for `ctl reshard --kind`, and its service's name.
+fn names(kind: Kind) -> (&'static str, &'static str) {
+    match kind {
+        Kind::Key => ("key", "key-service"),
+        Kind::Paste => ("paste", "paste-service"),
+    }
+}
+
 /// Every schedule of [`SCHEDULES`] in turn on two shards of `kind` on
 /// PostgreSQL, moving slots 128-255 one way, then back: after each, the
 /// same `ctl reshard` finishes the move, the topology and both shards agree,
 /// every create replays its 201 byte for byte and is stored exactly once.
 async fn moves_survive_a_postgresql_shard_that_forgets(kind: Kind) {
-    let etcd = Etcd::single().await;
-    let urls = vec![
-        pastebin_tests::postgres::fresh_database_url().await,
-        pastebin_tests::postgres::fresh_database_url().await,
-    ];
-    let (name, part) = match kind {
-        Kind::Key => ("key", "key-service"),
-        Kind::Paste => ("paste", "paste-service"),
-    };
-    let mut options = ClusterOptions { topology: Some(etcd.topology_url()), ..Default::default() };
-    match kind {
-        Kind::Key => (options.empty_key_shards, options.key_database_urls) = (1, urls.clone()),
-        Kind::Paste => (options.empty_paste_shards, options.paste_database_urls) = (1, urls.clone()),
-    }
-    let mut cluster = Cluster::start(options).await;
-    let addresses = match kind {
-        Kind::Key => cluster.key_addresses.clone(),
-        Kind::Paste => cluster.paste_addresses.clone(),
-    };
-    let authority = authority(&etcd);
-    let initial = Topology::initial([
-        (addresses[0].clone(), OwnedSlots::Range(SlotRange::ALL)),
-        (addresses[1].clone(), OwnedSlots::Nothing),
-    ])
-    .unwrap();
-    authority.swap(kind, None, &initial).await.unwrap();
-    let other = match kind {
-        Kind::Key => (Kind::Paste, cluster.paste_addresses.clone()),
-        Kind::Paste => (Kind::Key, cluster.key_addresses.clone()),
-    };
-    let all_of_it = Topology::initial([(other.1[0].clone(), OwnedSlots::Range(SlotRange::ALL))]).unwrap();
-    authority.swap(other.0, None, &all_of_it).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while !(confirmed(&authority, Kind::Key).await && confirmed(&authority, Kind::Paste).await) {
-        assert!(tokio::time::Instant::now() < deadline, "every shard confirms its grant");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let OnPostgres { etcd, mut cluster, urls, addresses, authority } = OnPostgres::start(kind).await;
+    let (name, part) = names(kind);
     let created = create_some(&cluster, 24).await;
 
     for (n, schedule) in SCHEDULES.iter().enumerate() {
@@ -663,4 +684,64 @@ async fn key_moves_survive_a_postgresql_shard_restored_at_each_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn paste_moves_survive_a_postgresql_shard_restored_at_each_step() {
     moves_survive_a_postgresql_shard_that_forgets(Kind::Paste).await;
+}
+
+/// The worst case: a target's PostgreSQL database fails over *under
+/// the running shard* to one that forgot the move (a restore; a standby
+/// promoted without the last commits) after the target took the slots. The
+/// shard finds its server again and, before it serves anything, reads its
+/// database again and confirms its marker: the topology shows its copy as
+/// not trusted, so it holds the slots and a retry of a key it lost is
+/// refused, never made a second paste. The same `ctl reshard` then copies the
+/// rows again and every create replays its 201 byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_target_whose_postgresql_fails_over_to_a_database_that_forgot_the_take_holds_the_slots() {
+    let OnPostgres { etcd, mut cluster, urls, addresses, authority } = OnPostgres::start(Kind::Key).await;
+    let created = create_some(&cluster, 24).await;
+    let args = move_args("key", &addresses[0], &addresses[1], HIGH);
+
+    // The target's backup, before the move: no record of it, the marker of its start.
+    cluster.keys[1].kill().await;
+    let backup = Backup::take(&urls[1]).await;
+    cluster.keys[1].forget_flag("--slots");
+    cluster.keys[1].restart(&[], &["key-service"]).await;
+    let (ok, output) = reshard(&cluster, &etcd, &args, failpoint::AFTER_TAKE).await;
+    assert!(!ok && output.contains("failpoint reshard_after_take"), "{output}");
+
+    // Under the running target, its database becomes the backup.
+    backup.restore().await;
+
+    // Retries of keys the database forgot, while the shard finds out: each
+    // refused (the call that meets the other database fails, and the shard
+    // serves nothing until it has confirmed itself again) or replayed, never
+    // made a second paste.
+    let lost = moved(&created);
+    assert!(lost.len() >= 3, "some keys are in the moved slots");
+    for _round in 0..3 {
+        for lost in lost.iter().take(3) {
+            let retry = pastebin_tests::api::create(&cluster.http, Some(&lost.key), &lost.content).await.unwrap();
+            match retry.status {
+                StatusCode::CREATED => {
+                    assert_eq!(retry.body, lost.body, "a key the database forgot is never made a second paste")
+                }
+                status => assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", retry.body),
+            }
+        }
+    }
+    assert!(
+        cluster.keys[1]
+            .wait_for_log("confirmed this shard again after its database failed over", Duration::from_secs(60))
+            .await,
+        "the target confirmed itself again without a restart"
+    );
+    let key = pastebin_core::IdempotencyKey::parse(&lost[0].key).unwrap();
+    let held = cluster.key_client(1).get(&key).await;
+    assert!(matches!(&held, Err(error) if error.to_string().contains("held")), "{held:?}");
+
+    let (ok, output) = reshard(&cluster, &etcd, &args, "").await;
+    assert!(ok && output.contains("forgot its copy since the cut-over: copying it again"), "{output}");
+    let topology = authority.read(Kind::Key).await.unwrap().topology.unwrap();
+    assert!(topology.moving.is_none(), "{output}");
+    check_replays_and_reads(&cluster, &created).await;
+    check_each_create_stored_once(&cluster, &created).await;
 }

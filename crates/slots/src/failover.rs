@@ -57,18 +57,20 @@ impl FailoverGate {
 }
 
 impl ShardSlots {
-    /// Confirms this shard again after each loss of its database link
-    /// (PostgreSQL only: a SQLite file does not change under the process).
+    /// Under a topology, confirms this shard again after each loss of its
+    /// database link (PostgreSQL only: a SQLite file does not change under
+    /// the process). Without one the database is the shard's only record,
+    /// and a failover that lost commits is adopt's and reconcile's
+    /// (docs/design.md#adopting-after-a-k-loss).
     pub fn confirm_after_failovers(&self, database: &Database) {
+        let Some(granted) = self.granted.clone() else { return };
         let Some(Failovers { losses, mut link }) = database.failovers() else { return };
-        if let Some(granted) = self.granted.clone() {
-            database.check_new_connections(Arc::new(move |conn| {
-                let granted = granted.clone();
-                // The confirmation itself reads the other database, and writes it a fresh marker.
-                let confirming = CONFIRMING.try_with(|confirming| *confirming).unwrap_or(false);
-                Box::pin(async move { Ok(confirming || granted.holds_the_confirmed_marker(conn).await?) })
-            }));
-        }
+        database.check_new_connections(Arc::new(move |conn| {
+            let granted = granted.clone();
+            // The confirmation itself reads the other database, and writes it a fresh marker.
+            let confirming = CONFIRMING.try_with(|confirming| *confirming).unwrap_or(false);
+            Box::pin(async move { Ok(confirming || granted.holds_the_confirmed_marker(conn).await?) })
+        }));
         self.failover.confirmed.store(losses.load(Ordering::SeqCst), Ordering::SeqCst);
         if self.failover.losses.set(losses.clone()).is_err() {
             return;
